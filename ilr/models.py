@@ -1,0 +1,209 @@
+"""Django models over the ilr.* tables, for admin and reporting only.
+
+The schema is owned by ilr/sql (spec §4), applied by migration 0001; these models are
+``managed = False`` and their manager refuses writes through the ORM, so every write goes
+through the runtime's fenced transactions or its transaction bodies (approve_in, revoke_in,
+signal_in, cancel_in). Tables in the ilr schema are named with the quoting trick
+``'ilr"."workflows'`` so Django's own tables stay in public.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class ReadOnlyQuerySet(models.QuerySet):
+    """Refuses ORM writes: the runtime's SQL is the only writer of ilr.* tables."""
+
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("ilr tables are written by the runtime only (ilr.Runtime), not the ORM")
+
+    update = delete = bulk_create = bulk_update = create = get_or_create = update_or_create = _refuse
+
+
+class ReadOnlyModel(models.Model):
+    objects = ReadOnlyQuerySet.as_manager()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args, **kwargs):
+        raise TypeError("ilr tables are written by the runtime only (ilr.Runtime), not the ORM")
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("ilr tables are written by the runtime only (ilr.Runtime), not the ORM")
+
+
+class Deployment(ReadOnlyModel):
+    pk = models.CompositePrimaryKey("name", "version")
+    name = models.TextField()
+    version = models.TextField()
+    code_sha256 = models.TextField()
+    created_at = models.DateTimeField()
+    retired_at = models.DateTimeField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."deployments'
+
+    def __str__(self):
+        return f"{self.name}@{self.version}"
+
+
+class Workflow(ReadOnlyModel):
+    STATUSES = ["pending", "running", "sleeping", "completed", "failed", "cancelled", "stuck", "continued"]
+
+    id = models.TextField(primary_key=True)
+    name = models.TextField()
+    version = models.TextField()
+    input = models.JSONField()
+    status = models.TextField(choices=[(s, s) for s in STATUSES])
+    epoch = models.BigIntegerField()
+    owner = models.TextField(null=True)
+    lease_expires_at = models.DateTimeField(null=True)
+    takeovers = models.IntegerField()
+    # 'infinity' while waiting with no timeout: a text column in this model, because
+    # datetime cannot hold infinity (spec §13.3.11).
+    available_at = models.TextField()
+    waiting = models.JSONField(null=True)
+    cancel_requested_at = models.DateTimeField(null=True)
+    result = models.JSONField(null=True)
+    error = models.JSONField(null=True)
+    parent_id = models.TextField(null=True)
+    continued_from = models.TextField(null=True)
+    forked_from = models.TextField(null=True)
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."workflows'
+
+    def __str__(self):
+        return self.id
+
+
+class Step(ReadOnlyModel):
+    pk = models.CompositePrimaryKey("workflow_id", "seq")
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="steps")
+    seq = models.IntegerField()
+    name = models.TextField()
+    kind = models.TextField()
+    fingerprint = models.TextField(null=True)
+    output = models.JSONField(null=True)
+    error = models.JSONField(null=True)
+    epoch = models.BigIntegerField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."steps'
+
+
+class LlmCall(ReadOnlyModel):
+    id = models.BigAutoField(primary_key=True)
+    workflow_id = models.TextField()
+    seq = models.IntegerField()
+    epoch = models.BigIntegerField()
+    request_hash = models.TextField()
+    started_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."llm_calls'
+
+
+class Signal(ReadOnlyModel):
+    id = models.BigAutoField(primary_key=True)
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="signals")
+    name = models.TextField()
+    payload = models.JSONField()
+    sender = models.TextField(null=True)
+    consumed_seq = models.IntegerField(null=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."signals'
+
+
+class Grant(ReadOnlyModel):
+    id = models.TextField(primary_key=True)
+    principal = models.TextField()
+    action = models.TextField()
+    max_cents = models.BigIntegerField(null=True)
+    payload_hash = models.TextField(null=True)
+    facts_seen = models.JSONField(null=True)
+    granted_by = models.TextField()
+    expires_at = models.DateTimeField(null=True)
+    revoked_at = models.DateTimeField(null=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."grants'
+
+
+class Effect(ReadOnlyModel):
+    effect_id = models.TextField(primary_key=True)
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="effects")
+    target = models.TextField()
+    tier = models.SmallIntegerField()
+    payload = models.JSONField()
+    payload_hash = models.TextField()
+    state = models.TextField()
+    grant = models.ForeignKey(Grant, models.DO_NOTHING, db_column="grant_id", null=True)
+    dispatch_workflow_id = models.TextField(null=True)
+    dispatch_epoch = models.BigIntegerField(null=True)
+    first_dispatched_at = models.DateTimeField(null=True)
+    send_deadline = models.DateTimeField(null=True)
+    settle_margin = models.DurationField(null=True)
+    sends = models.IntegerField()
+    late_result = models.JSONField(null=True)
+    reconciled = models.JSONField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."effects'
+
+
+class JournalEntry(ReadOnlyModel):
+    seq = models.BigAutoField(primary_key=True)
+    effect = models.ForeignKey(Effect, models.DO_NOTHING, db_column="effect_id", related_name="journal")
+    kind = models.TextField()
+    body = models.TextField()
+    prev = models.TextField(null=True)
+    hash = models.TextField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."journal'
+
+
+class Claim(ReadOnlyModel):
+    pk = models.CompositePrimaryKey("workflow_id", "epoch")
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="claims")
+    epoch = models.BigIntegerField()
+    owner = models.TextField()
+    version = models.TextField()
+    claimed_at = models.DateTimeField()
+    lease_expires_at = models.DateTimeField()
+    prev_status = models.TextField()
+    prev_lease_expires_at = models.DateTimeField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."claims'
+
+
+class Response(ReadOnlyModel):
+    id = models.BigAutoField(primary_key=True)
+    effect_id = models.TextField()
+    workflow_id = models.TextField()
+    epoch = models.BigIntegerField()
+    result = models.JSONField(null=True)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."responses'

@@ -1,0 +1,98 @@
+"""Settings for the Interlock project, read from the environment through django-environ.
+
+Database: DATABASE_URL when set (PostgreSQL 15 or newer); otherwise the embedded PostgreSQL 18
+of interlock_project.embedded_pg under ILR_DATA_DIR/pg (default .data/pg), started on first use.
+ILR_DB_NAME overrides the database name in either case (test workers use it to reach the test
+database).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+DATA_DIR = Path(env("ILR_DATA_DIR", default=str(BASE_DIR / ".data"))).resolve()
+
+SECRET_KEY = env("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me-for-any-real-deployment")
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "testserver"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "ilr",
+    "approvals",
+    "prove",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "interlock_project.urls"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+WSGI_APPLICATION = "interlock_project.wsgi.application"
+
+if env("DATABASE_URL", default=""):
+    DATABASES = {"default": env.db("DATABASE_URL")}
+    ILR_EMBEDDED_PGDATA = None
+else:
+    from interlock_project.embedded_pg import EmbeddedPostgres
+
+    ILR_EMBEDDED_PGDATA = DATA_DIR / "pg"
+    DATABASES = {"default": EmbeddedPostgres(ILR_EMBEDDED_PGDATA).django_database()}
+if env("ILR_DB_NAME", default=""):
+    DATABASES["default"]["NAME"] = env("ILR_DB_NAME")
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = DATA_DIR / "static"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"ilr": {"handlers": ["console"], "level": env("ILR_LOG_LEVEL", default="WARNING")}},
+}
+
+# --- Interlock runtime -------------------------------------------------------------------------
+# Crash-loop guard (design-notes §5): a claim finding more takeovers than this marks the workflow
+# stuck instead of running it again.
+ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)

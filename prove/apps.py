@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ProveConfig(AppConfig):
+    name = "prove"
+    verbose_name = "Prove harness"
