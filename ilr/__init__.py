@@ -1,0 +1,45 @@
+"""Interlock runtime: durable workflows with gated effects, on PostgreSQL.
+
+The public API (design-notes §1). Implementation lives in the modules beside this file.
+"""
+
+from ilr.context import Decision, WorkflowContext
+from ilr.errors import (
+    Cancelled,
+    Fenced,
+    InterlockError,
+    InvalidInput,
+    NonDeterminism,
+    StepFailed,
+    TargetRejected,
+    UnknownWorkflow,
+    WorkflowConflict,
+    WorkflowFailed,
+    WorkflowNotFound,
+)
+from ilr.registry import workflow
+from ilr.retry import RetryPolicy
+from ilr.runtime import Runtime, cancel_in, signal_in
+from ilr.worker import Worker
+
+__all__ = [
+    "Cancelled",
+    "Decision",
+    "Fenced",
+    "InterlockError",
+    "InvalidInput",
+    "NonDeterminism",
+    "RetryPolicy",
+    "Runtime",
+    "StepFailed",
+    "TargetRejected",
+    "UnknownWorkflow",
+    "Worker",
+    "WorkflowConflict",
+    "WorkflowContext",
+    "WorkflowFailed",
+    "WorkflowNotFound",
+    "cancel_in",
+    "signal_in",
+    "workflow",
+]

@@ -1,0 +1,91 @@
+"""Plain JSON: validation, the canonical form, and hashes (design-notes §4).
+
+Everything the runtime stores in jsonb (workflow input, step outputs, signal payloads, effect
+payloads) must be plain JSON: dict with str keys, list, str, int, finite float, bool, None.
+PostgreSQL's jsonb also refuses a NUL character in a string, so we refuse it first, with the
+field's path in the message, before anything is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+from ilr.errors import InvalidInput
+
+MAX_JSON_BYTES = 1_000_000
+"""Largest encoded value accepted in one jsonb field (1 MB): an oversized input is refused."""
+
+
+def check_plain(value: Any, field: str) -> None:
+    """Raise InvalidInput naming the path of the first value that is not plain JSON.
+
+    Args:
+        value: the value to check.
+        field: its name in the message ("input", "output of step 'charge'").
+
+    Raises:
+        InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str with
+            a NUL character, or any other non-JSON type.
+    """
+    stack = [(value, field)]
+    while stack:
+        v, path = stack.pop()
+        if v is None or isinstance(v, bool):
+            continue
+        if isinstance(v, int):
+            continue
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise InvalidInput(path, f"{v!r} is not plain JSON (NaN and Infinity are not allowed)")
+            continue
+        if isinstance(v, str):
+            if "\x00" in v:
+                raise InvalidInput(path, "a string may not hold a NUL character (PostgreSQL jsonb refuses it)")
+            continue
+        if isinstance(v, dict):
+            for k, item in v.items():
+                if not isinstance(k, str):
+                    raise InvalidInput(path, f"object keys must be strings, got {type(k).__name__} {k!r}")
+                if "\x00" in k:
+                    raise InvalidInput(path, "an object key may not hold a NUL character")
+                stack.append((item, f"{path}.{k}"))
+            continue
+        if isinstance(v, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(v))
+            continue
+        raise InvalidInput(path, f"{type(v).__name__} is not plain JSON (use dict, list, str, int, float, bool or None)")
+
+
+def dumps(value: Any, field: str) -> str:
+    """Check ``value`` is plain JSON and encode it for a jsonb parameter.
+
+    Raises:
+        InvalidInput: not plain JSON, or over MAX_JSON_BYTES encoded.
+    """
+    check_plain(value, field)
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    if len(text.encode()) > MAX_JSON_BYTES:
+        raise InvalidInput(field, f"encoded size {len(text.encode())} bytes exceeds {MAX_JSON_BYTES}")
+    return text
+
+
+def canonical(value: Any) -> str:
+    """The canonical JSON text: sorted keys, no spaces, UTF-8 kept (design-notes §4)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def payload_hash(payload: Any) -> str:
+    """sha256 of the canonical payload (spec §4 "Payload hash")."""
+    return sha256_hex(canonical(payload))
+
+
+def effect_id_for(request: Any) -> str:
+    """``"eff_" + sha256(canonical(request))[:32]`` (design-notes §4)."""
+    return "eff_" + sha256_hex(canonical(request))[:32]

@@ -1,0 +1,90 @@
+"""Connections and the fence (spec §5.2).
+
+The engine speaks raw psycopg 3 on its own connections, opened from Django's DATABASES entry;
+the ORM is never on a worker's write path. Connections are in autocommit mode: a one-statement
+write is one transaction (one round trip), and longer transactions use ``conn.transaction()``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import dict_row
+
+from ilr.errors import Fenced
+
+INFINITY = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
+"""'infinity' timestamps load as datetime.max in UTC (spec §13.3.11)."""
+
+
+class _InfinityTimestamptzLoader(psycopg.types.datetime.TimestamptzLoader):
+    # psycopg cannot represent PostgreSQL's 'infinity'; a workflow sleeping forever has
+    # available_at = 'infinity', so map it to datetime.max instead of raising DataError.
+    def load(self, data):
+        if data == b"infinity":
+            return INFINITY
+        if data == b"-infinity":
+            return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+        return super().load(data)
+
+
+def conninfo(alias: str = "default") -> str:
+    """A libpq conninfo string for Django's database ``alias``, starting the embedded
+    PostgreSQL first when it is the configured database."""
+    from django.conf import settings
+
+    db = settings.DATABASES[alias]
+    if db.get("EMBEDDED_PGDATA"):
+        from interlock_project.embedded_pg import ensure_running
+
+        ensure_running(db["EMBEDDED_PGDATA"])
+    params = {
+        "dbname": db.get("NAME"),
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+        "host": db.get("HOST") or None,
+        "port": str(db["PORT"]) if db.get("PORT") else None,
+    }
+    options = {k: v for k, v in (db.get("OPTIONS") or {}).items() if isinstance(v, (str, int))}
+    return make_conninfo(**{k: v for k, v in params.items() if v is not None}, **options)
+
+
+def connect(dsn: str | None = None, *, application_name: str = "ilr", **kwargs: Any) -> psycopg.Connection:
+    """Open an autocommit connection with dict rows and the infinity-aware timestamptz loader.
+
+    Args:
+        dsn: a conninfo string or URL; default: Django's DATABASES["default"].
+        application_name: shown in pg_stat_activity.
+    """
+    conn = psycopg.connect(
+        dsn or conninfo(), autocommit=True, row_factory=dict_row, application_name=application_name, **kwargs
+    )
+    conn.adapters.register_loader("timestamptz", _InfinityTimestamptzLoader)
+    return conn
+
+
+FENCE_SQL = """
+update ilr.workflows
+   set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
+ where id = %(wf)s and epoch = %(epoch)s and status = 'running' and lease_expires_at > now()
+returning cancel_requested_at, now() as now
+"""
+
+
+def fence(cur: psycopg.Cursor, wf_id: str, epoch: int, ttl: float) -> dict:
+    """The first statement of every worker write (spec §5.2): renew the lease only while this
+    epoch is current and the lease is live, taking the workflow row lock.
+
+    Returns:
+        {"cancel_requested_at": datetime | None, "now": datetime} (database clock).
+
+    Raises:
+        Fenced: zero rows matched; the caller's transaction must roll back.
+    """
+    row = cur.execute(FENCE_SQL, {"wf": wf_id, "epoch": epoch, "ttl": ttl}).fetchone()
+    if row is None:
+        raise Fenced(f"workflow {wf_id}: epoch {epoch} no longer holds a live claim")
+    return row

@@ -1,0 +1,40 @@
+"""Kill points (spec §2.2): the one implementation, shared with the Temporal baselines.
+
+ILR_KILL_AT and ILR_STOP_AT are comma lists of ``name`` or ``name@n`` (the nth time the point is
+hit in this process). At a matching point the process sends itself SIGKILL (instrumented
+SIGKILL) or SIGSTOP (the harness sends SIGCONT).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import Counter
+
+POINTS = (
+    "claimed", "step_before_record", "step_after_record", "decide_after_response",
+    "effect_before_dispatch", "effect_after_dispatch", "effect_after_send", "effect_after_commit",
+    "resolve_after_commit", "resolve_after_send", "wait_after_suspend",
+)
+_hits: Counter = Counter()
+
+
+def _parse(spec: str) -> dict[str, int | None]:
+    out: dict[str, int | None] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, n = item.partition("@")
+        if name not in POINTS:
+            raise ValueError(f"kill point {name!r} is not one of {', '.join(POINTS)}")
+        out[name] = int(n) if n else None
+    return out
+
+
+def hit(name: str) -> None:
+    """Mark that the process reached kill point ``name``; SIGKILL or SIGSTOP it when asked."""
+    _hits[name] += 1
+    for var, sig in (("ILR_KILL_AT", signal.SIGKILL), ("ILR_STOP_AT", signal.SIGSTOP)):
+        spec = os.environ.get(var)
+        if spec:
+            wanted = _parse(spec)
+            if name in wanted and wanted[name] in (None, _hits[name]):
+                os.kill(os.getpid(), sig)

@@ -1,0 +1,345 @@
+"""The worker: claim loop, heartbeat with the local lease, and the run of one workflow
+(spec §5.3, design-notes §5, tlc-findings finding 1).
+
+Connection budget per worker process: ``concurrency`` run connections (one per run thread),
+plus one for claims and one for the heartbeat: ``concurrency + 2``. Eight workers of
+concurrency 4 use 48 of PostgreSQL's default 100.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
+
+import psycopg
+
+from ilr import codec, db, killpoints, registry, store
+from ilr.context import WorkflowContext, dumps_error
+from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, Suspend
+from ilr.registry import WorkflowDefinition
+
+log = logging.getLogger("ilr.worker")
+
+CLAIM_SQL = """
+with c as (
+  select id, status as prev_status, lease_expires_at as prev_lease
+    from ilr.workflows
+   where ((status in ('pending','sleeping') and available_at <= now())
+       or (status = 'running' and lease_expires_at <= now()))
+     and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
+   order by available_at
+   limit %(n)s
+   for update skip locked),
+u as (
+  update ilr.workflows w
+     set status = 'running', epoch = w.epoch + 1, owner = %(owner)s,
+         takeovers = w.takeovers + (c.prev_status = 'running')::int,
+         lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
+    from c
+   where w.id = c.id
+  returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers,
+            w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease,
+            coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
+            now() as now),
+h as (
+  insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at,
+                          prev_status, prev_lease_expires_at)
+  select id, epoch, %(owner)s, version, now, lease_expires_at, prev_status, prev_lease from u)
+select * from u
+"""
+
+HEARTBEAT_SQL = """
+update ilr.workflows w
+   set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
+  from unnest(%(ids)s::text[], %(epochs)s::bigint[]) as a(id, epoch)
+ where w.id = a.id and w.epoch = a.epoch and w.status = 'running' and w.lease_expires_at > now()
+returning w.id, w.cancel_requested_at
+"""
+
+
+class CodeChanged(InterlockError):
+    """A deployment's code_sha256 differs from the running code (spec §5.8); the worker exits 2."""
+
+    code = "ILR-040"
+
+
+class Run:
+    """One claim of one workflow, as the worker holds it.
+
+    The local lease (tlc-findings finding 1): ``t0 = time.monotonic()`` is read before each
+    transaction that renews the lease (the claim, every fenced write, every heartbeat), and
+    ``local_lease = t0 + lease_ttl``. t0 precedes the transaction's now(), so under A5 (a
+    worker's monotonic clock runs no faster than the database clock) local_lease <=
+    lease_expires_at. A body that checks ``monotonic() < local_lease`` therefore starts before
+    any successor could claim, so before any successor's step row exists (NoRerunAfterComplete).
+    Residual, A1: a pause between the check and the body start.
+    """
+
+    def __init__(self, row: dict, lease_ttl: float, t0: float):
+        self.workflow_id: str = row["id"]
+        self.name: str = row["name"]
+        self.version: str = row["version"]
+        self.input = row["input"]
+        self.epoch: int = row["epoch"]
+        self.waiting: dict | None = row["waiting"]
+        self.waiting_due: bool = row["waiting_due"]
+        self.takeovers: int = row["takeovers"]
+        self.cancel_requested = row["cancel_requested_at"] is not None
+        self.lease_ttl = lease_ttl
+        self.local_lease = t0 + lease_ttl
+        self.fenced = False
+        self.released = False
+
+    clock = staticmethod(time.monotonic)
+
+    def renewed(self, t0: float, cancel_requested_at) -> None:
+        """A lease-renewing transaction that began at monotonic ``t0`` committed."""
+        self.local_lease = max(self.local_lease, t0 + self.lease_ttl)
+        if cancel_requested_at is not None:
+            self.cancel_requested = True
+
+    def require_local_lease(self) -> None:
+        """Raise Fenced unless this claim is still live by the local clock (finding 1).
+
+        Called right before a step body, a decide call or a send starts.
+        """
+        if self.fenced or time.monotonic() >= self.local_lease:
+            self.fenced = True
+            raise Fenced(f"workflow {self.workflow_id}: local lease of epoch {self.epoch} ran out")
+
+
+class Worker:
+    """Claims and runs workflows of the registered (name, version) pairs.
+
+    Args:
+        worker_id: the owner name written on claims.
+        definitions: the workflows this worker runs; default every registered one. A worker
+            never claims a pair it did not register (VersionPinned).
+        concurrency: runs in flight at once (threads). Default 4.
+        lease_ttl: seconds a claim lives without renewal. Default 30.
+        poll: seconds between claim attempts when idle. Default 1.0.
+        max_takeovers: crash-loop guard (design-notes §5). Default 5.
+        allow_code_change: accept a changed code_sha256 for an existing (name, version).
+        dsn: conninfo; default Django's DATABASES["default"].
+    """
+
+    def __init__(self, worker_id: str, definitions: Iterable[WorkflowDefinition] | None = None, *,
+                 concurrency: int = 4, lease_ttl: float = 30.0, poll: float = 1.0, max_takeovers: int = 5,
+                 allow_code_change: bool = False, dsn: str | None = None):
+        if concurrency < 1 or lease_ttl <= 0 or poll <= 0:
+            raise InvalidInput("worker", "concurrency >= 1, lease_ttl > 0 and poll > 0 are required")
+        self.worker_id = worker_id
+        self.definitions = list(definitions) if definitions is not None else registry.all_definitions()
+        if not self.definitions:
+            raise InvalidInput("definitions", "this worker has no registered workflows to run")
+        self.concurrency = concurrency
+        self.lease_ttl = float(lease_ttl)
+        self.poll = poll
+        self.max_takeovers = max_takeovers
+        self.allow_code_change = allow_code_change
+        self.dsn = dsn or db.conninfo()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._active: dict[str, Run] = {}
+        self._conns: queue.SimpleQueue = queue.SimpleQueue()
+        self._claim_conn: psycopg.Connection | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop claiming; ``run`` returns once in-flight runs finish (SIGTERM does this)."""
+        self._stop.set()
+        self._wake.set()
+
+    def register(self) -> None:
+        """Insert this worker's deployments; refuse a changed code hash (spec §5.8).
+
+        Raises:
+            CodeChanged: an existing (name, version) has another code_sha256 and
+                allow_code_change is false.
+        """
+        with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:
+            for d in self.definitions:
+                digest = d.code_sha256
+                row = conn.execute(
+                    "insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
+                    "on conflict (name, version) do update set name = excluded.name "
+                    "returning code_sha256", (d.name, d.version, digest)).fetchone()
+                if row["code_sha256"] != digest:
+                    if not self.allow_code_change:
+                        raise CodeChanged(
+                            f"{d.name}@{d.version}: deployed code_sha256 {row['code_sha256']} differs from "
+                            f"this worker's {digest}; bump the version, use ctx.patched, or pass --allow-code-change")
+                    conn.execute("update ilr.deployments set code_sha256 = %s where name = %s and version = %s",
+                                 (digest, d.name, d.version))
+
+    def run(self) -> None:
+        """Claim and run until ``stop()``; then wait for in-flight runs and return."""
+        self.register()
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"{self.worker_id}-heartbeat", daemon=True)
+        heartbeat.start()
+        with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.worker_id) as pool:
+            while not self._stop.is_set():
+                free = self.concurrency - len(self._active)
+                claimed: list[tuple[dict, float]] = []
+                if free > 0:
+                    try:
+                        claimed = self._claim(free)
+                    except psycopg.OperationalError as exc:
+                        log.warning("%s: claim failed (%s); retrying", self.worker_id, exc)
+                        self._drop_claim_conn()
+                for row, t0 in claimed:
+                    run = Run(row, self.lease_ttl, t0)
+                    self._active[run.workflow_id] = run
+                    pool.submit(self._execute, run)
+                if not claimed or len(claimed) < free:
+                    self._wake.wait(self.poll)
+                    self._wake.clear()
+        self._drop_claim_conn()
+        while not self._conns.empty():
+            self._conns.get().close()
+
+    # -- claims and heartbeats ---------------------------------------------------------------
+
+    def _claim(self, n: int) -> list[tuple[dict, float]]:
+        if self._claim_conn is None or self._claim_conn.closed:
+            self._claim_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
+        names = [d.name for d in self.definitions]
+        versions = [d.version for d in self.definitions]
+        t0 = time.monotonic()  # before the claim transaction: the local lease starts here
+        rows = self._claim_conn.execute(CLAIM_SQL, {
+            "names": names, "versions": versions, "n": n, "owner": self.worker_id, "ttl": self.lease_ttl,
+        }).fetchall()
+        if rows:
+            killpoints.hit("claimed")
+        return [(row, t0) for row in rows]
+
+    def _drop_claim_conn(self) -> None:
+        if self._claim_conn is not None:
+            try:
+                self._claim_conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+            self._claim_conn = None
+
+    def _heartbeat_loop(self) -> None:
+        conn = None
+        interval = self.lease_ttl / 3
+        next_beat = time.monotonic() + interval
+        while not (self._stop.is_set() and not self._active):
+            # Short naps so a stopping worker exits soon after its last run; beats every ttl/3.
+            time.sleep(min(0.1, max(0.0, next_beat - time.monotonic())))
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + interval
+            runs = [r for r in list(self._active.values()) if not r.fenced and not r.released]
+            if not runs:
+                continue
+            try:
+                if conn is None or conn.closed:
+                    conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
+                t0 = time.monotonic()
+                rows = conn.execute(HEARTBEAT_SQL, {
+                    "ttl": self.lease_ttl, "ids": [r.workflow_id for r in runs], "epochs": [r.epoch for r in runs],
+                }).fetchall()
+            except psycopg.OperationalError as exc:
+                log.warning("%s: heartbeat failed (%s)", self.worker_id, exc)
+                conn = None
+                continue
+            live = {row["id"]: row for row in rows}
+            for r in runs:
+                if r.workflow_id in live:
+                    r.renewed(t0, live[r.workflow_id]["cancel_requested_at"])
+                elif not r.released:
+                    r.fenced = True  # zero rows: another epoch owns it, or the lease lapsed
+        if conn is not None:
+            conn.close()
+
+    # -- one run -----------------------------------------------------------------------------
+
+    def _get_conn(self) -> psycopg.Connection:
+        try:
+            conn = self._conns.get_nowait()
+            if not conn.closed:
+                return conn
+        except queue.Empty:
+            pass
+        return db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}")
+
+    def _execute(self, run: Run) -> None:
+        conn = self._get_conn()
+        healthy = True
+        try:
+            self._run_workflow(conn, run)
+        except Fenced:
+            log.info("%s: fenced out of %s (epoch %s)", self.worker_id, run.workflow_id, run.epoch)
+        except psycopg.OperationalError as exc:
+            healthy = False
+            log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id, exc)
+        except Exception:  # noqa: BLE001 - a worker never dies of one workflow
+            log.exception("%s: unexpected error running %s", self.worker_id, run.workflow_id)
+        finally:
+            self._active.pop(run.workflow_id, None)
+            if healthy and not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                self._conns.put(conn)
+            else:
+                conn.close()
+            self._wake.set()
+
+    def _run_workflow(self, conn: psycopg.Connection, run: Run) -> None:
+        if run.takeovers > self.max_takeovers:
+            store.finish(conn, run, "stuck", error_json=json.dumps({
+                "type": "CrashLoop", "message": f"crash loop: {run.takeovers} takeovers since the last recorded step "
+                                                f"(max_takeovers {self.max_takeovers})"}))
+            return
+        definition = registry.get(run.name, run.version)
+        steps = {row["seq"]: row for row in conn.execute(
+            "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
+            (run.workflow_id,)).fetchall()}
+        ctx = WorkflowContext(run, conn, steps)
+        try:
+            result = definition.fn(ctx, run.input)
+        except Suspend:
+            return
+        except Fenced:
+            if ctx.suspended:
+                self._suspend_swallowed(conn, run)
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, psycopg.OperationalError):
+                raise
+            if ctx.suspended:
+                self._suspend_swallowed(conn, run)
+                return
+            if ctx.nondeterminism is not None:
+                store.finish(conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+            elif isinstance(exc, Cancelled):
+                store.finish(conn, run, "cancelled", error_json=dumps_error(exc))
+            elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            else:
+                store.finish(conn, run, "failed", error_json=dumps_error(exc))
+            return
+        if ctx.suspended:
+            self._suspend_swallowed(conn, run)
+        elif ctx.nondeterminism is not None:
+            store.finish(conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+        else:
+            try:
+                result_json = codec.dumps(result, "result")
+            except InvalidInput as exc:
+                store.finish(conn, run, "failed", error_json=dumps_error(exc))
+                return
+            store.finish(conn, run, "completed", result_json=result_json)
+
+    def _suspend_swallowed(self, conn, run: Run) -> None:
+        log.error("%s: workflow %s swallowed Suspend (a bare except?); marking it stuck", self.worker_id,
+                  run.workflow_id)
+        store.mark_stuck_unfenced(conn, run, json.dumps({
+            "type": "SuspendSwallowed", "message": "Suspend swallowed: workflow code caught the runtime's "
+                                                   "Suspend (a bare except: or except BaseException:)"}))

@@ -1,0 +1,140 @@
+"""Shared fixtures: the test database, a Runtime on it, and real worker subprocesses.
+
+Every integration test runs the real thing: pytest-django creates the test database in the
+embedded PostgreSQL (or DATABASE_URL's server) by running the migrations, the ilr tables are
+emptied before each test (unmanaged tables are not flushed by Django), and workers are
+``manage.py ilr_worker`` subprocesses that this fixture kills at teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ILR_TABLES = "ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, ilr.claims, " \
+             "ilr.responses, ilr.workflows, ilr.deployments"
+
+
+@pytest.fixture(scope="session")
+def test_dsn(django_db_setup, django_db_blocker):
+    """The conninfo of the migrated test database; creates the test-invocations table."""
+    from ilr import db
+
+    with django_db_blocker.unblock():
+        dsn = db.conninfo()
+        with db.connect(dsn) as conn:
+            conn.execute("create table if not exists public.test_invocations ("
+                         "id bigserial primary key, workflow_id text not null, name text not null, "
+                         "pid int not null, at timestamptz not null default now())")
+    return dsn
+
+
+@pytest.fixture
+def clean_db(test_dsn, django_db_blocker):
+    """Empty the ilr tables (and the invocation log) before the test."""
+    from ilr import db
+
+    with django_db_blocker.unblock():
+        with db.connect(test_dsn) as conn:
+            # The append-only triggers refuse DELETE; TRUNCATE is the administrator's reset.
+            conn.execute(f"truncate {ILR_TABLES}, public.test_invocations restart identity cascade")
+        yield test_dsn
+
+
+@pytest.fixture
+def rt(clean_db, django_db_blocker):
+    """A Runtime on the emptied test database."""
+    from ilr import Runtime
+
+    with django_db_blocker.unblock():
+        runtime = Runtime(clean_db)
+        import tests.flows  # noqa: F401 - registers the test workflows in this process
+
+        yield runtime
+        runtime.close()
+
+
+class WorkerProcs:
+    """Starts ``manage.py ilr_worker`` subprocesses; kills every one at teardown."""
+
+    def __init__(self, tmp_path: Path):
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.tmp_path = tmp_path
+
+    def env(self, extra: dict | None = None) -> dict:
+        from django.conf import settings
+
+        env = dict(os.environ)
+        env["ILR_DB_NAME"] = settings.DATABASES["default"]["NAME"]
+        env["PYTHONUNBUFFERED"] = "1"
+        env.pop("ILR_KILL_AT", None)
+        env.pop("ILR_STOP_AT", None)
+        env.update(extra or {})
+        return env
+
+    def start(self, worker_id: str, *, lease_ttl: float = 2.0, poll: float = 0.1, concurrency: int = 4,
+              env: dict | None = None, args: tuple = ()) -> subprocess.Popen:
+        log = open(self.tmp_path / f"{worker_id}.log", "ab")
+        cmd = [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", worker_id, "--import", "tests.flows",
+               "--lease-ttl", str(lease_ttl), "--poll", str(poll), "--concurrency", str(concurrency), *args]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(env), stdout=log, stderr=subprocess.STDOUT)
+        self.procs[worker_id] = proc
+        return proc
+
+    def log(self, worker_id: str) -> str:
+        return (self.tmp_path / f"{worker_id}.log").read_text(errors="replace")
+
+    def kill(self, worker_id: str) -> None:
+        proc = self.procs[worker_id]
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+        proc.wait(10)
+
+    def kill_all(self) -> None:
+        for worker_id in list(self.procs):
+            self.kill(worker_id)
+
+    def wait_state(self, worker_id: str, state: str, timeout: float = 20) -> None:
+        """Wait until the process state letter (from /proc) is ``state`` ("T" stopped), or it exits ("X")."""
+        proc = self.procs[worker_id]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                if state == "X":
+                    return
+                raise AssertionError(f"{worker_id} exited with {proc.returncode}:\n{self.log(worker_id)}")
+            try:
+                letter = Path(f"/proc/{proc.pid}/stat").read_text().split(") ", 1)[1][0]
+            except FileNotFoundError:
+                letter = "X"
+            if letter == state:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"{worker_id} did not reach state {state} in {timeout}s:\n{self.log(worker_id)}")
+
+
+@pytest.fixture
+def workers(rt, tmp_path):
+    procs = WorkerProcs(tmp_path)
+    yield procs
+    procs.kill_all()
+
+
+def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):
+    """Poll ``predicate()`` until it returns a truthy value; return that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)
