@@ -1,0 +1,127 @@
+"""Bad input (issue 2): a clear error naming the field, nothing written, no workflow running."""
+
+from __future__ import annotations
+
+import pytest
+
+from ilr import InvalidInput, UnknownWorkflow, WorkflowFailed, WorkflowNotFound
+from ilr.context import WorkflowContext
+from ilr.errors import WorkflowConflict
+from tests.conftest import wait_for
+
+
+def count_workflows(rt):
+    return rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"]
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"x": float("nan")}, "input.x"),
+    ({"x": float("inf")}, "input.x"),
+    ({"x": {1, 2}}, "input.x"),
+    ({"x": b"bytes"}, "input.x"),
+    ({"x": ("a", "b")}, "input.x"),
+    ({"x": ["ok", "nul\x00inside"]}, "input.x[1]"),
+    ({1: "non-str key"}, "input"),
+])
+def test_input_not_plain_json_is_refused(rt, bad, field):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", "bad", bad)
+    assert err.value.field == field
+    assert count_workflows(rt) == 0
+
+
+def test_input_must_be_an_object_where_required(rt):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", "bad", [1, 2])
+    assert err.value.field == "input" and "JSON object" in err.value.rule
+    assert rt.start("any_input", "fine", [1, 2]) == "fine"  # a workflow may accept any JSON
+    assert count_workflows(rt) == 1
+
+
+def test_oversized_input_is_refused(rt):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", "big", {"blob": "x" * 1_100_000})
+    assert err.value.field == "input" and "exceeds" in err.value.rule
+    assert count_workflows(rt) == 0
+
+
+def test_unknown_workflow_name_or_version(rt):
+    with pytest.raises(UnknownWorkflow):
+        rt.start("no_such_workflow", "x", {})
+    with pytest.raises(UnknownWorkflow):
+        rt.start("three_steps", "x", {}, version="99")
+    assert count_workflows(rt) == 0
+
+
+@pytest.mark.parametrize("wf_id", ["", "   ", "x" * 201, None, 42])
+def test_bad_workflow_ids(rt, wf_id):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", wf_id, {})
+    assert err.value.field == "workflow_id"
+    assert count_workflows(rt) == 0
+
+
+def test_id_of_200_characters_is_fine(rt):
+    assert rt.start("three_steps", "y" * 200, {}) == "y" * 200
+
+
+def test_same_id_other_workflow_conflicts(rt):
+    rt.start("three_steps", "dup", {})
+    with pytest.raises(WorkflowConflict):
+        rt.start("sleeper", "dup", {})
+
+
+def test_signal_to_unknown_workflow(rt):
+    with pytest.raises(WorkflowNotFound) as err:
+        rt.signal("nobody", "approve", {})
+    assert "nobody" in str(err.value)
+    assert rt.connection().execute("select count(*) as n from ilr.signals").fetchone()["n"] == 0
+
+
+def test_signal_payload_must_be_plain_json(rt):
+    rt.start("waiter", "w", {})
+    with pytest.raises(InvalidInput) as err:
+        rt.signal("w", "approve", {"bad": float("nan")})
+    assert err.value.field == "payload.bad"
+
+
+def test_cancel_unknown_workflow(rt):
+    with pytest.raises(WorkflowNotFound):
+        rt.cancel("nobody")
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda ctx: ctx.sleep(-1), "seconds"),
+    (lambda ctx: ctx.wait_signal("approve", timeout=-5), "timeout"),
+    (lambda ctx: ctx.wait_signal("", timeout=5), "name"),
+])
+def test_negative_sleep_or_timeout_is_refused_before_any_write(call, field):
+    ctx = WorkflowContext.__new__(WorkflowContext)  # argument checks run before any database use
+    with pytest.raises(InvalidInput) as err:
+        call(ctx)
+    assert err.value.field == field
+
+
+def test_negative_sleep_fails_the_workflow_not_leaves_it_running(rt, workers):
+    workers.start("w1")
+    rt.start("sleeper", "neg", {"seconds": -3})
+    with pytest.raises(WorkflowFailed) as err:
+        rt.result("neg", timeout=20)
+    assert err.value.status == "failed" and err.value.error["field"] == "seconds"
+    assert rt.describe("neg")["steps"] == []
+
+
+def test_non_utc_session_time_zone_changes_no_timer(rt, workers):
+    """All comparisons are in the database clock: a worker whose session time zone is far
+    from UTC sleeps exactly as long (TimerNotEarly) and holds its lease."""
+    workers.start("w1", env={"PGTZ": "Pacific/Kiritimati"})  # UTC+14
+    rt.start("sleeper", "tz", {"seconds": 2})
+    wait_for(lambda: rt.describe("tz")["status"] in ("sleeping", "completed"), message="sleeping")
+    assert rt.result("tz", timeout=20) == 1
+    sleep_step = rt.describe("tz")["steps"][0]
+    row = rt.connection().execute(
+        "select %s::timestamptz as due, w.created_at from ilr.workflows w where id = 'tz'",
+        (sleep_step["output"]["until"],)).fetchone()
+    assert sleep_step["created_at"] >= row["due"]
+    gap = (row["due"] - row["created_at"]).total_seconds()
+    assert 1.9 <= gap <= 4, gap  # two seconds from start, not fourteen hours off
