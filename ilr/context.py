@@ -278,6 +278,42 @@ class WorkflowContext:
         _, payload = self._suspend(seq=seq, kind="signal", name=name, signal=name, until=until, seconds=seconds)
         return payload
 
+    def effect(self, target, key: str, payload: Any, premises: Any = None, grant: str | None = None,
+               name: str | None = None, local_premises=(), compensation: bool = False,
+               raise_on_refusal: bool = False, decision: dict | None = None):
+        """A gated effect: sent at most once, only under a live grant, only while the premises
+        hold, with a sealed journal (spec §5.7).
+
+        Args:
+            target: an EffectTarget (tier, apply; see ilr.targets).
+            key: the business idempotency key; effect_id = "eff_" + sha256({"request_id": key})[:32].
+            payload: plain JSON, bound at the first proposal ({"amount": cents, ...}).
+            premises: the facts the decision rested on (e.g. an approval's facts_seen); checked
+                with target.validate_premises before every send and resend.
+            grant: the grant id authorizing the send (a policy grant or an approval).
+            name: the step name; default "effect:<target name>".
+            local_premises: callables ``f(cursor) -> [violation]`` run inside T_dispatch.
+            compensation: allowed after a cancel (NoSendAfterCancel exempts it).
+            raise_on_refusal: raise EffectRefused instead of returning a REFUSED result.
+            decision: a Decision.ref to cite in PROPOSED.
+
+        Returns:
+            EffectResult(status, effect_id, result); IN_FLIGHT never returns (the workflow
+            suspends until recovery may act).
+
+        Raises:
+            InvalidInput: an empty key, a payload or premises not plain JSON, a negative or
+                non-integer amount; nothing is written or sent.
+            EffectRefused: with raise_on_refusal, for any REFUSED status.
+        """
+        from ilr.effects import EffectCall, EffectRefused
+
+        result = EffectCall(self, target, key, payload, premises, grant, name, local_premises, compensation,
+                            decision).execute()
+        if raise_on_refusal and result.refused:
+            raise EffectRefused(result)
+        return result
+
     def now_from_db(self) -> str:
         """Not a durable call: the database clock now, for logs only (never branch on it)."""
         return self._conn.execute("select to_jsonb(now()) as n").fetchone()["n"]

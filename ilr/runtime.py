@@ -303,3 +303,54 @@ class Runtime:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"workflow {current} did not end within {timeout} s (status {row['status']})")
             time.sleep(poll)
+
+    # -- grants, approvals, receipts (spec §6) -------------------------------------------
+
+    def grant(self, principal: str, action: str, max_cents: int | None = None, expires_in: float | None = None,
+              *, by: str, grant_id: str | None = None) -> str:
+        """A policy grant (see ilr.grants.grant_in). Returns its id."""
+        from ilr.grants import grant_in
+
+        return self._tx(grant_in, principal, action, by=by, max_cents=max_cents, expires_in=expires_in,
+                        grant_id=grant_id)
+
+    def approve(self, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
+                action: str = "refund") -> str:
+        """Approve the exact payload a waiting workflow proposed (see ilr.grants.approve_in)."""
+        from ilr.grants import approve_in
+
+        return self._tx(approve_in, wf_id, payload, facts_seen, by=by, expires_in=expires_in, action=action)
+
+    def revoke(self, grant_id: str, *, by: str) -> list[str]:
+        """Revoke a grant; returns the effect ids that may still land (see ilr.grants.revoke_in)."""
+        from ilr.grants import revoke_in
+
+        return self._tx(revoke_in, grant_id, by=by)
+
+    def ambiguous(self) -> list[dict]:
+        """Effects in state ambiguous, oldest dispatch first, with any reconciliation."""
+        with self._lock:
+            return self.connection().execute(
+                "select * from ilr.effects where state = 'ambiguous' order by first_dispatched_at").fetchall()
+
+    def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:
+        """Attest what happened to an AMBIGUOUS effect (see ilr.grants.reconcile_in)."""
+        from ilr.grants import reconcile_in
+
+        return self._tx(reconcile_in, effect_id, evidence, by=by, applied=applied)
+
+    def receipt(self, effect_id: str, public_key=None) -> dict:
+        """The receipt bundle of an effect (ilr.receipts.bundle); verify it with ilr.receipts.verify.
+
+        Raises:
+            EffectNotFound: unknown effect id.
+        """
+        from ilr import receipts
+        from ilr.grants import EffectNotFound
+
+        with self._lock:
+            try:
+                return receipts.bundle(self.connection(), effect_id, public_key)
+            except LookupError:
+                raise EffectNotFound(effect_id) from None
+

@@ -22,6 +22,7 @@ from ilr import codec, db, killpoints, registry, store
 from ilr.context import WorkflowContext, dumps_error
 from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, Suspend
 from ilr.registry import WorkflowDefinition
+from ilr.targets import check_target, registered_targets
 
 log = logging.getLogger("ilr.worker")
 
@@ -163,6 +164,8 @@ class Worker:
             CodeChanged: an existing (name, version) has another code_sha256 and
                 allow_code_change is false.
         """
+        for target in registered_targets().values():
+            check_target(target)  # finding 2: refuse a tier-1 target with a thin dedup margin
         with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:
             for d in self.definitions:
                 digest = d.code_sha256

@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from ilr import registry
+from ilr.targets import TargetMisconfigured
 from ilr.worker import CodeChanged, Worker
 
 
@@ -60,7 +61,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, lambda *_: worker.stop())
         try:
             worker.run()
-        except CodeChanged as exc:
+        except (CodeChanged, TargetMisconfigured) as exc:
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
 

@@ -1,0 +1,584 @@
+"""Gated effects: submit, T_dispatch, send, T_commit, late results, recovery (spec §5.7).
+
+The shape of one effect:
+
+    premises read ─ t0 ─ T_dispatch ─ send (watchdog) ─ T_commit
+                         (fenced)                        (fenced; else the late-result CAS)
+
+and, after a crash or an unknown outcome, once database now() > send_deadline + settle_margin:
+
+    re-check (outside) ─ t0 ─ T_resolve (fenced) ─ [resend ─ T_commit] or a resolving entry
+
+Lock order in every transaction here: workflow row (the fence), then effect row, then grant
+row. The late-result transaction locks only the effect row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Iterable
+
+from ilr import codec, db, journal, killpoints, store
+from ilr.errors import Fenced, InterlockError, InvalidInput, Suspend, TargetRejected
+from ilr.targets import DEDUP_MARGIN, attr, check_target
+
+log = logging.getLogger("ilr.effects")
+
+STATUSES = (
+    "COMMITTED", "COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY", "DUPLICATE_IGNORED",
+    "AMBIGUOUS", "REFUSED:conflicting_payload", "REFUSED:cancelled", "REFUSED:lease", "REFUSED:stale_premise",
+    "REFUSED:lease_at_recovery", "REFUSED:stale_premise_at_recovery", "REFUSED:target",
+)
+"""EffectResult statuses (design-notes §2). IN_FLIGHT is never returned: the workflow suspends."""
+
+WATCHDOG_EXIT_CODE = 70
+
+
+@dataclass(frozen=True)
+class EffectResult:
+    """The recorded outcome of ``ctx.effect``.
+
+    Attributes:
+        status: one of STATUSES.
+        effect_id: ``"eff_" + sha256(canonical({"request_id": key}))[:32]``.
+        result: the target's response when the effect committed by a send, else None.
+    """
+
+    status: str
+    effect_id: str
+    result: Any = None
+
+    @property
+    def committed(self) -> bool:
+        return self.status.startswith("COMMITTED") or self.status in ("REAPPLIED_AFTER_QUERY", "DUPLICATE_IGNORED")
+
+    @property
+    def refused(self) -> bool:
+        return self.status.startswith("REFUSED")
+
+
+class EffectRefused(InterlockError):
+    """``raise_on_refusal=True`` and the effect was refused. Attributes: result (EffectResult)."""
+
+    code = "ILR-022"
+
+    def __init__(self, result: EffectResult):
+        self.result = result
+        super().__init__(f"effect {result.effect_id} refused: {result.status}")
+
+
+# -- the recovery decision (spec §5.7 recovery table): one pure function ------------------------
+
+def effective_tier(tier: int, window_passed: bool, queryable: bool) -> int:
+    """Tier 1 past dedup_window - DEDUP_MARGIN becomes tier 2 when queryable, else tier 3."""
+    if tier == 1 and window_passed:
+        return 2 if queryable else 3
+    return tier
+
+
+def needs_query(tier: int, window_passed: bool, queryable: bool, stale: bool) -> bool:
+    """Whether recovery must call target.query before T_resolve: at (effective) tier 2, and
+    at tier 1 when the re-check failed and a lookup exists."""
+    eff = effective_tier(tier, window_passed, queryable)
+    return eff == 2 or (eff == 1 and stale and queryable)
+
+
+def recovery_decision(*, tier: int, window_passed: bool, queryable: bool, stale: bool,
+                      found: bool | None) -> str:
+    """The recovery action for a dispatched effect whose send outcome is unknown.
+
+    Args:
+        tier: the target's tier (1, 2, 3).
+        window_passed: now() - first_dispatched_at > dedup_window - DEDUP_MARGIN.
+        queryable: the target has a truthful lookup.
+        stale: the grant is not live or a premise changed (the re-check failed).
+        found: the lookup's answer, or None when no lookup ran.
+
+    Returns:
+        "ambiguous" (AMBIGUOUS), "resend" (tier 1, COMMITTED_BY_RETRY), "commit_on_query"
+        (COMMITTED_ON_QUERY), "refuse" (REFUSED:*_at_recovery), "reapply"
+        (REAPPLIED_AFTER_QUERY), or "query" when a lookup is needed but did not run.
+    """
+    eff = effective_tier(tier, window_passed, queryable)
+    if eff == 3:
+        return "ambiguous"
+    if eff == 1 and not stale:
+        return "resend"
+    if eff == 1 and not queryable:
+        return "ambiguous"
+    if found is None:
+        return "query"
+    if found:
+        return "commit_on_query"
+    return "refuse" if stale else "reapply"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _ts(now) -> float:
+    return now.timestamp()
+
+
+def _lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tuple[bool, dict | None]:
+    """(allowed, snapshot) for a grant row read FOR SHARE in this transaction (spec §5.7 (c) 8)."""
+    if grant is None:
+        return False, None
+    amount = payload.get("amount") if isinstance(payload, dict) else None
+    action_matches = grant["action"] == action
+    allowed = (grant["revoked_at"] is None and grant["live_now"] and action_matches
+               and (grant["max_cents"] is None or (isinstance(amount, int) and amount <= grant["max_cents"]))
+               and (grant["payload_hash"] is None or grant["payload_hash"] == ph))
+    snapshot = {
+        "grant_id": grant["id"], "principal": grant["principal"], "action": grant["action"],
+        "action_matches": action_matches, "max_cents": grant["max_cents"], "payload_hash": grant["payload_hash"],
+        "expires_at": grant["expires_at"].isoformat() if grant["expires_at"] else None,
+        "expires_at_ts": grant["expires_at"].timestamp() if grant["expires_at"] else None,
+        "revoked": grant["revoked_at"].isoformat() if grant["revoked_at"] else None,
+        "granted_by": grant["granted_by"],
+    }
+    return bool(allowed), snapshot
+
+
+GRANT_FOR_SHARE = """
+select id, principal, action, max_cents, payload_hash, granted_by, expires_at, revoked_at,
+       (expires_at is null or expires_at > now()) as live_now
+  from ilr.grants where id = %s for share
+"""
+
+
+class _Watchdog:
+    """Ends the process with os._exit if a send outlives its local deadline (spec §5.4).
+
+    A socket timeout bounds each read, not the whole request; only a process exit guarantees
+    no bytes leave after the deadline (A1). Other runs in this process count as crashed and
+    are recovered like any crash.
+    """
+
+    def __init__(self, seconds: float, effect_id: str):
+        self._timer = threading.Timer(seconds, self._fire, args=(effect_id, seconds))
+        self._timer.daemon = True
+
+    @staticmethod
+    def _fire(effect_id: str, seconds: float) -> None:
+        sys.stderr.write(f"ilr watchdog: send of {effect_id} outlived its {seconds:.3f}s deadline; exiting\n")
+        sys.stderr.flush()
+        os._exit(WATCHDOG_EXIT_CODE)
+
+    def __enter__(self):
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._timer.cancel()
+
+
+# -- one ctx.effect call -------------------------------------------------------------------------
+
+class EffectCall:
+    """One ``ctx.effect`` call at the frontier (or replayed). See ``WorkflowContext.effect``."""
+
+    def __init__(self, ctx, target, key: str, payload: Any, premises: Any, grant: str | None, name: str | None,
+                 local_premises: Iterable[Callable], compensation: bool, decision: dict | None = None):
+        if not isinstance(key, str) or not key:
+            raise InvalidInput("key", "an effect needs a non-empty idempotency key string")
+        codec.check_plain(payload, "payload")
+        if isinstance(payload, dict) and "amount" in payload:
+            amount = payload["amount"]
+            if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
+                raise InvalidInput("payload.amount", f"an amount is a non-negative integer of cents, got {amount!r}")
+        codec.check_plain(premises, "premises")
+        if grant is not None and not isinstance(grant, str):
+            raise InvalidInput("grant", "a grant is a grant id string or None")
+        check_target(target)
+        self.ctx = ctx
+        self.run = ctx._run
+        self.conn = ctx._conn
+        self.target = target
+        self.target_name = attr(target, "name")
+        self.action = attr(target, "action")
+        self.key = key
+        self.payload = payload
+        self.premises = premises
+        self.grant = grant
+        self.name = name or f"effect:{self.target_name}"
+        self.local_premises = tuple(local_premises)
+        self.compensation = compensation
+        self.decision = decision
+        self.effect_id = codec.effect_id_for({"request_id": key})
+        self.payload_hash = codec.payload_hash(payload)
+        self.fingerprint = f"{self.effect_id}:{self.payload_hash}"
+        self.send_timeout = attr(target, "send_timeout")
+        self.settle_margin = attr(target, "settle_margin")
+        self.premise_max_age = attr(target, "premise_max_age")
+        self.queryable = attr(target, "queryable")
+        self.dedup_window = attr(target, "dedup_window")
+
+    # -- entry ----------------------------------------------------------------------------
+
+    def execute(self) -> EffectResult:
+        seq = self.ctx._next_seq()
+        row = self.ctx._replay(seq, "effect", self.name, self.fingerprint)
+        if row is not None:
+            return EffectResult(**row["output"])
+        self.ctx._frontier(seq, "effect", self.name)
+        self.seq = seq
+        while True:
+            eff = self.conn.execute(
+                "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s",
+                (self.effect_id,)).fetchone()
+            if eff is not None and eff["state"] == "dispatched":
+                # An unresolved send exists (ours from a crashed claim, or another workflow's).
+                # Ours with the same payload: its recovery outcome is this call's status. Anyone
+                # else's, or another payload: resolve it without taking its status, then go
+                # round (spec §13.3.6); the next pass returns DUPLICATE_IGNORED or refuses.
+                take = eff["dispatch_workflow_id"] == self.run.workflow_id and eff["payload_hash"] == self.payload_hash
+                result = self._recover(take_status=take)
+                if take and result is not None:
+                    return result
+                continue
+            try:
+                return self._submit()
+            except _Reroute:
+                continue  # another claim dispatched it meanwhile: go round to the recovery path
+
+    # -- submit path ------------------------------------------------------------------------
+
+    def _external_violations(self) -> tuple[list[str], float]:
+        validate = getattr(self.target, "validate_premises", None)
+        violations = list(validate(self.premises, self.effect_id)) if (validate and self.premises is not None) else []
+        return violations, time.monotonic()
+
+    def _submit(self) -> EffectResult:
+        # (a) external premises, outside any transaction (A3: true as read at read time).
+        violations, read_t = self._external_violations()
+        # (b) kill point, then the stopwatch. Past premise_max_age since the read: read again.
+        killpoints.hit("effect_before_dispatch")
+        t0 = time.monotonic()
+        while t0 - read_t > self.premise_max_age:
+            violations, read_t = self._external_violations()
+            t0 = time.monotonic()
+        # (c) T_dispatch.
+        outcome = self._t_dispatch(violations)
+        if outcome is not None:
+            return outcome
+        killpoints.hit("effect_after_dispatch")
+        # (d) send, inside the remaining local time (the stopwatch began before T_dispatch).
+        return self._send(t0, via="first-send", status="COMMITTED", rechecked=None)
+
+    def _t_dispatch(self, violations: list[str]) -> EffectResult | None:
+        """T_dispatch (spec §5.7 (c)). Returns a recorded refusal or duplicate, or None when
+        the send is authorized (DISPATCHED committed)."""
+        run = self.run
+        t_fence = time.monotonic()
+        with self.conn.transaction():
+            cur = self.conn.cursor()
+            fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+            ts = _ts(fence["now"])
+            cancelled = fence["cancel_requested_at"] is not None
+            if cancelled:
+                run.cancel_requested = True  # delivered as Cancelled at the next frontier call
+            # 1. the effect row, created by the first proposer, then locked.
+            cur.execute(
+                "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
+                "values (%s, %s, %s, %s, %s::jsonb, %s) on conflict (effect_id) do nothing",
+                (self.effect_id, run.workflow_id, self.target_name, self.target.tier, json.dumps(self.payload),
+                 self.payload_hash))
+            eff = cur.execute("select * from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+            # 3. an open dispatch by another claim: write nothing; wait out its settle time.
+            if eff["state"] == "dispatched":
+                raise _Reroute()
+            # 4. the payload is bound at the first proposal.
+            if eff["payload_hash"] != self.payload_hash:
+                journal.append(cur, self.effect_id, "PROPOSED", ts, self._proposed_fields())
+                journal.append(cur, self.effect_id, "REFUSED", ts, {
+                    "reason": "payload differs from recorded decision", "recorded": eff["payload"],
+                    "offered": self.payload})
+                return self._record_in(cur, "REFUSED:conflicting_payload")
+            # 5. already resolved for good.
+            if eff["state"] == "ambiguous":
+                return self._record_in(cur, "AMBIGUOUS")
+            if eff["state"] == "committed":
+                return self._record_in(cur, "DUPLICATE_IGNORED")
+            # 6. PROPOSED
+            journal.append(cur, self.effect_id, "PROPOSED", ts, self._proposed_fields())
+            # 7. cancel (NoSendAfterCancel): compensation sends are the only ones allowed.
+            if cancelled and not self.compensation:
+                journal.append(cur, self.effect_id, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
+                return self._record_in(cur, "REFUSED:cancelled")
+            # 8. the grant, FOR SHARE: a concurrent revoke waits for this commit, and a revoke
+            #    that committed first is seen here (RevokeLinearizable, NoSendUnderRevokedGrant).
+            grant = cur.execute(GRANT_FOR_SHARE, (self.grant,)).fetchone() if self.grant else None
+            allowed, snapshot = _lease_snapshot(grant, self.action, self.payload, self.payload_hash)
+            checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
+            if not allowed:
+                journal.append(cur, self.effect_id, "REFUSED", ts, {
+                    "reason": "lease not live, or it does not cover this effect", "checks": checks, "resolves": True})
+                return self._record_in(cur, "REFUSED:lease")
+            # 9. AUTHORIZED
+            journal.append(cur, self.effect_id, "AUTHORIZED", ts, {"lease": self.grant})
+            # 10. local (SQL) premises at the commit, plus the external ones at their read.
+            all_violations = list(violations)
+            for premise in self.local_premises:
+                all_violations.extend(premise(cur) or [])
+            checks["violations"] = all_violations
+            if all_violations:
+                journal.append(cur, self.effect_id, "REFUSED", ts, {"reason": all_violations, "checks": checks,
+                                                                    "resolves": True})
+                return self._record_in(cur, "REFUSED:stale_premise")
+            # 11-12. DISPATCHED and the durable send deadline.
+            deadline = cur.execute(
+                "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
+                "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
+                "send_deadline = now() + make_interval(secs => %s), settle_margin = make_interval(secs => %s), "
+                "sends = sends + 1 where effect_id = %s "
+                "returning extract(epoch from send_deadline)::float8 as deadline",
+                (self.grant, run.workflow_id, run.epoch, self.send_timeout, self.settle_margin,
+                 self.effect_id)).fetchone()["deadline"]
+            journal.append(cur, self.effect_id, "DISPATCHED", ts, {
+                "effect": self.payload, "lease": self.grant, "premises": self.premises, "checks": checks,
+                "by": {"workflow_id": run.workflow_id, "epoch": run.epoch},
+                "send_deadline": deadline, "settle_margin": self.settle_margin,
+                **({"compensation": True} if self.compensation else {})})
+        run.renewed(t_fence, None)
+        return None
+
+    def _proposed_fields(self) -> dict:
+        return {"agent": self.run.name, "lease": self.grant, "premises": self.premises, "effect": self.payload,
+                "decision": self.decision}
+
+    def _record_in(self, cur, status: str, result: Any = None) -> EffectResult:
+        """Insert this call's step row inside the caller's fenced transaction."""
+        out = EffectResult(status, self.effect_id, result)
+        store._insert_step(cur, self.run, self.seq, "effect", self.name, json.dumps(asdict(out)),
+                           fingerprint=self.fingerprint)
+        return out
+
+    # -- send and commit --------------------------------------------------------------------
+
+    def _send(self, t0: float, *, via: str, status: str, rechecked: dict | None, take_status: bool = True
+              ) -> EffectResult:
+        remaining = self.send_timeout - (time.monotonic() - t0)
+        if remaining <= 0:
+            # The local deadline passed before a byte left: skip the send; recovery resolves it.
+            self._suspend_until_settled()
+        self.run.require_local_lease()
+        try:
+            with _Watchdog(remaining, self.effect_id):
+                result = self.target.apply(self.effect_id, self.payload)
+        except TargetRejected as exc:
+            return self._refuse_after_send(str(exc), take_status)
+        except Exception as exc:  # noqa: BLE001 - timeout, reset, 5xx: the outcome is unknown
+            # (g) write nothing; no immediate lookup or resend: wait until send_deadline +
+            # settle_margin and let recovery decide (the fix for timeout-then-lookup duplicates).
+            log.warning("send of %s failed with an unknown outcome: %s", self.effect_id, exc)
+            self._suspend_until_settled()
+        killpoints.hit("effect_after_send" if via == "first-send" else "resolve_after_send")
+        self._log_response(result)
+        return self._t_commit(result, via=via, status=status, rechecked=rechecked, take_status=take_status)
+
+    def _log_response(self, result: Any) -> None:
+        # The sender's own response log, in autocommit before T_commit (LateResultPreserved).
+        try:
+            self.conn.execute("insert into ilr.responses (effect_id, workflow_id, epoch, result) "
+                              "values (%s, %s, %s, %s::jsonb)",
+                              (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)))
+        except Exception as exc:  # noqa: BLE001 - the log must not block the commit
+            log.warning("response log write failed for %s: %s", self.effect_id, exc)
+
+    def _t_commit(self, result: Any, *, via: str, status: str, rechecked: dict | None,
+                  take_status: bool) -> EffectResult:
+        """(e) COMMITTED plus the step row in one fenced transaction (EffectCheckpointAtomic);
+        fenced out, (f) the late-result compare-and-set."""
+        run = self.run
+        try:
+            t_fence = time.monotonic()
+            with self.conn.transaction():
+                cur = self.conn.cursor()
+                fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+                cur.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
+                fields: dict[str, Any] = {"via": via, "result": result}
+                if rechecked is not None:
+                    fields["rechecked"] = rechecked
+                journal.append(cur, self.effect_id, "COMMITTED", _ts(fence["now"]), fields)
+                cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+                out = self._record_in(cur, status, result) if take_status else None
+            run.renewed(t_fence, fence["cancel_requested_at"])
+        except Fenced:
+            self._late_result(result)
+            raise
+        killpoints.hit("effect_after_commit")
+        return out or EffectResult(status, self.effect_id, result)
+
+    def _late_result(self, result: Any) -> None:
+        """(f) The sender was fenced out after its send: never drop the response.
+
+        Locks only the effect row. Still dispatched by this sender's (workflow, epoch): the
+        compare-and-set commit, the one FencedWrites exception. Otherwise someone else resolved
+        (or resent) it: append LATE_RESULT and keep it in effects.late_result.
+        """
+        run = self.run
+        with self.conn.transaction():
+            cur = self.conn.cursor()
+            eff = cur.execute(
+                "select state, dispatch_workflow_id, dispatch_epoch, now() as now, "
+                "extract(epoch from send_deadline + settle_margin)::float8 as settle_deadline "
+                "from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+            ts = _ts(eff["now"])
+            if (eff["state"] == "dispatched" and eff["dispatch_workflow_id"] == run.workflow_id
+                    and eff["dispatch_epoch"] == run.epoch):
+                journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "late-commit", "result": result})
+                cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+            else:
+                journal.append(cur, self.effect_id, "LATE_RESULT", ts, {
+                    "result": result, "by": {"workflow_id": run.workflow_id, "epoch": run.epoch},
+                    "settle_deadline": eff["settle_deadline"]})
+                cur.execute("update ilr.effects set late_result = %s::jsonb where effect_id = %s",
+                            (json.dumps({"result": result, "at": ts, "by": run.workflow_id, "epoch": run.epoch},
+                                        default=str), self.effect_id))
+
+    def _refuse_after_send(self, reason: str, take_status: bool) -> EffectResult:
+        """(g) a definite no from the target: a resolving REFUSED, fenced; the effect returns
+        to proposed (nothing was applied)."""
+        run = self.run
+        with self.conn.transaction():
+            cur = self.conn.cursor()
+            fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+            cur.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
+            journal.append(cur, self.effect_id, "REFUSED", _ts(fence["now"]), {
+                "reason": "target rejected", "detail": reason[:1000], "resolves": True})
+            cur.execute("update ilr.effects set state = 'proposed' where effect_id = %s", (self.effect_id,))
+            out = self._record_in(cur, "REFUSED:target") if take_status else None
+        return out or EffectResult("REFUSED:target", self.effect_id)
+
+    def _suspend_until_settled(self) -> None:
+        """Release the workflow until send_deadline + settle_margin (no effect or journal write)."""
+        run = self.run
+        row = self.conn.execute(
+            "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "
+            "available_at = e.send_deadline + e.settle_margin, updated_at = now(), "
+            "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
+            "'until', to_jsonb(e.send_deadline + e.settle_margin)) "
+            "from ilr.effects e where e.effect_id = %(eid)s and w.id = %(wf)s and w.epoch = %(epoch)s "
+            "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
+            {"seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
+        if row is None:
+            raise Fenced(f"workflow {run.workflow_id}: lost its claim while waiting on {self.effect_id}")
+        run.released = True
+        self.ctx.suspended = True
+        raise Suspend()
+
+    # -- recovery path -------------------------------------------------------------------------
+
+    def _recover(self, take_status: bool) -> EffectResult:
+        """Resolve a dispatched effect whose outcome is unknown (spec §5.7 recovery)."""
+        force_query = False
+        while True:
+            # (a) a short read: nothing may query or resend before send_deadline + settle_margin.
+            eff = self.conn.execute(
+                "select e.*, now() > e.send_deadline + e.settle_margin as settled, "
+                "extract(epoch from now() - e.first_dispatched_at)::float8 as age "
+                "from ilr.effects e where effect_id = %s", (self.effect_id,)).fetchone()
+            if eff["state"] != "dispatched":
+                return None  # resolved meanwhile: the caller goes round
+            if not eff["settled"]:
+                self._suspend_until_settled()
+            dispatched = journal.parsed(self.conn, self.effect_id)
+            dispatched = [e for e in dispatched if e["kind"] == "DISPATCHED"][-1]
+            window_passed = eff["age"] > self.dedup_window - DEDUP_MARGIN
+            tier = eff["tier"]
+            eff_tier = effective_tier(tier, window_passed, self.queryable)
+            # (c) outside any transaction: premises against what the decision rested on, a
+            # preliminary grant read, and the lookup where the table needs one.
+            violations: list[str] = []
+            if eff_tier != 3:
+                validate = getattr(self.target, "validate_premises", None)
+                if validate and dispatched.get("premises") is not None:
+                    violations = list(validate(dispatched["premises"], self.effect_id))
+            grant_id = eff["grant_id"]
+            prelim = self.conn.execute(
+                "select revoked_at is null and (expires_at is null or expires_at > now()) as live "
+                "from ilr.grants where id = %s", (grant_id,)).fetchone() if grant_id else None
+            stale_guess = bool(violations) or not (prelim and prelim["live"])
+            found = None
+            if eff_tier != 3 and (force_query or needs_query(tier, window_passed, self.queryable, stale_guess)):
+                found = bool(self.target.query(self.effect_id, eff["payload"]))
+            # (d) T_resolve, with the stopwatch for a resend started before it begins (finding 2).
+            t0 = time.monotonic()
+            try:
+                outcome = self._t_resolve(eff, dispatched, violations, window_passed, found, take_status)
+            except _Rollback:
+                force_query = True  # the grant turned stale inside T_resolve: look it up first
+                continue
+            if outcome is None or isinstance(outcome, EffectResult):
+                return outcome
+            via, status, rechecked = outcome
+            killpoints.hit("resolve_after_commit")
+            return self._send(t0, via=via, status=status, rechecked=rechecked, take_status=take_status)
+
+    def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status):
+        run = self.run
+        t_fence = time.monotonic()
+        with self.conn.transaction():
+            cur = self.conn.cursor()
+            fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+            ts = _ts(fence["now"])
+            locked = cur.execute("select state, grant_id from ilr.effects where effect_id = %s for update",
+                                 (self.effect_id,)).fetchone()
+            if locked["state"] != "dispatched":
+                return None
+            grant = cur.execute(GRANT_FOR_SHARE, (locked["grant_id"],)).fetchone() if locked["grant_id"] else None
+            payload = eff["payload"]
+            lease_live, snapshot = _lease_snapshot(grant, self.action, payload, eff["payload_hash"])
+            rechecked = {"lease_live": lease_live, "lease": snapshot, "violations": violations}
+            stale = (not lease_live) or bool(violations)
+            stale_kind = "lease" if not lease_live else "stale_premise"
+            action = recovery_decision(tier=eff["tier"], window_passed=window_passed, queryable=self.queryable,
+                                       stale=stale, found=found)
+            if action == "query":
+                raise _Rollback("query")
+            if action == "ambiguous":
+                reason = (f"{stale_kind} at recovery, no lookup" if stale and eff["tier"] == 1 and not window_passed
+                          else "tier 3: nothing can be learned after a send")
+                journal.append(cur, self.effect_id, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked})
+                cur.execute("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
+                return self._result_in(cur, "AMBIGUOUS", take_status)
+            if action == "commit_on_query":
+                journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "recovery-query", "rechecked": rechecked,
+                                                                      "found": found})
+                cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+                return self._result_in(cur, "COMMITTED_ON_QUERY", take_status)
+            if action == "refuse":
+                journal.append(cur, self.effect_id, "REFUSED", ts, {
+                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked})
+                cur.execute("update ilr.effects set state = 'proposed' where effect_id = %s", (self.effect_id,))
+                return self._result_in(cur, f"REFUSED:{stale_kind}_at_recovery", take_status)
+            # resend (tier 1, idempotent) or reapply (tier 2, not found): the durable record of
+            # the attempt is this update, committed before any byte goes out; no second DISPATCHED.
+            cur.execute(
+                "update ilr.effects set dispatch_workflow_id = %s, dispatch_epoch = %s, "
+                "send_deadline = now() + make_interval(secs => %s), sends = sends + 1 where effect_id = %s",
+                (run.workflow_id, run.epoch, self.send_timeout, self.effect_id))
+        run.renewed(t_fence, fence["cancel_requested_at"])
+        if action == "resend":
+            return ("retry-idempotent", "COMMITTED_BY_RETRY", rechecked)
+        return ("recovery-reapply", "REAPPLIED_AFTER_QUERY", rechecked)
+
+    def _result_in(self, cur, status: str, take_status: bool) -> EffectResult:
+        if take_status:
+            return self._record_in(cur, status)
+        return EffectResult(status, self.effect_id)
+
+
+class _Reroute(Exception):
+    """Raised inside T_dispatch to roll it back when another claim's dispatch is open."""
+
+
+class _Rollback(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason

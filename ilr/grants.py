@@ -1,0 +1,206 @@
+"""Grants, approvals, revocation and reconciliation: transaction bodies (spec §6).
+
+Each ``*_in`` body runs inside the caller's transaction on any psycopg 3 connection, so Django
+admin and the review UI call exactly this SQL inside ``transaction.atomic()``. Lock order:
+workflow row, then effect row, then grant row (revoke takes only the grant row).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import secrets
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from ilr import codec
+from ilr.errors import InterlockError, InvalidInput, WorkflowNotFound
+from ilr.runtime import check_workflow_id
+
+
+class GrantNotFound(InterlockError, LookupError):
+    """No grant has this id."""
+
+    code = "ILR-050"
+
+    def __init__(self, grant_id: str):
+        self.grant_id = grant_id
+        super().__init__(f"grant_id: no grant with id {grant_id!r}")
+
+
+class EffectNotFound(InterlockError, LookupError):
+    """No effect has this id."""
+
+    code = "ILR-051"
+
+    def __init__(self, effect_id: str):
+        self.effect_id = effect_id
+        super().__init__(f"effect_id: no effect with id {effect_id!r}")
+
+
+def _who(by: Any, field: str = "by") -> str:
+    if not isinstance(by, str) or not by.strip():
+        raise InvalidInput(field, "must name the person or service acting (a non-empty string)")
+    return by
+
+
+def _seconds(value: Any, field: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or value <= 0:
+        raise InvalidInput(field, f"must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _amount(payload: Any) -> int | None:
+    if isinstance(payload, dict) and "amount" in payload:
+        amount = payload["amount"]
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
+            raise InvalidInput("payload.amount", f"an amount is a non-negative integer of cents, got {amount!r}")
+        return amount
+    return None
+
+
+def new_grant_id() -> str:
+    return "grant_" + secrets.token_hex(12)
+
+
+def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | None = None,
+             expires_in: float | None = None, grant_id: str | None = None) -> str:
+    """Insert a policy grant (no payload binding). Returns its id.
+
+    Args:
+        principal: who may act (an agent or workflow name).
+        action: the action covered, e.g. "refund".
+        max_cents: cap on payload["amount"]; None for no cap.
+        expires_in: seconds from now (database clock); None never expires.
+
+    Raises:
+        InvalidInput: empty principal, action or by; a negative max_cents; a bad expiry; an id
+            that exists already.
+    """
+    _who(principal, "principal")
+    _who(action, "action")
+    _who(by)
+    if max_cents is not None and (not isinstance(max_cents, int) or isinstance(max_cents, bool) or max_cents < 0):
+        raise InvalidInput("max_cents", f"must be None or a non-negative integer of cents, got {max_cents!r}")
+    seconds = _seconds(expires_in, "expires_in")
+    grant_id = grant_id or new_grant_id()
+    cur = conn.cursor(row_factory=dict_row)
+    row = cur.execute(
+        "insert into ilr.grants (id, principal, action, max_cents, granted_by, expires_at) values "
+        "(%s, %s, %s, %s, %s, now() + make_interval(secs => %s)) on conflict (id) do nothing returning id",
+        (grant_id, principal, action, max_cents, by, seconds)).fetchone()
+    if row is None:
+        raise InvalidInput("grant_id", f"grant {grant_id!r} exists already")
+    return grant_id
+
+
+def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
+               action: str = "refund", principal: str | None = None) -> str:
+    """Approve the exact ``payload`` of a workflow waiting on signal "approve" (spec §6).
+
+    One transaction: lock the workflow row; insert a grant binding payload_hash and
+    facts_seen (max_cents = the amount); insert the approve signal {grant_id, payload,
+    facts_seen}; wake the workflow.
+
+    Returns:
+        the new grant id.
+
+    Raises:
+        WorkflowNotFound: unknown workflow.
+        InvalidInput: the workflow is not waiting for approval, it was approved already (an
+            approve signal is still unconsumed), by is empty, or the payload is not plain JSON
+            or has a bad amount. Nothing is written.
+    """
+    check_workflow_id(wf_id)
+    _who(by)
+    codec.check_plain(payload, "payload")
+    codec.check_plain(facts_seen, "facts_seen")
+    amount = _amount(payload)
+    seconds = _seconds(expires_in, "expires_in")
+    cur = conn.cursor(row_factory=dict_row)
+    wf = cur.execute("select id, name, status, waiting from ilr.workflows where id = %s for update",
+                     (wf_id,)).fetchone()
+    if wf is None:
+        raise WorkflowNotFound(wf_id)
+    pending = cur.execute("select id from ilr.signals where workflow_id = %s and name = 'approve' "
+                          "and consumed_seq is null limit 1", (wf_id,)).fetchone()
+    if pending is not None:
+        raise InvalidInput("workflow_id", f"workflow {wf_id} was approved already; the approval is on its way")
+    waiting = wf["waiting"] or {}
+    if not (wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == "approve"):
+        raise InvalidInput("workflow_id", f"workflow {wf_id} is not waiting for approval (status {wf['status']})")
+    grant_id = new_grant_id()
+    cur.execute(
+        "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
+        "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
+        (grant_id, principal or wf["name"], action, amount, codec.payload_hash(payload), json.dumps(facts_seen), by,
+         seconds))
+    signal = {"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by}
+    cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, 'approve', %s::jsonb, %s)",
+                (wf_id, json.dumps(signal), by))
+    cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf_id,))
+    return grant_id
+
+
+def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
+    """Revoke a grant and return exactly the effect ids that may still land (spec §6).
+
+    The UPDATE waits for every T_dispatch or T_resolve holding the grant FOR SHARE; once it
+    commits, no later one authorizes a send under it (RevokeLinearizable). A second revoke
+    keeps the first revoked_at and returns the same list, no error.
+
+    Returns:
+        effect ids in state dispatched under this grant, sorted.
+
+    Raises:
+        GrantNotFound: unknown grant id.
+        InvalidInput: by is empty.
+    """
+    _who(by)
+    if not isinstance(grant_id, str) or not grant_id:
+        raise InvalidInput("grant_id", "must be a non-empty string")
+    cur = conn.cursor(row_factory=dict_row)
+    row = cur.execute("update ilr.grants set revoked_at = coalesce(revoked_at, now()) where id = %s returning id",
+                      (grant_id,)).fetchone()
+    if row is None:
+        raise GrantNotFound(grant_id)
+    return [r["effect_id"] for r in cur.execute(
+        "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id",
+        (grant_id,)).fetchall()]
+
+
+def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:
+    """Attach a person's attestation to an AMBIGUOUS effect (effects.reconciled only; never
+    written into the journal, so the signed record stays what the runtime knew).
+
+    Args:
+        evidence: a non-empty string or object (a ledger reference, a ticket, a screenshot URL).
+        applied: what the evidence shows: True (it landed), False (it did not), None (unsure).
+
+    Returns:
+        the stored reconciled object.
+
+    Raises:
+        EffectNotFound: unknown effect id.
+        InvalidInput: empty evidence or by, or the effect is not ambiguous.
+    """
+    _who(by)
+    if evidence is None or (isinstance(evidence, str) and not evidence.strip()) or evidence in ({}, []):
+        raise InvalidInput("evidence", "a reconcile needs evidence (what shows the effect did or did not land)")
+    codec.check_plain(evidence, "evidence")
+    cur = conn.cursor(row_factory=dict_row)
+    eff = cur.execute("select state from ilr.effects where effect_id = %s for update", (effect_id,)).fetchone()
+    if eff is None:
+        raise EffectNotFound(effect_id)
+    if eff["state"] != "ambiguous":
+        raise InvalidInput("effect_id", f"effect {effect_id} is {eff['state']}, not ambiguous; nothing to reconcile")
+    row = cur.execute(
+        "update ilr.effects set reconciled = jsonb_build_object('evidence', %s::jsonb, 'by', %s::text, "
+        "'applied', %s::boolean, 'at', to_jsonb(now())) where effect_id = %s returning reconciled",
+        (json.dumps(evidence), by, applied, effect_id)).fetchone()
+    return row["reconciled"]

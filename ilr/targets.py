@@ -1,0 +1,105 @@
+"""The EffectTarget protocol (spec §5.4) and the target registry.
+
+A target is any object with ``tier`` and ``apply(effect_id, payload)``; everything else is read
+with getattr defaults. Targets registered here are checked when a worker starts (finding 2) and
+are what ``rt.recover_orphans`` and the review UI use to re-read premises.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, runtime_checkable
+
+from ilr.errors import InterlockError
+
+DEDUP_MARGIN = 600.0
+"""Seconds: a tier-1 effect older than dedup_window - DEDUP_MARGIN is recovered as tier 2 (when
+queryable) or tier 3 (spec §5.7 recovery (a)). Safe only while DEDUP_MARGIN > send_timeout +
+settle_margin (tlc-findings finding 2)."""
+
+DEFAULTS = {"send_timeout": 35.0, "settle_margin": 10.0, "premise_max_age": 5.0, "dedup_window": math.inf}
+
+
+@runtime_checkable
+class EffectTarget(Protocol):
+    """What ``ctx.effect`` needs of a target.
+
+    Required: ``tier`` (1: the target dedupes an idempotency key within dedup_window; 2: it
+    answers ``query`` truthfully once A2's bound passed; 3: nothing can be learned after a
+    send) and ``apply(effect_id, payload) -> dict`` (raise TargetRejected for a definite no,
+    anything else for an unknown outcome).
+
+    Optional, read with getattr defaults: ``name`` (class name), ``action`` (the grant action
+    it needs; default "refund"), ``send_timeout`` (35 s), ``settle_margin`` (10 s),
+    ``premise_max_age`` (5 s), ``queryable`` (tier == 2), ``dedup_window`` (inf s),
+    ``query(effect_id, payload) -> dict | None``, ``validate_premises(premises, effect_id) ->
+    [sentence]``, ``capture(...) -> premises``.
+    """
+
+    tier: int
+
+    def apply(self, effect_id: str, payload: Any) -> Any: ...
+
+
+class TargetMisconfigured(InterlockError):
+    """A target's settings break an assumption the runtime relies on (finding 2)."""
+
+    code = "ILR-021"
+
+
+def attr(target: Any, name: str) -> Any:
+    """The target's attribute ``name`` with spec §5.4's default."""
+    if name == "queryable":
+        value = getattr(target, "queryable", None)
+        return (target.tier == 2) if value is None else bool(value)
+    if name == "name":
+        return getattr(target, "name", None) or type(target).__name__
+    if name == "action":
+        return getattr(target, "action", None) or "refund"
+    return float(getattr(target, name, DEFAULTS[name]))
+
+
+def check_target(target: Any) -> None:
+    """Refuse a tier-1 target with DEDUP_MARGIN <= send_timeout + settle_margin (finding 2).
+
+    Past dedup_window - DEDUP_MARGIN recovery stops trusting the key; a resend authorized just
+    before that point can still be processed send_timeout + settle_margin later (A2), so the
+    margin must exceed that interval or a pruned key turns the resend into a second refund.
+
+    Raises:
+        TargetMisconfigured: naming the three numbers.
+    """
+    if getattr(target, "tier", None) not in (1, 2, 3):
+        raise TargetMisconfigured(f"target {attr(target, 'name')}: tier must be 1, 2 or 3")
+    if not callable(getattr(target, "apply", None)):
+        raise TargetMisconfigured(f"target {attr(target, 'name')}: an effect target needs apply(effect_id, payload)")
+    if target.tier == 1:
+        send_timeout, settle = attr(target, "send_timeout"), attr(target, "settle_margin")
+        if DEDUP_MARGIN <= send_timeout + settle:
+            raise TargetMisconfigured(
+                f"target {attr(target, 'name')}: tier 1 needs DEDUP_MARGIN ({DEDUP_MARGIN:g} s) > send_timeout "
+                f"({send_timeout:g} s) + settle_margin ({settle:g} s); a resend could outlive the idempotency key")
+
+
+_TARGETS: dict[str, Any] = {}
+
+
+def register_target(target: Any, *, check: bool = True) -> Any:
+    """Register a target by name. Returns it.
+
+    Args:
+        check: run check_target now; with False the check waits for worker start, which
+            refuses to run with the message (finding 2).
+    """
+    if check:
+        check_target(target)
+    _TARGETS[attr(target, "name")] = target
+    return target
+
+
+def registered_targets() -> dict[str, Any]:
+    return dict(_TARGETS)
+
+
+def get_target(name: str) -> Any | None:
+    return _TARGETS.get(name)

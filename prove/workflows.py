@@ -1,0 +1,116 @@
+"""The refund workflow of spec §6, autodiscovered by ``ilr`` (this app's ``workflows`` module).
+
+A model decides an amount (recorded once), a person approves the exact payload, and the refund
+is a gated effect against the payment target. The target is configured per case (``case
+["target"]``) so every worker, fork and replay of a case talks to the same target; without it,
+the ILR_TARGET_* environment is used.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ilr import workflow
+from ilr.targets import register_target
+from prove import model
+from prove.targets_client import LocalRefunds
+
+REFUND_VERSION = "2026-11-29.1"
+
+
+def target_for(case: dict) -> LocalRefunds:
+    """The LocalRefunds target of a case.
+
+    Args:
+        case: {"target": {"url", "tier", "queryable", "send_timeout", "settle_margin",
+            "premise_max_age", "dedup_window"}} or nothing (then ILR_TARGET_URL, ILR_TARGET_TIER,
+            ILR_TARGET_QUERYABLE, ILR_SEND_TIMEOUT, ILR_SETTLE_MARGIN).
+    """
+    spec = case.get("target") or env_target_spec()
+    if not spec or not spec.get("url"):
+        raise ValueError("case.target.url: no payment target configured (set case['target'] or ILR_TARGET_URL)")
+    kwargs: dict[str, Any] = {"tier": int(spec.get("tier", 1))}
+    for key in ("send_timeout", "settle_margin", "premise_max_age", "dedup_window"):
+        if spec.get(key) is not None:
+            kwargs[key] = float(spec[key])
+    if spec.get("queryable") is not None:
+        kwargs["queryable"] = bool(spec["queryable"])
+    return LocalRefunds(spec["url"], **kwargs)
+
+
+def env_target_spec() -> dict | None:
+    url = os.environ.get("ILR_TARGET_URL")
+    if not url:
+        return None
+    spec: dict[str, Any] = {"url": url, "tier": int(os.environ.get("ILR_TARGET_TIER", "1"))}
+    if os.environ.get("ILR_TARGET_QUERYABLE"):
+        spec["queryable"] = os.environ["ILR_TARGET_QUERYABLE"] not in ("0", "false", "no")
+    for key, var in (("send_timeout", "ILR_SEND_TIMEOUT"), ("settle_margin", "ILR_SETTLE_MARGIN")):
+        if os.environ.get(var):
+            spec[key] = float(os.environ[var])
+    return spec
+
+
+def call_model(request: dict) -> dict:
+    """``ctx.decide``'s call: the Messages API request through the real ``anthropic`` SDK, at
+    the local stub (ILR_MODEL_BASE_URL, EMULATED model variance) or real Claude.
+
+    Returns:
+        {"model", "amount" (cents), "reasoning", "usage"}.
+    """
+    import anthropic
+
+    where = model.endpoint()
+    with anthropic.Anthropic(base_url=where["base_url"], api_key=where["api_key"], max_retries=0,
+                             timeout=60.0) as client:
+        response = client.messages.create(**request)
+    text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
+    decision = model.parse_decision(text)
+    return {"model": response.model, "amount": decision["amount"], "reasoning": decision["reasoning"],
+            "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+            "emulated": where["emulated"]}
+
+
+def notify_ops(effect_id: str) -> dict:
+    """Page a person about an AMBIGUOUS effect (here: a log line the demo shows)."""
+    return {"paged": True, "effect_id": effect_id}
+
+
+def proposal_for(case: dict, amount: int) -> dict:
+    """The effect payload a person approves: exactly what would be sent."""
+    return {"payment": case["payment"], "amount": amount}
+
+
+@workflow(name="refund", version=REFUND_VERSION)
+def refund(ctx, case):
+    """Decide, wait for approval, send the gated refund, verify.
+
+    Input: {"id": case id, "payment": payment id, "reason": str, "target": {...},
+    "approval_timeout": seconds (default 86400), "verify_after": seconds (default 1)}.
+    Returns {"status": EffectResult status or "approval expired"/"rejected", "effect_id",
+    "amount"}.
+    """
+    target = target_for(case)
+    d = ctx.decide("pick_amount", call=call_model, request=model.build_request(
+        {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}),
+        premises=lambda: target.capture(case["payment"]))
+    proposal = ctx.step("propose", proposal_for, case, d.output["amount"])
+    approval = ctx.wait_signal("approve", timeout=case.get("approval_timeout", 24 * 3600))
+    if approval is None:
+        return {"status": "approval expired", "amount": proposal["amount"]}
+    if approval.get("rejected"):
+        return {"status": "rejected", "by": approval.get("by"), "reason": approval.get("reason")}
+    r = ctx.effect(target, key=f"refund:{case['id']}", payload=proposal, premises=approval["facts_seen"],
+                   grant=approval["grant_id"], decision=d.ref)
+    if r.status == "AMBIGUOUS":
+        ctx.step("page_human", notify_ops, r.effect_id)
+    ctx.sleep(case.get("verify_after", 1))
+    return {"status": r.status, "effect_id": r.effect_id, "amount": proposal["amount"]}
+
+
+_env = env_target_spec()
+if _env:
+    # Registered unchecked: the worker checks every registered target at start and refuses
+    # to run with a clear message (finding 2), instead of failing at import.
+    register_target(target_for({"target": _env}), check=False)

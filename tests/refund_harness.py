@@ -1,0 +1,77 @@
+"""Test helpers for refund cases: the real target and model stub as subprocesses, a case, the
+approval step and the ledger oracle (spec §11.3: the oracle reads only the target)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from prove.targets_client import http_json
+from tests.conftest import wait_for
+
+PAID = 10_000
+
+
+@dataclass
+class RefundEnv:
+    target_url: str
+    model_url: str
+    tier: int
+    queryable: bool
+    send_timeout: float = 2.0
+    settle_margin: float = 2.0
+    cases: list = field(default_factory=list)
+
+    def worker_env(self, **extra) -> dict:
+        return {"ILR_MODEL_BASE_URL": self.model_url, **extra}
+
+    def case(self, case_id: str, *, payment: str | None = None, paid: int = PAID, **extra) -> dict:
+        payment = payment or f"pay_{case_id}"
+        status, _ = http_json("POST", f"{self.target_url}/admin/payments", {"id": payment, "paid": paid})
+        assert status in (200, 201)
+        case = {"id": case_id, "payment": payment, "reason": "item arrived damaged", "verify_after": 0,
+                "target": {"url": self.target_url, "tier": self.tier, "queryable": self.queryable,
+                           "send_timeout": self.send_timeout, "settle_margin": self.settle_margin}, **extra}
+        return case
+
+    def ledger(self, payment: str | None = None) -> list[dict]:
+        rows = http_json("GET", f"{self.target_url}/ledger")[1]["rows"]
+        return [r for r in rows if payment is None or r["payment"] == payment]
+
+    def access_log(self) -> list[dict]:
+        return http_json("GET", f"{self.target_url}/access_log")[1]["entries"]
+
+    def admin(self, path: str, body: dict | None = None) -> dict:
+        status, answer = http_json("POST", f"{self.target_url}/admin/{path}", body or {})
+        assert status == 200, (path, status, answer)
+        return answer
+
+
+@contextlib.contextmanager
+def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
+    from prove.model_stub import model_stub_process
+    from prove.target import target_process
+
+    queryable = (tier != 3) if queryable is None else queryable
+    with target_process(tier=tier, queryable=queryable and tier == 1, ledger=tmp_path / "ledger.sqlite") as url, \
+            model_stub_process() as model_url:
+        yield RefundEnv(url, model_url, tier, queryable, **kw)
+
+
+def wait_for_approval_request(rt, wf_id: str, timeout: float = 30) -> tuple[dict, dict]:
+    """Wait until the refund waits on "approve"; return (proposal, facts the decision saw)."""
+    def waiting():
+        d = rt.describe(wf_id)
+        if d["status"] in ("failed", "stuck"):
+            raise AssertionError(f"{wf_id} ended {d['status']}: {d['error']}")
+        w = d["waiting"] or {}
+        return d if d["status"] == "sleeping" and w.get("signal") == "approve" else None
+
+    d = wait_for(waiting, timeout=timeout, message=f"{wf_id} waiting for approval")
+    steps = {s["name"]: s for s in d["steps"]}
+    return steps["propose"]["output"], steps["pick_amount"]["output"]["premises"]
+
+
+def approve(rt, wf_id: str, by: str = "alice") -> tuple[str, dict]:
+    proposal, facts = wait_for_approval_request(rt, wf_id)
+    return rt.approve(wf_id, proposal, facts, by=by), proposal
