@@ -129,9 +129,9 @@ def verify(bundle: dict, public_key=None) -> dict:
     kinds = [e.get("kind") for e in entries]
     last_resolution = None
     for e in entries:
-        if e["kind"] in ("COMMITTED", "AMBIGUOUS") or (e["kind"] == "REFUSED"):
+        if e.get("kind") in ("COMMITTED", "AMBIGUOUS") or (e.get("kind") == "REFUSED"):
             last_resolution = e
-    dispatched = [e for e in entries if e["kind"] == "DISPATCHED"]
+    dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
     open_dispatch = bool(dispatched) and (last_resolution is None or
                                           entries.index(last_resolution) < entries.index(dispatched[-1]))
 
@@ -140,14 +140,14 @@ def verify(bundle: dict, public_key=None) -> dict:
         happened: Any = True
     elif "AMBIGUOUS" in kinds or open_dispatch:
         happened = "unknown"
-    elif entries and entries[-1]["kind"] in ("REFUSED", "LATE_RESULT") or (kinds and "DISPATCHED" not in kinds):
+    elif entries and entries[-1].get("kind") in ("REFUSED", "LATE_RESULT") or (kinds and "DISPATCHED" not in kinds):
         happened = False
     else:
         happened = "unknown"
 
     # P2 happened once: a late result after a reapply shows a second application.
-    reapplied = any(e["kind"] == "COMMITTED" and e.get("via") == "recovery-reapply" for e in entries)
-    late = [e for e in entries if e["kind"] == "LATE_RESULT"]
+    reapplied = any(e.get("kind") == "COMMITTED" and e.get("via") == "recovery-reapply" for e in entries)
+    late = [e for e in entries if e.get("kind") == "LATE_RESULT"]
     happened_once: Any = happened is True and not (reapplied and late)
     if happened == "unknown":
         happened_once = "unknown"
@@ -158,15 +158,16 @@ def verify(bundle: dict, public_key=None) -> dict:
     authorized = True
     for e in entries:
         checks = None
-        if e["kind"] == "DISPATCHED":
+        if e.get("kind") == "DISPATCHED":
             checks = e.get("checks") or {}
             payload = e.get("effect")
-        elif e["kind"] == "COMMITTED" and e.get("via") in RESEND_VIAS:
+        elif e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS:
             checks = e.get("rechecked") or {}
             payload = e.get("effect", dispatched[-1].get("effect") if dispatched else None)
         if checks is None:
             continue
-        ok, why = _lease_live(checks.get("lease"), e.get("ts", 0), payload)
+        ts = e.get("ts") if isinstance(e.get("ts"), (int, float)) else float("inf")
+        ok, why = _lease_live(checks.get("lease") if isinstance(checks, dict) else None, ts, payload)
         if not ok or not checks.get("lease_live"):
             authorized = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: not authorized ({why or 'lease not live'})")
@@ -175,15 +176,17 @@ def verify(bundle: dict, public_key=None) -> dict:
     # no late result past send_deadline + settle_margin (A2).
     assumptions = True
     for e in entries:
-        checks = e.get("checks") if e["kind"] == "DISPATCHED" else e.get("rechecked")
+        checks = e.get("checks") if e.get("kind") == "DISPATCHED" else e.get("rechecked")
         if checks and checks.get("violations"):
             assumptions = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: premise violations {checks['violations']}")
-        if e["kind"] == "LATE_RESULT" and e.get("settle_deadline") is not None and e["ts"] > e["settle_deadline"]:
+        late_ts, settle = e.get("ts"), e.get("settle_deadline")
+        if (e.get("kind") == "LATE_RESULT" and isinstance(settle, (int, float)) and isinstance(late_ts, (int, float))
+                and late_ts > settle):
             assumptions = False
             problems.append("a response arrived after send_deadline + settle_margin (A2 did not hold)")
 
-    sends = len(dispatched) + sum(1 for e in entries if e["kind"] == "COMMITTED" and e.get("via") in RESEND_VIAS)
+    sends = len(dispatched) + sum(1 for e in entries if e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS)
     return {
         "valid": valid,
         "tamper_evident": tamper_evident,

@@ -96,3 +96,7 @@ LOGGING = {
 # Crash-loop guard (design-notes §5): a claim finding more takeovers than this marks the workflow
 # stuck instead of running it again.
 ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
+
+# Ed25519 key that signs journal entries (design-notes §4): a PEM path. Default: the key that
+# `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
+ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
