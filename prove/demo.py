@@ -1,0 +1,203 @@
+"""The refund demo (the README's main job): a model decides, a person approves, a worker is
+SIGKILLed at a crash point, another recovers, and the ledger and the receipt are checked.
+
+Everything is real: embedded PostgreSQL (unless DATABASE_URL is set), ``manage.py ilr_worker``
+subprocesses, the local HTTP payment target, the model stub behind the real ``anthropic`` SDK
+(EMULATED model variance), and a real SIGKILL at an instrumented kill point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management import call_command
+
+from ilr import Runtime, keys, receipts
+from ilr.killpoints import POINTS
+from prove.targets_client import http_json
+
+ROOT = Path(__file__).resolve().parent.parent
+LEASE_TTL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 3.0, 5.0  # the harness timeouts (spec §11.1)
+PAID = 10_000
+
+
+@dataclass
+class Expectation:
+    status: set[str]
+    refunds: int
+    happened: object
+
+
+def expected(tier: int, crash: str | None) -> Expectation:
+    """What the ledger and the receipt must show for a tier and crash point (spec §11.3)."""
+    if crash in (None, "none"):
+        return Expectation({"COMMITTED"}, 1, True)
+    sent = crash in ("effect_after_send", "effect_after_commit", "resolve_after_send")
+    if tier == 3 and crash in ("effect_after_dispatch", "effect_after_send"):
+        return Expectation({"AMBIGUOUS"}, 1 if sent else 0, "unknown")
+    return Expectation({"COMMITTED", "COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY"}, 1, True)
+
+
+@dataclass
+class Demo:
+    tier: int = 1
+    approve_as: str = "demo-approver"
+    crash: str | None = "effect_after_send"
+    out: object = sys.stdout
+    workdir: Path = field(default_factory=lambda: Path(settings.DATA_DIR) / "demo" / time.strftime("%Y%m%d-%H%M%S"))
+    procs: list = field(default_factory=list)
+
+    def say(self, text: str = "") -> None:
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def run(self) -> int:
+        """Run the demo; return the exit status (0 when ledger and receipt match expectations)."""
+        if self.crash not in (None, "none") and self.crash not in POINTS:
+            raise ValueError(f"--crash: {self.crash!r} is not a kill point ({', '.join(POINTS)})")
+        started = time.monotonic()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.say(f"Interlock refund demo: tier {self.tier}, crash at {self.crash or 'none'}")
+        self.say(f"  database: {'DATABASE_URL' if os.environ.get('DATABASE_URL') else 'embedded PostgreSQL 18 at ' + str(settings.DATA_DIR / 'pg')}")
+        call_command("migrate", verbosity=0)
+        if keys.key_path() is None:
+            private, _ = keys.generate()
+            self.say(f"  signing key: generated {private} (Ed25519, mode 0600)")
+        from prove.model_stub import model_stub_process
+        from prove.target import target_process
+
+        with contextlib.ExitStack() as stack:
+            stack.callback(self._stop_workers)
+            target_url = stack.enter_context(target_process(
+                tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite"))
+            model_url = stack.enter_context(model_stub_process())
+            self.say(f"  payment target: {target_url} (tier {self.tier}); model stub: {model_url} (EMULATED model)")
+            return self._scenario(target_url, model_url, started)
+
+    def _worker(self, worker_id: str, model_url: str, kill_at: str | None) -> subprocess.Popen:
+        env = {**os.environ, "ILR_MODEL_BASE_URL": model_url, "PYTHONUNBUFFERED": "1"}
+        env.pop("ILR_KILL_AT", None)
+        if kill_at:
+            env["ILR_KILL_AT"] = kill_at
+        log = open(self.workdir / f"{worker_id}.log", "ab")
+        proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", worker_id,
+                                 "--lease-ttl", str(LEASE_TTL), "--poll", "0.5", "--concurrency", "2"],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(proc)
+        return proc
+
+    def _stop_workers(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+    def _scenario(self, target_url: str, model_url: str, started: float) -> int:
+        rt = Runtime()
+        case_id = f"case-{time.strftime('%H%M%S')}-{os.getpid()}"
+        payment = f"pay_{case_id}"
+        http_json("POST", f"{target_url}/admin/payments", {"id": payment, "paid": PAID})
+        case = {"id": case_id, "payment": payment, "paid": PAID, "reason": "package arrived damaged",
+                "verify_after": 0, "target": {"url": target_url, "tier": self.tier, "queryable": self.tier == 1,
+                                              "send_timeout": SEND_TIMEOUT, "settle_margin": SETTLE_MARGIN}}
+        w1 = self._worker("demo-w1", model_url, self.crash if self.crash not in (None, "none") else None)
+        rt.start("refund", case_id, case)
+        self.say(f"\n1. started workflow {case_id} (payment {payment}, paid ${PAID / 100:.2f})")
+        proposal, decision = self._wait_for_approval(rt, case_id)
+        self.say(f"2. the model decided {proposal['amount']} cents: {decision['response']['reasoning']!r}")
+        self.say(f"   premises it rested on: {decision['premises']}")
+        grant_id = rt.approve(case_id, proposal, decision["premises"], by=self.approve_as)
+        self.say(f"3. {self.approve_as} approved exactly {proposal} as grant {grant_id}")
+        if self.crash not in (None, "none"):
+            w1.wait(60)
+            self.say(f"4. worker demo-w1 was SIGKILLed at kill point {self.crash} "
+                     f"(exit {w1.returncode}); starting demo-w2 to recover")
+            self._worker("demo-w2", model_url, None)
+        try:
+            result = rt.result(case_id, timeout=90)
+        except Exception as exc:  # noqa: BLE001 - reported, and the exit status says so
+            self.say(f"\nFAILED: the workflow did not complete: {exc}")
+            return 1
+        return self._report(rt, case_id, payment, target_url, result, proposal, started)
+
+    @staticmethod
+    def _wait_for_approval(rt: Runtime, case_id: str) -> tuple[dict, dict]:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            d = rt.describe(case_id)
+            if d["status"] in ("failed", "stuck"):
+                raise RuntimeError(f"workflow {case_id} ended {d['status']}: {d['error']}")
+            if d["status"] == "sleeping" and (d["waiting"] or {}).get("signal") == "approve":
+                steps = {s["name"]: s for s in d["steps"]}
+                return steps["propose"]["output"], steps["pick_amount"]["output"]
+            time.sleep(0.1)
+        raise TimeoutError(f"workflow {case_id} did not ask for approval within 60 s")
+
+    def _report(self, rt, case_id, payment, target_url, result, proposal, started) -> int:
+        expect = expected(self.tier, self.crash)
+        d = rt.describe(case_id)
+        conn = rt.connection()
+        t0 = d["created_at"]
+        self.say("\nTimeline (database clock, seconds since start)")
+        events = [(c["claimed_at"], f"claim epoch {c['epoch']} by {c['owner']}"
+                   + (" (takeover after lease expiry)" if c["prev_status"] == "running" else ""))
+                  for c in conn.execute("select * from ilr.claims where workflow_id = %s", (case_id,)).fetchall()]
+        events += [(s["created_at"], f"step {s['seq']} {s['kind']} {s['name']}"
+                    + (f" -> {s['output']['status']}" if s["kind"] == "effect" else ""))
+                   for s in d["steps"]]
+        bundle = rt.receipt(result["effect_id"])
+        import json
+        for body in bundle["entries"]:
+            e = json.loads(body)
+            via = f" via {e['via']}" if e.get("via") else ""
+            events.append((None, f"journal {e['kind']}{via}", e["ts"]))
+        rows = []
+        for ev in events:
+            ts = ev[2] if len(ev) == 3 else ev[0].timestamp()
+            rows.append((ts - t0.timestamp(), ev[1]))
+        for offset, text in sorted(rows, key=lambda row: row[0]):
+            self.say(f"  {offset:7.2f}s  {text}")
+        ledger = [r for r in http_json("GET", f"{target_url}/ledger")[1]["rows"] if r["payment"] == payment]
+        self.say("\nLedger (read from the payment target)")
+        for r in ledger:
+            self.say(f"  refund {r['id']}: {r['amount']} cents, source {r['source']}, key {r.get('key')}")
+        if not ledger:
+            self.say("  (no refund)")
+        v = receipts.verify(bundle)
+        self.say(f"\nEffectResult: {result['status']} ({result['effect_id']})")
+        self.say("Receipt verify():")
+        for k in ("valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
+                  "assumptions_held", "sends"):
+            self.say(f"  {k:22s} {v[k]}")
+        for p in v["problems"]:
+            self.say(f"  problem: {p}")
+        failures = []
+        if result["status"] not in expect.status:
+            failures.append(f"status {result['status']} not in {sorted(expect.status)}")
+        if len(ledger) != expect.refunds or any(r["amount"] != proposal["amount"] for r in ledger):
+            failures.append(f"ledger holds {len(ledger)} refund(s); expected {expect.refunds} of {proposal['amount']}")
+        if not (v["valid"] and v["tamper_evident"]):
+            failures.append("the receipt does not verify")
+        if v["happened"] != expect.happened:
+            failures.append(f"receipt says happened={v['happened']}, expected {expect.happened}")
+        if expect.happened is True and not (v["happened_once"] and v["authorized_when_fired"] and v["assumptions_held"]):
+            failures.append("the receipt does not show one authorized application with its assumptions held")
+        self.say(f"\nWall time: {time.monotonic() - started:.1f} s")
+        if failures:
+            self.say("FAILED: " + "; ".join(failures))
+            return 1
+        self.say("OK: the ledger and the receipt agree with the expected outcome.")
+        return 0
