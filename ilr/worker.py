@@ -184,6 +184,10 @@ class Worker:
     def run(self) -> None:
         """Claim and run until ``stop()``; then wait for in-flight runs and return."""
         self.register()
+        # Open the run connections up front: a claim is then followed by nothing but the step
+        # load on an open connection, and a slow connect can never stall a claimed run.
+        for _ in range(self.concurrency):
+            self._conns.put(db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}"))
         heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"{self.worker_id}-heartbeat", daemon=True)
         heartbeat.start()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.worker_id) as pool:
