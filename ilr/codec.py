@@ -89,3 +89,13 @@ def payload_hash(payload: Any) -> str:
 def effect_id_for(request: Any) -> str:
     """``"eff_" + sha256(canonical(request))[:32]`` (design-notes §4)."""
     return "eff_" + sha256_hex(canonical(request))[:32]
+
+
+def loads_jsonb(value: Any) -> Any:
+    """A jsonb column's value as Python data, whichever connection read it.
+
+    The transaction bodies run on the caller's connection too; Django's psycopg connection
+    loads jsonb as text, ours as Python objects.
+    """
+    return json.loads(value) if isinstance(value, str) else value
+

@@ -378,6 +378,9 @@ class EffectCall:
             # settle_margin and let recovery decide (the fix for timeout-then-lookup duplicates).
             log.warning("send of %s failed with an unknown outcome: %s", self.effect_id, exc)
             self._suspend_until_settled()
+        # Seconds from the stopwatch start to the answer, on the local monotonic clock: a late
+        # result's arrival is judged by this, not by when a fenced-out sender got to journal it.
+        self.received_in = time.monotonic() - t0
         killpoints.hit("effect_after_send" if via == "first-send" else "resolve_after_send")
         self._log_response(result)
         return self._t_commit(result, via=via, status=status, rechecked=rechecked, take_status=take_status)
@@ -437,7 +440,8 @@ class EffectCall:
             else:
                 journal.append(cur, self.effect_id, "LATE_RESULT", ts, {
                     "result": result, "by": {"workflow_id": run.workflow_id, "epoch": run.epoch},
-                    "settle_deadline": eff["settle_deadline"]})
+                    "settle_deadline": eff["settle_deadline"], "received_in_s": round(self.received_in, 6),
+                    "send_timeout": self.send_timeout, "settle_margin": self.settle_margin})
                 cur.execute("update ilr.effects set late_result = %s::jsonb where effect_id = %s",
                             (json.dumps({"result": result, "at": ts, "by": run.workflow_id, "epoch": run.epoch},
                                         default=str), self.effect_id))

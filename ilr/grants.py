@@ -131,7 +131,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
                           "and consumed_seq is null limit 1", (wf_id,)).fetchone()
     if pending is not None:
         raise InvalidInput("workflow_id", f"workflow {wf_id} was approved already; the approval is on its way")
-    waiting = wf["waiting"] or {}
+    waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if not (wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == "approve"):
         raise InvalidInput("workflow_id", f"workflow {wf_id} is not waiting for approval (status {wf['status']})")
     grant_id = new_grant_id()
@@ -203,4 +203,4 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
         "update ilr.effects set reconciled = jsonb_build_object('evidence', %s::jsonb, 'by', %s::text, "
         "'applied', %s::boolean, 'at', to_jsonb(now())) where effect_id = %s returning reconciled",
         (json.dumps(evidence), by, applied, effect_id)).fetchone()
-    return row["reconciled"]
+    return codec.loads_jsonb(row["reconciled"])

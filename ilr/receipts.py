@@ -68,6 +68,17 @@ def _lease_live(snapshot: dict | None, ts: float, payload: Any) -> tuple[bool, s
     return True, None
 
 
+def _arrived_past_settle(entry: dict) -> bool:
+    """A2 for a late result: the answer arrived later than send_timeout + settle_margin after
+    the send's stopwatch started (measured by the sender), or, without that measure, the entry
+    was written past send_deadline + settle_margin."""
+    received, timeout, settle = entry.get("received_in_s"), entry.get("send_timeout"), entry.get("settle_margin")
+    if all(isinstance(x, (int, float)) for x in (received, timeout, settle)):
+        return received > timeout + settle
+    ts, deadline = entry.get("ts"), entry.get("settle_deadline")
+    return isinstance(ts, (int, float)) and isinstance(deadline, (int, float)) and ts > deadline
+
+
 def verify(bundle: dict, public_key=None) -> dict:
     """Check a receipt bundle and answer P1 to P5 (design-notes §4).
 
@@ -180,9 +191,7 @@ def verify(bundle: dict, public_key=None) -> dict:
         if checks and checks.get("violations"):
             assumptions = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: premise violations {checks['violations']}")
-        late_ts, settle = e.get("ts"), e.get("settle_deadline")
-        if (e.get("kind") == "LATE_RESULT" and isinstance(settle, (int, float)) and isinstance(late_ts, (int, float))
-                and late_ts > settle):
+        if e.get("kind") == "LATE_RESULT" and _arrived_past_settle(e):
             assumptions = False
             problems.append("a response arrived after send_deadline + settle_margin (A2 did not hold)")
 

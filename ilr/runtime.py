@@ -70,7 +70,7 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
         raise InvalidInput("workflow_id", f"workflow {wf_id} is {wf['status']}; it takes no more signals")
     sig = cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) "
                       "returning id", (wf_id, name, payload_json, sender)).fetchone()
-    waiting = wf["waiting"] or {}
+    waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
         cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf_id,))
     return sig["id"]

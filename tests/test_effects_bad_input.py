@@ -1,0 +1,113 @@
+"""Bad input for effects, grants and receipts (issue 3): clear errors, nothing sent or written."""
+
+from __future__ import annotations
+
+import pytest
+
+from ilr import InvalidInput, WorkflowNotFound
+from ilr.grants import EffectNotFound, GrantNotFound
+from tests.refund_harness import approve, refund_env, wait_for_approval_request
+
+
+def counts(rt):
+    return rt.connection().execute(
+        "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
+        "(select count(*) from ilr.effects) as effects").fetchone()
+
+
+def test_approve_errors_write_nothing(rt, workers, tmp_path):
+    with refund_env(tmp_path, 1) as env:
+        rt.start("three_steps", "not-waiting", {})
+        with pytest.raises(InvalidInput) as err:
+            rt.approve("not-waiting", {"payment": "p", "amount": 1}, {}, by="alice")
+        assert err.value.field == "workflow_id" and "not waiting for approval" in err.value.rule
+        with pytest.raises(WorkflowNotFound):
+            rt.approve("nobody", {"amount": 1}, {}, by="alice")
+        workers.start("A", env=env.worker_env())
+        case = env.case("bad1")
+        rt.start("refund", "bad1", case)
+        proposal, facts = wait_for_approval_request(rt, "bad1")
+        before = counts(rt)
+        for payload, field in (({"payment": "p", "amount": -5}, "payload.amount"),
+                               ({"payment": "p", "amount": 12.5}, "payload.amount"),
+                               ({"payment": "p", "amount": float("nan")}, "payload.amount"),
+                               ({"payment": b"p", "amount": 5}, "payload.payment")):
+            with pytest.raises(InvalidInput) as err:
+                rt.approve("bad1", payload, facts, by="alice")
+            assert err.value.field == field
+        with pytest.raises(InvalidInput) as err:
+            rt.approve("bad1", proposal, facts, by="")
+        assert err.value.field == "by"
+        assert counts(rt) == before
+        rt.approve("bad1", proposal, facts, by="alice")
+        with pytest.raises(InvalidInput) as err:  # approving twice
+            rt.approve("bad1", proposal, facts, by="carol")
+        assert "approved already" in err.value.rule or "not waiting" in err.value.rule
+        assert rt.result("bad1", timeout=60)["status"] == "COMMITTED"
+        assert counts(rt)["grants"] == 1
+
+
+def test_amount_above_the_grant_is_refused_and_nothing_sent(rt, workers, tmp_path):
+    """A policy grant capping the amount below the decision: REFUSED:lease, no request sent."""
+    from ilr import Worker  # noqa: F401 - documents that the workflow runs on real workers
+
+    with refund_env(tmp_path, 1) as env:
+        workers.start("A", env=env.worker_env())
+        case = env.case("cap")
+        rt.start("refund", "cap", case)
+        proposal, facts = wait_for_approval_request(rt, "cap")
+        small = rt.grant("refund", "refund", max_cents=1000, by="policy")
+        rt.signal("cap", "approve", {"grant_id": small, "payload": proposal, "facts_seen": facts})
+        assert rt.result("cap", timeout=60)["status"] == "REFUSED:lease"
+        assert [e for e in env.access_log() if e["path"] == "/refunds" and e["method"] == "POST"] == []
+
+
+def test_revoke_unknown_and_twice(rt):
+    with pytest.raises(GrantNotFound):
+        rt.revoke("grant_nope", by="bob")
+    g = rt.grant("agent", "refund", max_cents=100, by="policy")
+    first = rt.revoke(g, by="bob")
+    revoked_at = rt.connection().execute("select revoked_at from ilr.grants where id = %s", (g,)).fetchone()
+    assert rt.revoke(g, by="bob") == first == []
+    again = rt.connection().execute("select revoked_at from ilr.grants where id = %s", (g,)).fetchone()
+    assert again == revoked_at  # the first revoke's time stands
+
+
+def test_grant_bad_input(rt):
+    for kwargs, field in (({"max_cents": -1}, "max_cents"), ({"max_cents": 1.5}, "max_cents"),
+                          ({"expires_in": -3}, "expires_in"), ({"by": ""}, "by")):
+        with pytest.raises(InvalidInput) as err:
+            rt.grant("agent", "refund", **{"by": "policy", **kwargs})
+        assert err.value.field == field
+    assert counts(rt)["grants"] == 0
+
+
+def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path):
+    with pytest.raises(EffectNotFound):
+        rt.reconcile("eff_nope", "ledger row 7", by="carol")
+    with refund_env(tmp_path, 3) as env:
+        a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
+        case = env.case("amb")
+        rt.start("refund", "amb", case)
+        approve(rt, "amb")
+        a.wait(30)
+        workers.start("B", lease_ttl=2, env=env.worker_env())
+        result = rt.result("amb", timeout=60)
+        assert result["status"] == "AMBIGUOUS"
+        for evidence in ("", "   ", None, {}, []):
+            with pytest.raises(InvalidInput) as err:
+                rt.reconcile(result["effect_id"], evidence, by="carol")
+            assert err.value.field == "evidence"
+        assert rt.ambiguous()[0]["reconciled"] is None
+        rec = rt.reconcile(result["effect_id"], "ledger shows no refund for this payment", by="carol", applied=False)
+        assert rec["by"] == "carol" and rec["applied"] is False
+        # The journal is untouched by a reconcile: the signed record stays what the runtime knew.
+        kinds = [e["kind"] for e in rt.connection().execute(
+            "select kind from ilr.journal where effect_id = %s order by seq", (result["effect_id"],)).fetchall()]
+        assert kinds[-1] == "AMBIGUOUS"
+
+
+def test_receipt_for_unknown_effect(rt):
+    with pytest.raises(EffectNotFound) as err:
+        rt.receipt("eff_unknown")
+    assert "eff_unknown" in str(err.value)
