@@ -354,3 +354,10 @@ class Runtime:
             except LookupError:
                 raise EffectNotFound(effect_id) from None
 
+    def recover_orphans(self, targets: dict | None = None) -> list[dict]:
+        """Resolve dispatched effects whose workflow ended stuck, failed or cancelled (see
+        ilr.orphans.recover_orphans). Returns one report row per orphan."""
+        from ilr.orphans import recover_orphans
+
+        return recover_orphans(self._dsn, targets)
+

@@ -111,3 +111,33 @@ def test_receipt_for_unknown_effect(rt):
     with pytest.raises(EffectNotFound) as err:
         rt.receipt("eff_unknown")
     assert "eff_unknown" in str(err.value)
+
+
+def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path):
+    """A worker dies after the send; the crash-loop guard (max_takeovers 0) marks the
+    workflow stuck; recover_orphans resolves the effect by lookup and restores the status."""
+    from prove.workflows import target_for
+
+    with refund_env(tmp_path, 2) as env:
+        a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
+        case = env.case("orphan")
+        rt.start("refund", "orphan", case)
+        approve(rt, "orphan")
+        a.wait(30)
+        workers.start("B", lease_ttl=2, args=("--max-takeovers", "0"), env=env.worker_env())
+        from tests.conftest import wait_for
+        wait_for(lambda: rt.describe("orphan")["status"] == "stuck", timeout=30, message="stuck")
+        eff = rt.describe("orphan")["effects"][0]
+        target = target_for(case)
+        first = rt.recover_orphans({target.name: target})
+        if first[0]["outcome"] == "not settled yet":
+            import time
+            time.sleep(env.send_timeout + env.settle_margin)
+        report = rt.recover_orphans({target.name: target})
+        assert report == [{"effect_id": eff["effect_id"], "workflow_id": "orphan", "outcome": "COMMITTED_ON_QUERY"}]
+        assert rt.describe("orphan")["status"] == "stuck"
+        assert rt.recover_orphans({target.name: target}) == []
+        owners = [c["owner"] for c in rt.connection().execute(
+            "select owner from ilr.claims where workflow_id = 'orphan' order by epoch").fetchall()]
+        assert owners[-1] == "$recovery"
+        assert len([r for r in env.ledger(case["payment"]) if r["source"] == "api"]) == 1
