@@ -342,11 +342,14 @@ class EffectCall:
                  self.effect_id)).fetchone()["deadline"]
             journal.append(cur, self.effect_id, "DISPATCHED", ts, {
                 "effect": self.payload, "lease": self.grant, "premises": self.premises, "checks": checks,
-                "by": {"workflow_id": run.workflow_id, "epoch": run.epoch},
-                "send_deadline": deadline, "settle_margin": self.settle_margin,
+                "by": self._by(), "send_deadline": deadline, "settle_margin": self.settle_margin,
                 **({"compensation": True} if self.compensation else {})})
         run.renewed(t_fence, None)
         return None
+
+    def _by(self) -> dict:
+        """The writer of an entry: this claim (SendRequiresLiveClaim, FencedWrites read it)."""
+        return {"workflow_id": self.run.workflow_id, "epoch": self.run.epoch}
 
     def _proposed_fields(self) -> dict:
         return {"agent": self.run.name, "lease": self.grant, "premises": self.premises, "effect": self.payload,
@@ -405,7 +408,7 @@ class EffectCall:
                 cur = self.conn.cursor()
                 fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
                 cur.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
-                fields: dict[str, Any] = {"via": via, "result": result}
+                fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
                 if rechecked is not None:
                     fields["rechecked"] = rechecked
                 journal.append(cur, self.effect_id, "COMMITTED", _ts(fence["now"]), fields)
@@ -435,7 +438,8 @@ class EffectCall:
             ts = _ts(eff["now"])
             if (eff["state"] == "dispatched" and eff["dispatch_workflow_id"] == run.workflow_id
                     and eff["dispatch_epoch"] == run.epoch):
-                journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "late-commit", "result": result})
+                journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "late-commit", "result": result,
+                                                                      "by": self._by()})
                 cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
             else:
                 journal.append(cur, self.effect_id, "LATE_RESULT", ts, {
@@ -539,7 +543,7 @@ class EffectCall:
             grant = cur.execute(GRANT_FOR_SHARE, (locked["grant_id"],)).fetchone() if locked["grant_id"] else None
             payload = eff["payload"]
             lease_live, snapshot = _lease_snapshot(grant, self.action, payload, eff["payload_hash"])
-            rechecked = {"lease_live": lease_live, "lease": snapshot, "violations": violations}
+            rechecked = {"lease_live": lease_live, "lease": snapshot, "violations": violations, "at": ts}
             stale = (not lease_live) or bool(violations)
             stale_kind = "lease" if not lease_live else "stale_premise"
             action = recovery_decision(tier=eff["tier"], window_passed=window_passed, queryable=self.queryable,
@@ -549,17 +553,18 @@ class EffectCall:
             if action == "ambiguous":
                 reason = (f"{stale_kind} at recovery, no lookup" if stale and eff["tier"] == 1 and not window_passed
                           else "tier 3: nothing can be learned after a send")
-                journal.append(cur, self.effect_id, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked})
+                journal.append(cur, self.effect_id, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked,
+                                                                      "by": self._by()})
                 cur.execute("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
                 return self._result_in(cur, "AMBIGUOUS", take_status)
             if action == "commit_on_query":
                 journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "recovery-query", "rechecked": rechecked,
-                                                                      "found": found})
+                                                                      "found": found, "by": self._by()})
                 cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
                 return self._result_in(cur, "COMMITTED_ON_QUERY", take_status)
             if action == "refuse":
                 journal.append(cur, self.effect_id, "REFUSED", ts, {
-                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked})
+                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()})
                 cur.execute("update ilr.effects set state = 'proposed' where effect_id = %s", (self.effect_id,))
                 return self._result_in(cur, f"REFUSED:{stale_kind}_at_recovery", take_status)
             # resend (tier 1, idempotent) or reapply (tier 2, not found): the durable record of

@@ -121,11 +121,42 @@ class WorkerProcs:
         raise AssertionError(f"{worker_id} did not reach state {state} in {timeout}s:\n{self.log(worker_id)}")
 
 
+EVIDENCE: list[dict] = []
+"""Ledgers and access logs of the payment targets a test ran (tests.refund_harness adds them)."""
+
+
+def registry_results(test_dsn: str) -> dict:
+    """Run the invariants registry over the test database with this test's evidence."""
+    from ilr import db
+    from ilr.invariants import check_all
+
+    evidence: dict = {"ledger": [], "access_log": []} if EVIDENCE else {}
+    for ev in EVIDENCE:
+        evidence["ledger"] += ev["ledger"]
+        evidence["access_log"] += ev["access_log"]
+    with db.connect(test_dsn) as conn:
+        evidence["invocations"] = conn.execute(
+            "select workflow_id, name, extract(epoch from at)::float8 as at from public.test_invocations").fetchall()
+        return check_all(conn, evidence)
+
+
 @pytest.fixture
-def workers(rt, tmp_path):
+def workers(rt, tmp_path, request, test_dsn):
+    """Worker subprocesses; at teardown every worker is killed and the whole invariants registry
+    must hold over what the test did (issue 7), unless the test is marked
+    ``allow_violations("Name", ...)`` because it corrupts something on purpose."""
+    from ilr.invariants import violations
+
+    EVIDENCE.clear()
     procs = WorkerProcs(tmp_path)
     yield procs
     procs.kill_all()
+    allowed = set()
+    for mark in request.node.iter_markers("allow_violations"):
+        allowed.update(mark.args)
+    bad = {k: v for k, v in violations(registry_results(test_dsn)).items() if k not in allowed}
+    EVIDENCE.clear()
+    assert not bad, f"invariants violated: {bad}"
 
 
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):

@@ -53,9 +53,16 @@ def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
     from prove.target import target_process
 
     queryable = (tier != 3) if queryable is None else queryable
+    from tests.conftest import EVIDENCE
+
     with target_process(tier=tier, queryable=queryable and tier == 1, ledger=tmp_path / "ledger.sqlite") as url, \
             model_stub_process() as model_url:
-        yield RefundEnv(url, model_url, tier, queryable, **kw)
+        env = RefundEnv(url, model_url, tier, queryable, **kw)
+        try:
+            yield env
+        finally:
+            # The oracle's evidence for the invariants registry, read before the target stops.
+            EVIDENCE.append({"ledger": env.ledger(), "access_log": env.access_log()})
 
 
 def wait_for_approval_request(rt, wf_id: str, timeout: float = 30) -> tuple[dict, dict]:

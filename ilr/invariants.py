@@ -1,0 +1,577 @@
+"""The invariants registry: every invariant of spec §2.1 marked C, checked over real runs.
+
+``INVARIANTS = {"Name": check_fn}``; each ``check_fn(snapshot) -> [violation]`` reads only the
+``Snapshot`` (PostgreSQL's ilr.* tables, read once) and, where the spec says so, the target's
+ledger and access log passed in as evidence. A violation is plain data (a dict) naming the rows
+that break the rule. A check whose evidence is missing returns [] and is reported as skipped by
+``check_all``.
+
+Evidence (all optional): {"ledger": [refund rows with effect_id, key, amount, source],
+"access_log": [target request entries with method, path, key, t_wall, body],
+"invocations": [{"workflow_id", "name", "at"}] (step-body starts),
+"revokes": [{"grant_id", "returned": [effect_id], "returned_at": unix seconds}]}.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ilr import codec, receipts
+
+RESEND_VIAS = ("retry-idempotent", "recovery-reapply")
+
+
+@dataclass
+class Snapshot:
+    """Everything the checks read, loaded in one repeatable-read transaction."""
+
+    workflows: dict[str, dict]
+    steps: list[dict]
+    claims: list[dict]
+    signals: list[dict]
+    grants: dict[str, dict]
+    effects: dict[str, dict]
+    journal: dict[str, list[dict]]
+    bodies: dict[str, list[str]]
+    responses: list[dict]
+    triggers: dict[str, str]
+    indexes: set[str]
+    evidence: dict = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, conn, evidence: dict | None = None) -> Snapshot:
+        with conn.transaction():
+            conn.execute("set transaction isolation level repeatable read, read only")
+            q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
+            workflows = {r["id"]: r for r in q(
+                "select id, name, version, status, epoch, cancel_requested_at, available_at, waiting, error, "
+                "forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts from ilr.workflows")}
+            steps = q("select workflow_id, seq, name, kind, fingerprint, output, error, epoch, created_at, "
+                      "extract(epoch from created_at)::float8 as ts from ilr.steps order by workflow_id, seq")
+            claims = q("select *, extract(epoch from claimed_at)::float8 as ts from ilr.claims "
+                       "order by workflow_id, epoch")
+            signals = q("select * from ilr.signals order by id")
+            grants = {r["id"]: r for r in q(
+                "select *, extract(epoch from revoked_at)::float8 as revoked_ts from ilr.grants")}
+            effects = {r["effect_id"]: r for r in q("select * from ilr.effects")}
+            journal: dict[str, list[dict]] = defaultdict(list)
+            bodies: dict[str, list[str]] = defaultdict(list)
+            for r in q("select effect_id, body from ilr.journal order by seq"):
+                bodies[r["effect_id"]].append(r["body"])
+                try:
+                    journal[r["effect_id"]].append(json.loads(r["body"]))
+                except ValueError:
+                    journal[r["effect_id"]].append({"kind": "?", "unparseable": True})
+            responses = q("select * from ilr.responses order by id")
+            triggers = {r["tgname"]: r["tgenabled"] for r in q(
+                "select tgname, tgenabled from pg_trigger t join pg_class c on c.oid = t.tgrelid "
+                "join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'ilr' and not t.tgisinternal")}
+            indexes = {r["indexname"] for r in q("select indexname from pg_indexes where schemaname = 'ilr'")}
+        return cls(workflows, steps, claims, signals, grants, effects, dict(journal), dict(bodies), responses,
+                   triggers, indexes, evidence or {})
+
+    # -- derived views ---------------------------------------------------------------------------
+
+    def claim_windows(self) -> dict[tuple[str, int], tuple[float, float]]:
+        """(workflow_id, epoch) -> (claimed_at, next claim's claimed_at or +inf), unix seconds."""
+        windows = {}
+        by_wf: dict[str, list[dict]] = defaultdict(list)
+        for c in self.claims:
+            by_wf[c["workflow_id"]].append(c)
+        for wf, cs in by_wf.items():
+            for i, c in enumerate(cs):
+                end = cs[i + 1]["ts"] if i + 1 < len(cs) else float("inf")
+                windows[(wf, c["epoch"])] = (c["ts"], end)
+        return windows
+
+    @staticmethod
+    def authorized_at(e: dict) -> float:
+        """When the transaction that authorized this send committed: a DISPATCHED entry's ts, or
+        the T_resolve time a resend's COMMITTED records in rechecked.at."""
+        if e.get("kind") == "DISPATCHED":
+            return e.get("ts", 0)
+        return (e.get("rechecked") or {}).get("at", e.get("ts", 0))
+
+    def sends(self) -> list[tuple[str, dict]]:
+        """(effect_id, entry) for every entry that authorized a send: DISPATCHED and resend COMMITTEDs."""
+        out = []
+        for eid, entries in self.journal.items():
+            for e in entries:
+                if e.get("kind") == "DISPATCHED" or (e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS):
+                    out.append((eid, e))
+        return out
+
+    def ledger_by_effect(self) -> dict[str, list[dict]] | None:
+        ledger = self.evidence.get("ledger")
+        if ledger is None:
+            return None
+        out: dict[str, list[dict]] = defaultdict(list)
+        for row in ledger:
+            eid = row.get("effect_id") or row.get("key")
+            if eid and row.get("source", "api") == "api":
+                out[eid].append(row)
+        return out
+
+    def posts_by_key(self) -> dict[str, list[dict]] | None:
+        log = self.evidence.get("access_log")
+        if log is None:
+            return None
+        out: dict[str, list[dict]] = defaultdict(list)
+        for e in log:
+            if e.get("method") == "POST" and e.get("path") == "/refunds" and e.get("key"):
+                out[e["key"]].append(e)
+        return out
+
+
+Check = Callable[[Snapshot], list]
+
+
+def _v(**kw) -> dict:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in kw.items()}
+
+
+# -- steps, claims, fencing ----------------------------------------------------------------------
+
+def no_rerun_after_complete(s: Snapshot) -> list:
+    """A step body never starts after its step row committed (evidence: invocations)."""
+    inv = s.evidence.get("invocations")
+    if inv is None:
+        return []
+    recorded = {(st["workflow_id"], st["name"]): st["ts"] for st in s.steps if st["kind"] == "step"}
+    return [_v(workflow_id=i["workflow_id"], step=i["name"], started=i["at"], row_committed=recorded[key])
+            for i in inv if (key := (i["workflow_id"], i["name"])) in recorded and i["at"] > recorded[key]]
+
+
+def step_result_unique(s: Snapshot) -> list:
+    """At most one step row per (workflow_id, seq), never updated or deleted (the append-only
+    trigger enabled, the primary key holding)."""
+    out = []
+    seen = set()
+    for st in s.steps:
+        key = (st["workflow_id"], st["seq"])
+        if key in seen:
+            out.append(_v(duplicate=list(key)))
+        seen.add(key)
+    if s.triggers.get("steps_append_only") not in ("O", "A"):
+        out.append(_v(trigger="steps_append_only", state=s.triggers.get("steps_append_only", "missing")))
+    return out
+
+
+def fenced_writes(s: Snapshot) -> list:
+    """Every worker write carried an epoch that was current at its commit: step rows and
+    journal entries fall inside their epoch's claim window (late-commit CAS excepted)."""
+    windows = s.claim_windows()
+    out = []
+    for st in s.steps:
+        w = windows.get((st["workflow_id"], st["epoch"]))
+        if w is None or not (w[0] <= st["ts"] < w[1]):
+            out.append(_v(step=[st["workflow_id"], st["seq"]], epoch=st["epoch"], at=st["ts"], window=w))
+    for eid, entries in s.journal.items():
+        for e in entries:
+            by = e.get("by") or {}
+            if not by or e.get("via") == "late-commit" or e.get("kind") == "LATE_RESULT":
+                continue
+            w = windows.get((by.get("workflow_id"), by.get("epoch")))
+            if w is None or not (w[0] <= e.get("ts", 0) < w[1]):
+                out.append(_v(effect_id=eid, kind=e.get("kind"), by=by, ts=e.get("ts"), window=w))
+    return out
+
+
+def _takeovers_before_expiry(s: Snapshot) -> list:
+    return [_v(workflow_id=c["workflow_id"], epoch=c["epoch"], owner=c["owner"], claimed_at=c["claimed_at"],
+               previous_lease_expired_at=c["prev_lease_expires_at"])
+            for c in s.claims
+            if c["prev_status"] == "running" and (c["prev_lease_expires_at"] is None
+                                                  or c["claimed_at"] < c["prev_lease_expires_at"])]
+
+
+def lease_mutex(s: Snapshot) -> list:
+    """Two workers never both hold a non-expired claim: every claim of a running workflow came
+    after the holder's lease (renewals included) had expired."""
+    return _takeovers_before_expiry(s)
+
+
+def takeover_only_after_expiry(s: Snapshot) -> list:
+    """Claiming a running workflow succeeds only when lease_expires_at <= now()."""
+    return _takeovers_before_expiry(s)
+
+
+# -- effects -------------------------------------------------------------------------------------
+
+def at_most_one_commit(s: Snapshot) -> list:
+    out = [_v(effect_id=eid, commits=n) for eid, entries in s.journal.items()
+           if (n := sum(1 for e in entries if e.get("kind") == "COMMITTED")) > 1]
+    if "one_commit" not in s.indexes:
+        out.append(_v(index="one_commit", state="missing"))
+    return out
+
+
+def effect_at_most_once_tier12(s: Snapshot) -> list:
+    """At tiers 1 and 2 the target applied each effect at most once (evidence: ledger)."""
+    ledger = s.ledger_by_effect()
+    if ledger is None:
+        return []
+    pruned = any(e.get("path") == "/admin/prune_keys" for e in s.evidence.get("access_log") or [])
+    return [_v(effect_id=eid, tier=eff["tier"], applications=len(ledger.get(eid, [])))
+            for eid, eff in s.effects.items()
+            if eff["tier"] in (1, 2) and len(ledger.get(eid, [])) > 1 and not (eff["tier"] == 1 and pruned)]
+
+
+def tier3_never_resends(s: Snapshot) -> list:
+    """At tier 3 at most one send per effect: effects.sends, and the target's access log."""
+    out = [_v(effect_id=eid, sends=eff["sends"]) for eid, eff in s.effects.items()
+           if eff["tier"] == 3 and eff["sends"] > 1]
+    posts = s.posts_by_key()
+    if posts is not None:
+        out += [_v(effect_id=eid, requests=len(posts[eid])) for eid, eff in s.effects.items()
+                if eff["tier"] == 3 and len(posts.get(eid, [])) > 1]
+    return out
+
+
+def no_overlapping_sends(s: Snapshot) -> list:
+    """A second send starts only after send_deadline + settle_margin of the previous one
+    (evidence: the access log's arrival times against the DISPATCHED deadline)."""
+    posts = s.posts_by_key()
+    if posts is None:
+        return []
+    out = []
+    for eid, entries in s.journal.items():
+        sends = sorted(posts.get(eid, []), key=lambda e: e["t_wall"])
+        dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
+        if len(sends) < 2 or not dispatched:
+            continue
+        d = dispatched[0]
+        settle_at = (d.get("send_deadline") or 0) + (d.get("settle_margin") or 0)
+        if sends[1]["t_wall"] <= settle_at:
+            out.append(_v(effect_id=eid, second_send_at=sends[1]["t_wall"], settle_deadline=settle_at))
+    return out
+
+
+def committed_implies_applied(s: Snapshot) -> list:
+    ledger = s.ledger_by_effect()
+    if ledger is None:
+        return []
+    return [_v(effect_id=eid) for eid, eff in s.effects.items() if eff["state"] == "committed" and not ledger.get(eid)]
+
+
+def ambiguous_only_when_unknowable(s: Snapshot) -> list:
+    """AMBIGUOUS only at effective tier 3, or tier 1 with a failed re-check and no lookup."""
+    out = []
+    for eid, entries in s.journal.items():
+        tier = s.effects.get(eid, {}).get("tier")
+        for e in entries:
+            if e.get("kind") != "AMBIGUOUS":
+                continue
+            rc = e.get("rechecked") or {}
+            failed = (not rc.get("lease_live")) or bool(rc.get("violations"))
+            tier3 = tier == 3 or "tier 3" in str(e.get("reason", ""))
+            if tier == 2 or not (tier3 or (tier == 1 and failed)):
+                out.append(_v(effect_id=eid, tier=tier, reason=e.get("reason")))
+    return out
+
+
+def effect_checkpoint_atomic(s: Snapshot) -> list:
+    """No committed effect lacks its step row while its dispatching claim is still current."""
+    out = []
+    for eid, eff in s.effects.items():
+        if eff["state"] != "committed" or not eff["dispatch_workflow_id"]:
+            continue
+        wf = s.workflows.get(eff["dispatch_workflow_id"])
+        if wf is None or wf["epoch"] != eff["dispatch_epoch"] or wf["status"] != "running":
+            continue
+        if not any(st["workflow_id"] == wf["id"] and (st["fingerprint"] or "").startswith(eid + ":")
+                   for st in s.steps):
+            out.append(_v(effect_id=eid, workflow_id=wf["id"], epoch=wf["epoch"]))
+    return out
+
+
+def send_requires_live_claim(s: Snapshot) -> list:
+    """Every send follows a T_dispatch or T_resolve whose epoch was current (inside its claim
+    window), and a dispatched effect's dispatch_epoch is a claimed epoch."""
+    windows = s.claim_windows()
+    out = []
+    for eid, e in s.sends():
+        by = e.get("by") or {}
+        w = windows.get((by.get("workflow_id"), by.get("epoch")))
+        if w is None or not (w[0] <= s.authorized_at(e) < w[1]):
+            out.append(_v(effect_id=eid, kind=e.get("kind"), by=by, ts=s.authorized_at(e), window=w))
+    for eid, eff in s.effects.items():
+        if eff["state"] == "dispatched" and (eff["dispatch_workflow_id"], eff["dispatch_epoch"]) not in windows:
+            out.append(_v(effect_id=eid, dispatch_epoch=eff["dispatch_epoch"], problem="epoch never claimed"))
+    return out
+
+
+def _lease_of(s: Snapshot, eid: str, e: dict) -> tuple[dict | None, dict | None]:
+    checks = e.get("checks") if e.get("kind") == "DISPATCHED" else e.get("rechecked")
+    eff = s.effects.get(eid) or {}
+    grant_id = (checks or {}).get("lease", {}) or {}
+    grant = s.grants.get(grant_id.get("grant_id")) if grant_id else s.grants.get(eff.get("grant_id"))
+    return checks, grant
+
+
+def no_send_under_revoked_grant(s: Snapshot) -> list:
+    """At the commit before every send the grant was live and covered the payload: the recorded
+    snapshot says so, and the grant's revoked_at was not yet committed."""
+    out = []
+    for eid, e in s.sends():
+        checks, grant = _lease_of(s, eid, e)
+        payload = s.effects.get(eid, {}).get("payload")
+        at = s.authorized_at(e)
+        ok, why = receipts._lease_live((checks or {}).get("lease"), at, payload)
+        revoked_before = grant is not None and grant["revoked_ts"] is not None and grant["revoked_ts"] <= at
+        if not ok or not (checks or {}).get("lease_live") or revoked_before:
+            out.append(_v(effect_id=eid, kind=e.get("kind"), ts=e.get("ts"), why=why or "grant revoked before the send"))
+    return out
+
+
+def revoke_linearizable(s: Snapshot) -> list:
+    """No send authorized after a revoke of its grant committed; and (evidence: revokes and
+    the access log) no request after a revoke returned unless its effect was in the returned list."""
+    out = []
+    for eid, e in s.sends():
+        _, grant = _lease_of(s, eid, e)
+        at = s.authorized_at(e)
+        if grant is not None and grant["revoked_ts"] is not None and at >= grant["revoked_ts"]:
+            out.append(_v(effect_id=eid, grant_id=grant["id"], authorized_at=at, revoked_at=grant["revoked_ts"]))
+    posts = s.posts_by_key()
+    for rv in s.evidence.get("revokes") or []:
+        under = {eid for eid, eff in s.effects.items() if eff["grant_id"] == rv["grant_id"]}
+        for eid in under - set(rv["returned"]):
+            late = [p for p in (posts or {}).get(eid, []) if p["t_wall"] > rv["returned_at"]]
+            if late:
+                out.append(_v(effect_id=eid, grant_id=rv["grant_id"], requests_after_revoke=len(late)))
+    return out
+
+
+def no_send_on_stale_premise(s: Snapshot) -> list:
+    return [_v(effect_id=eid, kind=e.get("kind"), violations=checks.get("violations"))
+            for eid, e in s.sends() if (checks := _lease_of(s, eid, e)[0] or {}).get("violations")]
+
+
+def recovery_rechecks(s: Snapshot) -> list:
+    """Every recovery resend was preceded by a grant check and a premise check that passed."""
+    return [_v(effect_id=eid, via=e.get("via"), rechecked=e.get("rechecked")) for eid, e in s.sends()
+            if e.get("kind") == "COMMITTED" and not ((e.get("rechecked") or {}).get("lease_live")
+                                                     and not (e.get("rechecked") or {}).get("violations"))]
+
+
+def payload_bound(s: Snapshot) -> list:
+    """Every sent payload equals the payload bound at the first PROPOSED."""
+    out = []
+    for eid, entries in s.journal.items():
+        eff = s.effects.get(eid)
+        if eff is None:
+            continue
+        for e in entries:
+            if e.get("kind") == "DISPATCHED" and codec.payload_hash(e.get("effect")) != eff["payload_hash"]:
+                out.append(_v(effect_id=eid, sent=e.get("effect"), bound=eff["payload"]))
+    posts = s.posts_by_key()
+    for eid, reqs in (posts or {}).items():
+        eff = s.effects.get(eid)
+        for r in reqs:
+            body = r.get("body") or {}
+            if eff and isinstance(body, dict) and body.get("amount") != eff["payload"].get("amount"):
+                out.append(_v(effect_id=eid, sent_amount=body.get("amount"), bound=eff["payload"]))
+    return out
+
+
+def no_send_after_cancel(s: Snapshot) -> list:
+    out = []
+    for eid, e in s.sends():
+        if e.get("compensation"):
+            continue
+        wf = s.workflows.get((e.get("by") or {}).get("workflow_id"))
+        if wf and wf["cancel_ts"] is not None and e.get("ts", 0) >= wf["cancel_ts"] and e.get("kind") == "DISPATCHED":
+            out.append(_v(effect_id=eid, workflow_id=wf["id"], dispatched_at=e.get("ts"), cancelled_at=wf["cancel_ts"]))
+    return out
+
+
+def late_result_preserved(s: Snapshot) -> list:
+    """Every response the sender logged is in the journal: as its COMMITTED, or as LATE_RESULT."""
+    written = set()
+    for eid, entries in s.journal.items():
+        for e in entries:
+            by = e.get("by") or {}
+            if e.get("kind") in ("COMMITTED", "LATE_RESULT"):
+                written.add((eid, by.get("workflow_id"), by.get("epoch")))
+    return [_v(effect_id=r["effect_id"], workflow_id=r["workflow_id"], epoch=r["epoch"])
+            for r in s.responses if (r["effect_id"], r["workflow_id"], r["epoch"]) not in written]
+
+
+def receipt_chain_linear(s: Snapshot) -> list:
+    """Per effect one chain (prev links) and verify() reports tamper_evident."""
+    out = []
+    for eid, bodies in s.bodies.items():
+        v = receipts.verify({"effect_id": eid, "entries": bodies})
+        if not v["tamper_evident"]:
+            out.append(_v(effect_id=eid, problems=v["problems"]))
+    return out
+
+
+def receipt_truthful(s: Snapshot) -> list:
+    """verify()'s happened and happened_once match the ledger; "unknown" exactly when the
+    effect is ambiguous or still dispatched (evidence: ledger)."""
+    ledger = s.ledger_by_effect()
+    if ledger is None:
+        return []
+    out = []
+    for eid, bodies in s.bodies.items():
+        eff = s.effects.get(eid)
+        if eff is None:
+            continue
+        v = receipts.verify({"effect_id": eid, "entries": bodies})
+        apps = len(ledger.get(eid, []))
+        unknown = eff["state"] in ("ambiguous", "dispatched")
+        if (v["happened"] == "unknown") != unknown or (v["happened"] is True and apps == 0) or (
+                v["happened"] is False and apps > 0) or (v["happened_once"] is True and apps != 1):
+            out.append(_v(effect_id=eid, happened=v["happened"], happened_once=v["happened_once"], applications=apps,
+                          state=eff["state"]))
+    return out
+
+
+# -- timers and signals ----------------------------------------------------------------------------
+
+def timer_not_early(s: Snapshot, conn=None) -> list:
+    """A sleep step is recorded only at database time >= its recorded until."""
+    import datetime as dt
+
+    out = []
+    for st in s.steps:
+        if st["kind"] == "sleep" and isinstance(st["output"], dict) and st["output"].get("until"):
+            until = dt.datetime.fromisoformat(st["output"]["until"])
+            if st["created_at"] < until:
+                out.append(_v(workflow_id=st["workflow_id"], seq=st["seq"], recorded=st["created_at"], until=until))
+    return out
+
+
+def signal_exactly_once_consumed(s: Snapshot) -> list:
+    steps = {(st["workflow_id"], st["seq"]): st for st in s.steps}
+    out = []
+    consumed = defaultdict(int)
+    for sig in s.signals:
+        if sig["consumed_seq"] is None:
+            continue
+        consumed[(sig["workflow_id"], sig["consumed_seq"])] += 1
+        st = steps.get((sig["workflow_id"], sig["consumed_seq"]))
+        if st is None or st["kind"] != "signal" or st["output"] != sig["payload"]:
+            out.append(_v(signal_id=sig["id"], workflow_id=sig["workflow_id"], seq=sig["consumed_seq"],
+                          step_output=st and st["output"], payload=sig["payload"]))
+    out += [_v(workflow_id=k[0], seq=k[1], consumed_by=n) for k, n in consumed.items() if n > 1]
+    return out
+
+
+def no_lost_wakeup(s: Snapshot) -> list:
+    """No workflow sleeps forever while an unconsumed signal it waits on exists."""
+    import datetime as dt
+
+    pending = {(sig["workflow_id"], sig["name"]) for sig in s.signals if sig["consumed_seq"] is None}
+    out = []
+    for wf in s.workflows.values():
+        w = wf["waiting"] or {}
+        forever = wf["available_at"] is not None and wf["available_at"].year == dt.MAXYEAR
+        if wf["status"] == "sleeping" and forever and w.get("kind") == "signal" and (wf["id"], w.get("signal")) in pending:
+            out.append(_v(workflow_id=wf["id"], waiting=w))
+    return out
+
+
+# -- versions, determinism, forks ------------------------------------------------------------------
+
+def version_pinned(s: Snapshot) -> list:
+    """Every claim (so every step) of a workflow ran on a worker registered for its version."""
+    return [_v(workflow_id=c["workflow_id"], epoch=c["epoch"], claimed_version=c["version"],
+               workflow_version=s.workflows[c["workflow_id"]]["version"])
+            for c in s.claims if c["workflow_id"] in s.workflows and c["owner"] != "$recovery"
+            and c["version"] != s.workflows[c["workflow_id"]]["version"]]
+
+
+def non_determinism_loud(s: Snapshot) -> list:
+    """A workflow stuck on NonDeterminism ran nothing at or past the mismatching seq in that run."""
+    out = []
+    for wf in s.workflows.values():
+        err = wf["error"] or {}
+        if wf["status"] != "stuck" or err.get("type") != "NonDeterminism":
+            continue
+        ran = [st["seq"] for st in s.steps if st["workflow_id"] == wf["id"] and st["seq"] >= err.get("seq", 0)
+               and st["epoch"] >= wf["epoch"]]
+        if ran:
+            out.append(_v(workflow_id=wf["id"], mismatch_seq=err.get("seq"), recorded_after=ran))
+    return out
+
+
+def fork_never_resends(s: Snapshot) -> list:
+    """Nothing dispatches an effect after it committed (a fork reaching a committed effect gets
+    DUPLICATE_IGNORED and sends nothing)."""
+    out = []
+    for eid, entries in s.journal.items():
+        committed = False
+        for e in entries:
+            if e.get("kind") == "COMMITTED":
+                committed = True
+            elif e.get("kind") == "DISPATCHED" and committed:
+                out.append(_v(effect_id=eid, by=e.get("by")))
+    return out
+
+
+INVARIANTS: dict[str, Check] = {
+    "NoRerunAfterComplete": no_rerun_after_complete,
+    "StepResultUnique": step_result_unique,
+    "FencedWrites": fenced_writes,
+    "LeaseMutex": lease_mutex,
+    "TakeoverOnlyAfterExpiry": takeover_only_after_expiry,
+    "AtMostOneCommit": at_most_one_commit,
+    "EffectAtMostOnceTier12": effect_at_most_once_tier12,
+    "Tier3NeverResends": tier3_never_resends,
+    "NoOverlappingSends": no_overlapping_sends,
+    "CommittedImpliesApplied": committed_implies_applied,
+    "AmbiguousOnlyWhenUnknowable": ambiguous_only_when_unknowable,
+    "EffectCheckpointAtomic": effect_checkpoint_atomic,
+    "SendRequiresLiveClaim": send_requires_live_claim,
+    "NoSendUnderRevokedGrant": no_send_under_revoked_grant,
+    "RevokeLinearizable": revoke_linearizable,
+    "NoSendOnStalePremise": no_send_on_stale_premise,
+    "RecoveryRechecks": recovery_rechecks,
+    "PayloadBound": payload_bound,
+    "NoSendAfterCancel": no_send_after_cancel,
+    "LateResultPreserved": late_result_preserved,
+    "ReceiptChainLinear": receipt_chain_linear,
+    "ReceiptTruthful": receipt_truthful,
+    "TimerNotEarly": timer_not_early,
+    "SignalExactlyOnceConsumed": signal_exactly_once_consumed,
+    "NoLostWakeup": no_lost_wakeup,
+    "VersionPinned": version_pinned,
+    "NonDeterminismLoud": non_determinism_loud,
+    "ForkNeverResends": fork_never_resends,
+}
+"""Every invariant of spec §2.1 marked C (code check), by its exact name."""
+
+NEEDS = {
+    "NoRerunAfterComplete": "invocations", "EffectAtMostOnceTier12": "ledger", "NoOverlappingSends": "access_log",
+    "CommittedImpliesApplied": "ledger", "ReceiptTruthful": "ledger",
+}
+
+
+def check_all(conn, evidence: dict | None = None, names=None) -> dict[str, Any]:
+    """Run the registry over a database.
+
+    Returns:
+        {name: [violation, ...] or "skipped: no <evidence>"}; an empty list means held.
+    """
+    snap = Snapshot.load(conn, evidence)
+    out: dict[str, Any] = {}
+    for name, check in INVARIANTS.items():
+        if names and name not in names:
+            continue
+        need = NEEDS.get(name)
+        if need and snap.evidence.get(need) is None:
+            out[name] = f"skipped: no {need}"
+            continue
+        out[name] = check(snap)
+    return out
+
+
+def violations(results: dict[str, Any]) -> dict[str, list]:
+    """Only the violated invariants of a check_all result."""
+    return {k: v for k, v in results.items() if isinstance(v, list) and v}
