@@ -43,8 +43,10 @@ class Snapshot:
 
     @classmethod
     def load(cls, conn, evidence: dict | None = None) -> Snapshot:
+        nested = conn.info.transaction_status != 0  # inside a caller's transaction (tests): reuse it
         with conn.transaction():
-            conn.execute("set transaction isolation level repeatable read, read only")
+            if not nested:
+                conn.execute("set transaction isolation level repeatable read, read only")
             q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
             workflows = {r["id"]: r for r in q(
                 "select id, name, version, status, epoch, cancel_requested_at, available_at, waiting, error, "

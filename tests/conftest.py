@@ -22,11 +22,23 @@ ILR_TABLES = "ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, 
              "ilr.responses, ilr.workflows, ilr.deployments"
 
 
+def pytest_collection_modifyitems(items):
+    # Tests that reach the database through our own connections (test_dsn) need pytest-django
+    # to create the test database even when no test in the run asks for `db`; the transaction
+    # marker makes it so, and never wraps our subprocess-visible writes in a test transaction.
+    for item in items:
+        if "test_dsn" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
+            item.add_marker(pytest.mark.django_db(transaction=True))
+
+
 @pytest.fixture(scope="session")
 def test_dsn(django_db_setup, django_db_blocker):
     """The conninfo of the migrated test database; creates the test-invocations table."""
+    from django.conf import settings
+
     from ilr import db
 
+    assert settings.DATABASES["default"]["NAME"].startswith("test_"), "the tests must not touch a real database"
     with django_db_blocker.unblock():
         dsn = db.conninfo()
         with db.connect(dsn) as conn:
