@@ -1,0 +1,329 @@
+"""SQL races held open on a second connection (issue 7, spec §4 lock order).
+
+The runtime's own transactions (T_dispatch, the suspend transaction, T_resolve) run in a thread
+on a real connection whose cursor pauses right after a chosen statement, so the transaction is
+held open at that point while a second connection races it with revoke, cancel or signal.
+Nothing here is emulated: the SQL, the locks and the constraints are PostgreSQL's.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import psycopg
+import pytest
+
+from ilr import Runtime, codec, db, journal
+from ilr.context import WorkflowContext
+from ilr.effects import EffectCall
+from ilr.errors import Suspend
+from ilr.worker import CLAIM_SQL, Run
+from prove.targets_client import LocalRefunds
+
+PAYLOAD = {"payment": "p1", "amount": 2000}
+
+
+class PausingConnection:
+    """Wraps a psycopg connection: after a statement matching ``pattern`` runs, the calling
+    thread waits until ``resume()`` (the transaction stays open, its locks held)."""
+
+    def __init__(self, conn: psycopg.Connection, pattern: str):
+        self._conn, self._pattern = conn, re.compile(pattern, re.S | re.I)
+        self.paused, self._go = threading.Event(), threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._conn, name)
+
+    def _after(self, query):
+        if not self.paused.is_set() and self._pattern.search(str(query)):
+            self.paused.set()
+            self._go.wait(30)
+
+    def execute(self, query, params=None, **kw):
+        cur = self._conn.execute(query, params, **kw)
+        self._after(query)
+        return cur
+
+    def cursor(self, *a, **kw):
+        outer, cur = self, self._conn.cursor(*a, **kw)
+
+        class _Cur:
+            def __getattr__(self, name):
+                return getattr(cur, name)
+
+            def execute(self, query, params=None, **kw2):
+                cur.execute(query, params, **kw2)
+                outer._after(query)
+                return self
+
+        return _Cur()
+
+    def resume(self):
+        self._go.set()
+
+
+def blocked(fn, timeout=0.5):
+    """Run ``fn(conn)`` in a new transaction with lock_timeout; True when it had to wait."""
+    conn = db.connect(application_name="race-second")
+    try:
+        with conn.transaction():
+            conn.execute(f"set local lock_timeout = '{int(timeout * 1000)}ms'")
+            fn(conn)
+        return False
+    except psycopg.errors.LockNotAvailable:
+        return True
+    finally:
+        conn.close()
+
+
+def in_thread(fn, *args):
+    out: dict = {}
+
+    def run():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - reported to the test
+            out["error"] = exc
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t, out
+
+
+@pytest.fixture
+def claimed(rt):
+    """A claimed refund-shaped workflow, an approval grant and an in-process context on a
+    real connection (no worker process: the test drives the transactions itself)."""
+    rt.start("waiter", "race", {})
+    conn = db.connect()
+    row = conn.execute(CLAIM_SQL, {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T",
+                                   "ttl": 60}).fetchone()
+    run = Run(row, 60, time.monotonic())
+    grant = rt.grant("waiter", "refund", max_cents=5000, by="policy")
+    yield rt, conn, run, grant
+    conn.close()
+
+
+def _call(ctx, grant, target=None):
+    target = target or LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3)
+    call = EffectCall(ctx, target, "race-key", PAYLOAD, None, grant, None, (), False)
+    call.seq = 1
+    return call
+
+
+def _dispatch(conn, run, grant, pattern):
+    pc = PausingConnection(conn, pattern)
+    ctx = WorkflowContext(run, pc, {})
+    call = _call(ctx, grant)
+    return pc, call, in_thread(call._t_dispatch, [])
+
+
+# -- revoke against T_dispatch -------------------------------------------------------------------
+
+def test_revoke_waits_for_a_dispatch_holding_the_grant(claimed):
+    rt, conn, run, grant = claimed
+    pc, call, (t, out) = _dispatch(conn, run, grant, r"from ilr\.grants where id = %s for share")
+    assert pc.paused.wait(10)
+    assert blocked(lambda c: c.execute("update ilr.grants set revoked_at = now() where id = %s", (grant,)))
+    revoker, rv = in_thread(lambda: Runtime().revoke(grant, by="bob"))
+    time.sleep(0.3)
+    assert "value" not in rv  # still waiting on the FOR SHARE lock
+    pc.resume()
+    t.join(10)
+    revoker.join(10)
+    assert out.get("value") is None and "error" not in out  # DISPATCHED committed
+    assert rv["value"] == [call.effect_id]  # so the revoke names it as one that may still land
+
+
+def test_revoke_committed_before_the_grant_read_refuses_the_dispatch(claimed):
+    rt, conn, run, grant = claimed
+    pc, call, (t, out) = _dispatch(conn, run, grant, r"insert into ilr\.effects")
+    assert pc.paused.wait(10)
+    assert not blocked(lambda c: c.execute("update ilr.grants set revoked_at = now() where id = %s", (grant,)))
+    pc.resume()
+    t.join(10)
+    assert out["value"].status == "REFUSED:lease"
+    assert rt.connection().execute("select state from ilr.effects").fetchone()["state"] == "proposed"
+
+
+# -- cancel against T_dispatch -------------------------------------------------------------------
+
+def test_cancel_waits_for_the_fenced_dispatch(claimed):
+    rt, conn, run, grant = claimed
+    pc, call, (t, out) = _dispatch(conn, run, grant, r"update ilr\.workflows")
+    assert pc.paused.wait(10)
+    assert blocked(lambda c: c.execute("select 1 from ilr.workflows where id = 'race' for update"))
+    canceller, cv = in_thread(lambda: Runtime().cancel("race", by="ops"))
+    time.sleep(0.3)
+    assert "value" not in cv
+    pc.resume()
+    t.join(10)
+    canceller.join(10)
+    assert out.get("value") is None  # dispatched before the cancel committed: allowed
+    assert cv["value"] is True
+    wf = rt.describe("race")
+    sent = [e for e in rt.connection().execute("select body from ilr.journal where kind = 'DISPATCHED'").fetchall()]
+    assert len(sent) == 1 and wf["cancel_requested_at"] is not None
+
+
+def test_cancel_committed_first_refuses_the_dispatch(claimed):
+    rt, conn, run, grant = claimed
+    rt.cancel("race", by="ops")
+    ctx = WorkflowContext(run, conn, {})
+    assert _call(ctx, grant)._t_dispatch([]).status == "REFUSED:cancelled"
+
+
+# -- signal against the suspend transaction --------------------------------------------------------
+
+def _suspend(conn, run, pattern):
+    pc = PausingConnection(conn, pattern)
+    ctx = WorkflowContext(run, pc, {})
+    return pc, in_thread(ctx.wait_signal, "approve")
+
+
+def test_signal_waits_for_the_suspend_and_then_wakes_it(claimed):
+    rt, conn, run, _ = claimed
+    pc, (t, out) = _suspend(conn, run, r"update ilr\.workflows")
+    assert pc.paused.wait(10)
+    assert blocked(lambda c: c.execute("select 1 from ilr.workflows where id = 'race' for update"))
+    sender, sv = in_thread(lambda: Runtime().signal("race", "approve", {"ok": 1}))
+    time.sleep(0.3)
+    assert "value" not in sv
+    pc.resume()
+    t.join(10)
+    sender.join(10)
+    assert isinstance(out.get("error"), Suspend)  # the suspend committed first...
+    wf = rt.describe("race")
+    assert wf["status"] == "sleeping" and wf["available_at"].year < 9999  # ...and the signal woke it (NoLostWakeup)
+
+
+def test_signal_committed_first_is_consumed_by_the_suspend(claimed):
+    rt, conn, run, _ = claimed
+    rt.signal("race", "approve", {"ok": 2})
+    ctx = WorkflowContext(run, conn, {})
+    assert ctx.wait_signal("approve") == {"ok": 2}
+    assert rt.describe("race")["signals"][0]["consumed_seq"] == 1
+
+
+# -- revoke against T_resolve ----------------------------------------------------------------------
+
+def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
+    rt, conn, run, grant = claimed
+    ctx = WorkflowContext(run, conn, {})
+    call = _call(ctx, grant)
+    assert call._t_dispatch([]) is None
+    conn.execute("update ilr.effects set send_deadline = now() - interval '10 seconds', "
+                 "settle_margin = interval '1 second'")
+    eff = conn.execute("select *, true as settled, 0.0::float8 as age from ilr.effects").fetchone()
+    dispatched = [e for e in journal.parsed(conn, call.effect_id) if e["kind"] == "DISPATCHED"][-1]
+    pc = PausingConnection(conn, r"from ilr\.grants where id = %s for share")
+    call.conn, call.ctx = pc, WorkflowContext(run, pc, {})
+    t, out = in_thread(call._t_resolve, eff, dispatched, [], False, None, True)
+    assert pc.paused.wait(10)
+    revoker, rv = in_thread(lambda: Runtime().revoke(grant, by="bob"))
+    time.sleep(0.3)
+    assert "value" not in rv
+    pc.resume()
+    t.join(10)
+    revoker.join(10)
+    assert out["value"][1] == "COMMITTED_BY_RETRY"  # tier 1, not stale: the resend was authorized
+    assert rv["value"] == [call.effect_id]
+
+
+# -- constraints ---------------------------------------------------------------------------------
+
+def test_constraints_refuse_forks_second_commits_and_rewrites(claimed):
+    rt, conn, run, grant = claimed
+    ctx = WorkflowContext(run, conn, {})
+    call = _call(ctx, grant)
+    assert call._t_dispatch([]) is None
+    eid = call.effect_id
+    last = conn.execute("select hash from ilr.journal where effect_id = %s order by seq desc limit 1",
+                        (eid,)).fetchone()["hash"]
+    # A forked chain: a second entry with the same prev.
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        with conn.transaction():
+            for n in range(2):
+                entry = journal.seal({"kind": "REFUSED", "effect_id": eid, "ts": n, "prev": last})
+                conn.execute("insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s,%s,%s,%s,%s)",
+                             (eid, "REFUSED", codec.canonical(entry), last, entry["hash"]))
+    # A second COMMITTED, even with a correct prev link.
+    with conn.transaction():
+        journal.append(conn.cursor(), eid, "COMMITTED", 1.0, {"via": "test"})
+    with pytest.raises(psycopg.errors.UniqueViolation, match="one_commit"):
+        with conn.transaction():
+            journal.append(conn.cursor(), eid, "COMMITTED", 2.0, {"via": "test"})
+    for sql in ("update ilr.journal set kind = kind", "delete from ilr.journal",
+                "update ilr.steps set name = name", "delete from ilr.steps"):
+        with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
+            conn.execute(sql)
+    with pytest.raises(psycopg.errors.RaiseException, match="payload binding"):
+        conn.execute("update ilr.effects set payload_hash = 'x'")
+    conn.execute("update ilr.effects set state = 'committed'")
+    with pytest.raises(psycopg.errors.RaiseException, match="terminal"):
+        conn.execute("update ilr.effects set state = 'dispatched'")
+
+
+# -- lock order ------------------------------------------------------------------------------------
+
+def test_lock_order_workflow_effect_grant(claimed):
+    """Every runtime transaction takes workflow, then effect, then grant. A transaction taking
+    the grant and then the workflow deadlocks against a T_dispatch paused between its effect
+    lock and its grant read (the control: this test can see a deadlock); one taking them in the
+    runtime's order (cancel_in then revoke_in in one transaction) just waits and completes."""
+    from ilr.grants import revoke_in
+    from ilr.runtime import cancel_in
+
+    rt, conn, run, grant = claimed
+    pattern = r"select \* from ilr\.effects where effect_id = %s for update"
+    pc, call, (t, out) = _dispatch(conn, run, grant, pattern)
+    assert pc.paused.wait(10)  # T_dispatch holds the workflow and effect rows
+    wrong = db.connect(application_name="wrong-order")
+    wrong.execute("begin")
+    wrong.execute("set local deadlock_timeout = '100ms'")
+    wrong.execute("select 1 from ilr.grants where id = %s for update", (grant,))
+    pc.resume()  # T_dispatch now waits for the grant, which `wrong` holds
+    time.sleep(0.2)
+    deadlocked = False
+    try:
+        wrong.execute("select 1 from ilr.workflows where id = 'race' for update")
+        wrong.execute("commit")
+    except psycopg.errors.DeadlockDetected:
+        deadlocked = True
+        wrong.execute("rollback")
+    t.join(20)
+    wrong.close()
+    deadlocked = deadlocked or isinstance(out.get("error"), psycopg.errors.DeadlockDetected)
+    assert deadlocked, "the wrong lock order did not deadlock: the control failed"
+
+    # The right order against a fresh paused dispatch (a new claim, a new effect key).
+    conn.rollback()
+    row = conn.execute(CLAIM_SQL.replace("status in ('pending','sleeping')", "status in ('pending','sleeping','running')")
+                       .replace("available_at <= now()", "true").replace("lease_expires_at <= now()", "true"),
+                       {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T2", "ttl": 60}).fetchone()
+    run2 = Run(row, 60, time.monotonic())
+    pc2 = PausingConnection(conn, pattern)
+    call2 = EffectCall(WorkflowContext(run2, pc2, {}), LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3,
+                                                                      settle_margin=3),
+                       "race-key-2", PAYLOAD, None, grant, None, (), False)
+    call2.seq = 2
+    t2, out2 = in_thread(call2._t_dispatch, [])
+    assert pc2.paused.wait(10)
+    right = db.connect(application_name="right-order")
+
+    def right_order():
+        with right.transaction():
+            right.execute("set local deadlock_timeout = '100ms'")
+            cancel_in(right, "race", by="ops")
+            return revoke_in(right, grant, by="bob")
+
+    t3, out3 = in_thread(right_order)
+    time.sleep(0.3)
+    assert "value" not in out3  # waiting on the workflow row, holding nothing T_dispatch needs
+    pc2.resume()
+    t2.join(20)
+    t3.join(20)
+    right.close()
+    assert "error" not in out2 and "error" not in out3, (out2, out3)
