@@ -1,0 +1,132 @@
+"""Recovery differential (issue 7, spec §5.7 recovery table).
+
+1. The pure decision function ``ilr.effects.recovery_decision`` against a table written here
+   independently from the spec's rows, for every combination of tier, dedup window passed,
+   queryable, grant live, premises stale and found.
+2. The database path (the real ``_recover`` on a real connection, a real T_dispatch before it,
+   the real HTTP target answering the lookup and the resend) driven into each combination,
+   producing the same status and the same resolving journal entry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import pytest
+
+from ilr import db, journal
+from ilr.context import WorkflowContext
+from ilr.effects import EffectCall, effective_tier, needs_query, recovery_decision
+from ilr.worker import CLAIM_SQL, Run
+from prove.target import target_process
+from prove.targets_client import LocalRefunds, http_json
+
+# The spec's table, row by row (07-runtime.txt §5.7 recovery (a) to (d)):
+#   (a) tier 1 older than dedup_window - DEDUP_MARGIN is recovered as tier 2 if queryable, else 3
+#   (b) tier 3                          -> AMBIGUOUS
+#   (d) tier 1, not stale               -> resend: COMMITTED_BY_RETRY
+#       stale, not queryable            -> AMBIGUOUS
+#       found                           -> COMMITTED_ON_QUERY
+#       stale, not found                -> REFUSED:<lease|stale_premise>_at_recovery
+#       not stale, not found            -> resend: REAPPLIED_AFTER_QUERY
+EFFECTIVE = {  # (tier, window_passed, queryable) -> effective tier
+    (1, False, False): 1, (1, False, True): 1, (1, True, False): 3, (1, True, True): 2,
+    (2, False, True): 2, (2, True, True): 2,
+    (3, False, False): 3, (3, True, False): 3, (3, False, True): 3, (3, True, True): 3,
+}
+ENTRY = {  # status -> (resolving journal kind, via)
+    "AMBIGUOUS": ("AMBIGUOUS", None), "COMMITTED_BY_RETRY": ("COMMITTED", "retry-idempotent"),
+    "COMMITTED_ON_QUERY": ("COMMITTED", "recovery-query"), "REAPPLIED_AFTER_QUERY": ("COMMITTED", "recovery-reapply"),
+    "REFUSED:lease_at_recovery": ("REFUSED", None), "REFUSED:stale_premise_at_recovery": ("REFUSED", None),
+}
+
+
+def expected_status(tier, window_passed, queryable, grant_live, stale_premise, found):
+    eff = EFFECTIVE[(tier, window_passed, queryable)]
+    stale = (not grant_live) or stale_premise
+    if eff == 3:
+        return "AMBIGUOUS"
+    if eff == 1:
+        if not stale:
+            return "COMMITTED_BY_RETRY"
+        if not queryable:
+            return "AMBIGUOUS"
+    if found:
+        return "COMMITTED_ON_QUERY"
+    if stale:
+        return "REFUSED:lease_at_recovery" if not grant_live else "REFUSED:stale_premise_at_recovery"
+    return "REAPPLIED_AFTER_QUERY"
+
+
+ACTION_STATUS = {"ambiguous": "AMBIGUOUS", "resend": "COMMITTED_BY_RETRY", "commit_on_query": "COMMITTED_ON_QUERY",
+                 "reapply": "REAPPLIED_AFTER_QUERY"}
+COMBOS = [c for c in itertools.product((1, 2, 3), (False, True), (False, True), (False, True), (False, True),
+                                       (False, True)) if (c[0], c[1], c[2]) in EFFECTIVE]
+
+
+@pytest.mark.parametrize("tier, window, queryable, grant_live, stale_premise, found", COMBOS)
+def test_pure_decision_matches_the_spec_table(tier, window, queryable, grant_live, stale_premise, found):
+    stale = (not grant_live) or stale_premise
+    asked = needs_query(tier, window, queryable, stale)
+    action = recovery_decision(tier=tier, window_passed=window, queryable=queryable, stale=stale,
+                               found=found if asked else None)
+    assert action != "query"  # whenever the table needs a lookup, needs_query asked for one
+    status = ACTION_STATUS.get(action) or (
+        "REFUSED:lease_at_recovery" if not grant_live else "REFUSED:stale_premise_at_recovery")
+    assert status == expected_status(tier, window, queryable, grant_live, stale_premise, found)
+    assert effective_tier(tier, window, queryable) == EFFECTIVE[(tier, window, queryable)]
+
+
+# -- the database path ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def targets(tmp_path_factory):
+    d = tmp_path_factory.mktemp("targets")
+    with target_process(tier=1, queryable=True, ledger=d / "t1.sqlite") as t1, \
+            target_process(tier=2, ledger=d / "t2.sqlite") as t2, target_process(tier=3, ledger=d / "t3.sqlite") as t3:
+        yield {1: t1, 2: t2, 3: t3}
+
+
+DB_COMBOS = [c for c in COMBOS if not (c[0] == 3 and (c[1] or c[2]))]  # tier 3 ignores window and lookup
+
+
+@pytest.mark.parametrize("tier, window, queryable, grant_live, stale_premise, found", DB_COMBOS)
+def test_database_path_matches_the_table(rt, targets, tier, window, queryable, grant_live, stale_premise, found):
+    url = targets[tier]
+    tag = f"{tier}{int(window)}{int(queryable)}{int(grant_live)}{int(stale_premise)}{int(found)}-{time.time_ns()}"
+    payment = f"pay-{tag}"
+    http_json("POST", f"{url}/admin/payments", {"id": payment, "paid": 10_000})
+    target = LocalRefunds(url, tier=tier, queryable=queryable if tier == 1 else None, send_timeout=3,
+                          settle_margin=1, dedup_window=700.0)  # window passes at an age over 100 s
+    facts = target.capture(payment)
+    rt.start("waiter", f"wf-{tag}", {})
+    conn = db.connect()
+    row = conn.execute(CLAIM_SQL, {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T", "ttl": 60}).fetchone()
+    run = Run(row, 60, time.monotonic())
+    grant = rt.grant("waiter", "refund", max_cents=5000, by="policy")
+    payload = {"payment": payment, "amount": 2000}
+    call = EffectCall(WorkflowContext(run, conn, {}), target, f"key-{tag}", payload, facts, grant, None, (), False)
+    call.seq = 1
+    assert call._t_dispatch([]) is None  # DISPATCHED; the first send is "lost": never made
+    # Drive the effect into the combination.
+    conn.execute("update ilr.effects set send_deadline = now() - interval '5 seconds', "
+                 "first_dispatched_at = now() - make_interval(secs => %s) where effect_id = %s",
+                 (200 if window else 1, call.effect_id))
+    if found:
+        target.apply(call.effect_id, payload)  # the first send did land after all
+    if stale_premise:
+        http_json("POST", f"{url}/admin/hand_refund", {"payment": payment, "amount": 500})
+    if not grant_live:
+        rt.revoke(grant, by="bob")
+    result = call._recover(take_status=True)
+    want = expected_status(tier, window, queryable, grant_live, stale_premise, found)
+    assert result.status == want
+    last = journal.parsed(conn, call.effect_id)[-1]
+    kind, via = ENTRY[want]
+    assert last["kind"] == kind and last.get("via") == via
+    if kind == "REFUSED":
+        assert last["resolves"] is True
+    step = conn.execute("select output from ilr.steps where workflow_id = %s and seq = 1", (run.workflow_id,)).fetchone()
+    assert step["output"]["status"] == want  # recorded with the resolving entry, in one transaction
+    conn.close()
