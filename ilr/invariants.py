@@ -399,8 +399,11 @@ def late_result_preserved(s: Snapshot) -> list:
             by = e.get("by") or {}
             if e.get("kind") in ("COMMITTED", "LATE_RESULT"):
                 written.add((eid, by.get("workflow_id"), by.get("epoch")))
+    # A response whose sender still holds its claim may be between its log write and T_commit.
+    in_flight = {(wf["id"], wf["epoch"]) for wf in s.workflows.values() if wf["status"] == "running"}
     return [_v(effect_id=r["effect_id"], workflow_id=r["workflow_id"], epoch=r["epoch"])
-            for r in s.responses if (r["effect_id"], r["workflow_id"], r["epoch"]) not in written]
+            for r in s.responses if (r["effect_id"], r["workflow_id"], r["epoch"]) not in written
+            and (r["workflow_id"], r["epoch"]) not in in_flight]
 
 
 def receipt_chain_linear(s: Snapshot) -> list:
