@@ -1,0 +1,119 @@
+"""Benchmark of the runtime core (issue 2's speed note; the start of spec §11.6.4).
+
+``python manage.py bench [--n 1000] [--workers 2] [--concurrency 4] [--quick]`` runs N
+three-step workflows (no-op steps) on a fresh database of the configured PostgreSQL over W
+``ilr_worker`` subprocesses and writes results/runtime_bench_core.{md,json}: workflows/s, the
+median time per step and per workflow (end to end, database clock), and commits per workflow
+from pg_stat_database deltas. One 2-core machine; figures are this machine's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ilr import db, workflow
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DB = "ilr_bench"
+
+
+def noop(i: int) -> int:
+    return i
+
+
+@workflow(name="bench_steps3", version="1")
+def bench_steps3(ctx, input):
+    """Three no-op steps: the cost of the runtime itself."""
+    return [ctx.step(f"s{i}", noop, i) for i in range(3)]
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdout) -> dict:
+    """Run the three-step benchmark; returns the figures (also written under results/)."""
+    base = db.conninfo()
+    with db.connect(base) as conn:
+        conn.execute(f'drop database if exists "{BENCH_DB}" with (force)')
+        conn.execute(f'create database "{BENCH_DB}"')
+    env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
+    env.pop("ILR_KILL_AT", None)
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    dsn = base.replace(f"dbname={db.conninfo().split('dbname=')[1].split()[0]}", f"dbname={BENCH_DB}")
+    procs = []
+    log_dir = Path(ROOT / ".data" / "bench")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        with db.connect(dsn) as conn:
+            conn.execute("insert into ilr.deployments (name, version, code_sha256) values ('bench_steps3', '1', %s)",
+                         (bench_steps3.__ilr_workflow__.code_sha256,))
+        for w in range(workers):
+            procs.append(subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"b{w}", "--import", "prove.bench",
+                 "--only", "bench_steps3@1", "--lease-ttl", "30", "--poll", "0.05", "--concurrency", str(concurrency)],
+                cwd=ROOT, env=env, stdout=open(log_dir / f"b{w}.log", "wb"), stderr=subprocess.STDOUT))
+        time.sleep(3)  # workers up and idle
+        with db.connect(dsn) as conn:
+            before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
+            t0 = time.monotonic()
+            conn.execute("insert into ilr.workflows (id, name, version, input) "
+                         "select 'b' || g, 'bench_steps3', '1', '{}' from generate_series(1, %s) g", (n,))
+            while conn.execute("select count(*) as c from ilr.workflows where status = 'completed'").fetchone()["c"] < n:
+                if time.monotonic() - t0 > 600:
+                    raise TimeoutError("bench did not finish in 600 s")
+                time.sleep(0.05)
+            wall = time.monotonic() - t0
+            for p in procs:  # a backend flushes its statistics when its worker disconnects
+                p.terminate()
+            for p in procs:
+                p.wait(30)
+            time.sleep(1.5)
+            conn.execute("select pg_stat_clear_snapshot()")
+            after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
+            e2e = [r["s"] for r in conn.execute(
+                "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows").fetchall()]
+            per_step = [r["s"] for r in conn.execute(
+                "select extract(epoch from created_at - lag(created_at) over (partition by workflow_id order by seq))"
+                "::float8 as s from ilr.steps").fetchall() if r["s"] is not None]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(30)
+    result = {
+        "shape": "3 no-op steps", "n": n, "workers": workers, "concurrency": concurrency,
+        "wall_s": round(wall, 3), "workflows_per_s": round(n / wall, 1),
+        "workflow_e2e_p50_ms": round(statistics.median(e2e) * 1000, 2),
+        "workflow_e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 2),
+        "step_p50_ms": round(statistics.median(per_step) * 1000, 2),
+        "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "command": f"python manage.py bench --n {n} --workers {workers} --concurrency {concurrency}",
+    }
+    out.write(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def write_results(result: dict) -> None:
+    results = ROOT / "results"
+    results.mkdir(exist_ok=True)
+    (results / "runtime_bench_core.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = [
+        "# Runtime core benchmark", "",
+        f"Command: `{result['command']}`", "",
+        "One 2-core machine, embedded PostgreSQL 18 on a Unix socket; workers are `ilr_worker` "
+        "subprocesses. Commits per workflow count every committed transaction in the bench database "
+        "(claims, step records, finishes, and the workers' idle polling).", "",
+        "| figure | value |", "|---|---|",
+        *[f"| {k} | {v} |" for k, v in result.items() if k != "command"],
+    ]
+    (results / "runtime_bench_core.md").write_text("\n".join(lines) + "\n")
