@@ -149,7 +149,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         connections.close_all()
         assert crash.returncode == 0, crash.stdout + crash.stderr
 
-    @rule(seconds=st.sampled_from([0.2, 1.0, 3.0]))
+    @rule(seconds=st.sampled_from([0.2, 0.5, 2.5]))
     def let_time_pass(self, seconds):
         time.sleep(seconds)
 
