@@ -29,7 +29,7 @@ from tests.conftest import ROOT, WorkerProcs
 
 settings.register_profile("ci", max_examples=2, stateful_step_count=12, deadline=None,
                           suppress_health_check=list(HealthCheck))
-settings.register_profile("long", max_examples=500, stateful_step_count=20, deadline=None,
+settings.register_profile("long", max_examples=600, stateful_step_count=20, deadline=None,
                           suppress_health_check=list(HealthCheck))
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -155,10 +155,14 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     # -- after every rule ---------------------------------------------------------------------
 
+    steps_run = 0
+    """Rules executed across all examples (reported by the long run)."""
+
     @invariant()
     def registry_holds(self):
         if not hasattr(self, "procs"):
             return
+        RuntimeMachine.steps_run += 1
         with db.connect(self.env["dsn"]) as conn:
             snapshot_first = check_all  # the snapshot is read before the ledger, see below
             from ilr.invariants import Snapshot
@@ -188,4 +192,8 @@ def test_state_machine(rt, tmp_path, test_dsn):
                               "embedded": bool(dj.DATABASES["default"].get("EMBEDDED_PGDATA"))}
         machine = RuntimeMachine.TestCase
         machine.settings = PROFILE
-        machine("runTest").runTest()
+        try:
+            machine("runTest").runTest()
+        finally:
+            print(f"state machine: {RuntimeMachine.steps_run} steps checked, profile "
+                  f"{os.environ.get('HYPOTHESIS_PROFILE', 'ci')}")
