@@ -117,3 +117,73 @@ def write_results(result: dict) -> None:
         *[f"| {k} | {v} |" for k, v in result.items() if k != "command"],
     ]
     (results / "runtime_bench_core.md").write_text("\n".join(lines) + "\n")
+
+
+# -- the commit bound: pgbench -N against the same PostgreSQL ---------------------------------------
+
+def pgbench_tps(clients: int, seconds: int = 10) -> dict:
+    """pgbench -N (no branch/teller updates: the simple-update commit path) at ``clients``
+    connections against the same server, in its own database. Returns {"tps", "clients", "seconds"}."""
+    import re
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from interlock_project.embedded_pg import pg_bin
+
+    params = conninfo_to_dict(db.conninfo())
+    with db.connect(db.conninfo()) as conn:
+        conn.execute('drop database if exists "ilr_pgbench" with (force)')
+        conn.execute('create database "ilr_pgbench"')
+    args = []
+    for key, flag in (("host", "-h"), ("port", "-p"), ("user", "-U")):
+        if params.get(key):
+            args += [flag, str(params[key])]
+    subprocess.run([pg_bin("pgbench"), *args, "-i", "-s", "1", "-q", "ilr_pgbench"], check=True,
+                   capture_output=True, text=True)
+    out = subprocess.run([pg_bin("pgbench"), *args, "-N", "-c", str(clients), "-j", "2", "-T", str(seconds),
+                          "ilr_pgbench"], check=True, capture_output=True, text=True).stdout
+    tps = float(re.search(r"tps = ([0-9.]+)", out).group(1))
+    with db.connect(db.conninfo()) as conn:
+        conn.execute('drop database if exists "ilr_pgbench" with (force)')
+    return {"tps": tps, "clients": clients, "seconds": seconds, "command": f"pgbench -N -c {clients} -j 2 -T {seconds}"}
+
+
+# -- scale: claim cost with a large history -----------------------------------------------------------
+
+def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) -> dict:
+    """Fill a fresh database with ``finished`` completed and ``sleeping`` sleeping workflows, then
+    time the claim statement (nothing due) and capture its plan (EXPLAIN ANALYZE inside a
+    rolled-back transaction, since the claim updates what it selects)."""
+    from ilr.worker import CLAIM_SQL
+
+    base = db.conninfo()
+    name = base.split("dbname=")[1].split()[0]
+    with db.connect(base) as conn:
+        conn.execute('drop database if exists "ilr_scale" with (force)')
+        conn.execute('create database "ilr_scale"')
+    env = {**os.environ, "ILR_DB_NAME": "ilr_scale"}
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    dsn = base.replace(f"dbname={name}", "dbname=ilr_scale")
+    params = {"names": ["bench_steps3"], "versions": ["1"], "n": 4, "owner": "scale", "ttl": 30}
+    with db.connect(dsn) as conn:
+        conn.execute("insert into ilr.deployments values ('bench_steps3', '1', 'x')")
+        conn.execute("insert into ilr.workflows (id, name, version, input, status, result) select 'f' || g, "
+                     "'bench_steps3', '1', '{}', 'completed', '[0,1,2]' from generate_series(1, %s) g", (finished,))
+        conn.execute("insert into ilr.workflows (id, name, version, input, status, available_at) select 's' || g, "
+                     "'bench_steps3', '1', '{}', 'sleeping', now() + interval '1 day' from generate_series(1, %s) g",
+                     (sleeping,))
+        conn.execute("analyze ilr.workflows")
+        timings = []
+        for _ in range(200):
+            t = time.perf_counter()
+            conn.execute(CLAIM_SQL, params).fetchall()
+            timings.append((time.perf_counter() - t) * 1000)
+        conn.execute("insert into ilr.workflows (id, name, version, input) values ('due', 'bench_steps3', '1', '{}')")
+        with conn.transaction(force_rollback=True):
+            plan = [r["QUERY PLAN"] for r in conn.execute("explain (analyze, buffers, costs off) " + CLAIM_SQL,
+                                                          params).fetchall()]
+    with db.connect(base) as conn:
+        conn.execute('drop database if exists "ilr_scale" with (force)')
+    return {"finished": finished, "sleeping": sleeping, "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
+            "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3), "explain": plan}
+
