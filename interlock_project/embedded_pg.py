@@ -15,6 +15,8 @@ passed explicitly at every start so a stray postgresql.conf cannot turn them off
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
@@ -135,8 +137,25 @@ class EmbeddedPostgres:
     def running(self) -> bool:
         return self.pid() is not None
 
+    @contextlib.contextmanager
+    def _control_lock(self):
+        # One process at a time starts, stops or crashes this cluster: a client that finds the
+        # server down (ensure_running) must not start it while restart-immediate is between its
+        # stop and its start, or two postmasters race for postmaster.pid.
+        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.pgdata.parent / f".{self.pgdata.name}.lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
     def start(self) -> None:
         """Start the server (initdb first when needed) and wait until it accepts connections."""
+        with self._control_lock():
+            self._start()
+
+    def _start(self) -> None:
         if not self.initialized():
             self.init()
         if self.running():
@@ -147,30 +166,46 @@ class EmbeddedPostgres:
             "-c fsync=on -c synchronous_commit=on -c max_connections=100 "
             "-c shared_buffers=128MB"
         )
-        self._run_as_owner(
-            [pg_bin("pg_ctl"), "-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.log_file),
-             "-o", opts, "start"],
-            timeout=90,
-        )
+        try:
+            self._run_as_owner(
+                [pg_bin("pg_ctl"), "-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.log_file),
+                 "-o", opts, "start"],
+                timeout=90,
+            )
+        except subprocess.CalledProcessError as exc:
+            # A process that does not take our lock (an older build, a person's pg_ctl) may have
+            # started it first: that is a running server, which is all we wanted.
+            if not self.running():
+                raise RuntimeError(f"pg_ctl start failed (see {self.log_file}): {exc.stderr or exc.stdout}") from exc
         self._ensure_database()
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server. ``mode="immediate"`` is a real crash: no checkpoint, WAL replay on start."""
+        with self._control_lock():
+            self._stop(mode)
+
+    def _stop(self, mode: str) -> None:
         if not self.running():
             return
-        self._run_as_owner(
-            [pg_bin("pg_ctl"), "-w", "-t", "60", "-D", str(self.pgdata), "-m", mode, "stop"], timeout=90
-        )
+        try:
+            self._run_as_owner(
+                [pg_bin("pg_ctl"), "-w", "-t", "60", "-D", str(self.pgdata), "-m", mode, "stop"], timeout=90
+            )
+        except subprocess.CalledProcessError as exc:
+            if self.running():
+                raise RuntimeError(f"pg_ctl stop -m {mode} failed: {exc.stderr or exc.stdout}") from exc
 
     def restart_immediate(self) -> None:
-        """Crash the server (``pg_ctl stop -m immediate``) and start it again."""
-        self.stop("immediate")
-        self.start()
+        """Crash the server (``pg_ctl stop -m immediate``) and start it again, as one step."""
+        with self._control_lock():
+            self._stop("immediate")
+            self._start()
 
     def reset(self) -> None:
         """Stop the server and delete the data directory; the next use starts from initdb."""
-        self.stop()
-        shutil.rmtree(self.pgdata, ignore_errors=True)
+        with self._control_lock():
+            self._stop("fast")
+            shutil.rmtree(self.pgdata, ignore_errors=True)
 
     def _ensure_database(self) -> None:
         import psycopg
