@@ -34,6 +34,14 @@ class ReadOnlyModel(models.Model):
         raise TypeError("ilr tables are written by the runtime only (ilr.Runtime), not the ORM")
 
 
+class TimestampText(models.TextField):
+    """A timestamptz column read as text, because it may hold 'infinity' (a workflow waiting
+    with no timeout, spec §13.3.11), which no datetime can represent: the SELECT casts it."""
+
+    def select_format(self, compiler, sql, params):
+        return f"({sql})::text", params
+
+
 class Deployment(ReadOnlyModel):
     pk = models.CompositePrimaryKey("name", "version")
     name = models.TextField()
@@ -64,7 +72,7 @@ class Workflow(ReadOnlyModel):
     takeovers = models.IntegerField()
     # 'infinity' while waiting with no timeout: a text column in this model, because
     # datetime cannot hold infinity (spec §13.3.11).
-    available_at = models.TextField()
+    available_at = TimestampText()
     waiting = models.JSONField(null=True)
     cancel_requested_at = models.DateTimeField(null=True)
     result = models.JSONField(null=True)
@@ -178,6 +186,7 @@ class JournalEntry(ReadOnlyModel):
     class Meta:
         managed = False
         db_table = 'ilr"."journal'
+        verbose_name_plural = "journal entries"
 
 
 class Claim(ReadOnlyModel):

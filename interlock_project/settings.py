@@ -100,3 +100,8 @@ ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
 # Ed25519 key that signs journal entries (design-notes §4): a PEM path. Default: the key that
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
+
+# --- Approvals (the review UI, /review/) ------------------------------------------------------
+# From this amount (cents) an approval needs two distinct approvers before the grant is issued.
+APPROVALS_SECOND_APPROVER_CENTS = env.int("APPROVALS_SECOND_APPROVER_CENTS", default=50_000)
+LOGIN_URL = "approvals:login"

@@ -201,3 +201,148 @@ class Demo:
             return 1
         self.say("OK: the ledger and the receipt agree with the expected outcome.")
         return 0
+
+
+# -- `manage.py demo --serve`: the admin and the review UI under gunicorn --------------------------
+
+DEMO_USER = "demo-reviewer"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def demo_login(username: str = DEMO_USER) -> tuple[str, str]:
+    """Create (or reset) the demo-only reviewer: staff, every approvals permission and view rights
+    on the ilr tables, with a fresh random password. Returns (username, password)."""
+    import secrets
+
+    from django.contrib.auth.models import Permission, User
+
+    password = secrets.token_urlsafe(12)
+    user, _ = User.objects.get_or_create(username=username)
+    user.is_staff, user.is_active, user.is_superuser = True, True, False
+    user.set_password(password)
+    user.save()
+    perms = Permission.objects.filter(content_type__app_label="approvals") | Permission.objects.filter(
+        content_type__app_label="ilr", codename__startswith="view_")
+    user.user_permissions.set(perms)
+    return username, password
+
+
+@dataclass
+class ServeDemo(Demo):
+    """``demo --serve``: the target, the model stub and two workers as in the demo, one refund left
+    waiting for approval, and gunicorn serving the admin and the review UI until interrupted."""
+
+    port: int = 8000
+    serve_for: float | None = None
+
+    def serve(self) -> int:
+        """Run until Ctrl-C, SIGTERM or ``serve_for`` seconds; return the exit status."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.say(f"Interlock approvals demo: the admin and the review UI under gunicorn (tier {self.tier})")
+        where = ("DATABASE_URL" if os.environ.get("DATABASE_URL")
+                 else f"embedded PostgreSQL 18 at {settings.DATA_DIR / 'pg'}")
+        self.say(f"  database: {where}")
+        call_command("migrate", verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        if keys.key_path() is None:
+            private, _ = keys.generate()
+            self.say(f"  signing key: generated {private} (Ed25519, mode 0600)")
+        from prove.model_stub import model_stub_process
+        from prove.target import target_process
+
+        stop = {"now": False}
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.callback(self._stop_workers)
+                target_url = stack.enter_context(target_process(
+                    tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite"))
+                model_url = stack.enter_context(model_stub_process())
+                self.say(f"  payment target: {target_url} (tier {self.tier}); model stub: {model_url} (EMULATED model)")
+                for worker_id in ("demo-w1", "demo-w2"):
+                    self._worker(worker_id, model_url, None)
+                case_id = self._waiting_case(target_url)
+                port = self.port or free_port()
+                web = self._gunicorn(port)
+                stack.callback(self._stop, web)
+                base = f"http://127.0.0.1:{port}"
+                self._wait_http(f"{base}/review/login/", web)
+                username, password = demo_login()
+                self.say(f"\nServing on {base}")
+                self.say(f"  review UI:  {base}/review/   (the approval queue; {case_id} waits there)")
+                self.say(f"  admin:      {base}/admin/")
+                self.say(f"  login:      {username} / {password}   (created for this demo only)")
+                self.say(f"  logs:       {self.workdir}")
+                self.say("Press Ctrl-C to stop.")
+                deadline = None if self.serve_for is None else time.monotonic() + self.serve_for
+                while not stop["now"] and (deadline is None or time.monotonic() < deadline):
+                    if web.poll() is not None:
+                        self.say(f"FAILED: gunicorn exited with {web.returncode}; "
+                                 f"see {self.workdir / 'gunicorn.log'}")
+                        return 1
+                    time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        self.say("Stopped.")
+        return 0
+
+    def _waiting_case(self, target_url: str) -> str:
+        rt = Runtime()
+        try:
+            case_id = f"case-{time.strftime('%H%M%S')}-{os.getpid()}"
+            payment = f"pay_{case_id}"
+            http_json("POST", f"{target_url}/admin/payments", {"id": payment, "paid": PAID})
+            case = {"id": case_id, "payment": payment, "paid": PAID, "reason": "package arrived damaged",
+                    "verify_after": 0, "target": {"url": target_url, "tier": self.tier, "queryable": self.tier == 1,
+                                                  "send_timeout": SEND_TIMEOUT, "settle_margin": SETTLE_MARGIN}}
+            rt.start("refund", case_id, case)
+            proposal, decision = self._wait_for_approval(rt, case_id)
+            self.say(f"\nStarted {case_id}: the model proposes {proposal['amount']} cents "
+                     f"({decision['response']['reasoning']!r}); it waits for approval.")
+            return case_id
+        finally:
+            rt.close()
+
+    def _gunicorn(self, port: int) -> subprocess.Popen:
+        env = {**os.environ, "ILR_SERVE_STATIC": "1", "PYTHONUNBUFFERED": "1",
+               "DJANGO_SETTINGS_MODULE": "interlock_project.settings"}
+        with open(self.workdir / "gunicorn.log", "ab") as log:  # the child keeps its own copy of the fd
+            return subprocess.Popen([sys.executable, "-m", "gunicorn", "interlock_project.wsgi:application",
+                                     "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
+                                     "--timeout", "60", "--access-logfile", "-"],
+                                    cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    @staticmethod
+    def _wait_http(url: str, proc: subprocess.Popen, timeout: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited with {proc.returncode} before serving {url}")
+            try:
+                if http_json("GET", url, timeout=2.0)[0] == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} did not answer within {timeout} s")
+            time.sleep(0.2)
+
+    @staticmethod
+    def _stop(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)

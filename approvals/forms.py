@@ -1,0 +1,79 @@
+"""Forms of the review UI and the admin. None of them has a ``by`` field: the actor is always
+the logged-in user."""
+
+from __future__ import annotations
+
+from django import forms
+
+from ilr.models import Grant
+
+EXPIRY_CHOICES = [
+    ("", "never (until revoked)"),
+    ("900", "in 15 minutes"),
+    ("3600", "in 1 hour"),
+    ("14400", "in 4 hours"),
+    ("86400", "in 24 hours"),
+]
+
+
+class ApproveForm(forms.Form):
+    """Approve a proposal. ``payload_hash`` is the hash of the proposal the reviewer saw; the
+    payload and premises themselves are read from the workflow's record, never from the form."""
+
+    payload_hash = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    expires_in = forms.TypedChoiceField(choices=EXPIRY_CHOICES, required=False, coerce=float, empty_value=None,
+                                        label="Approval expires")
+
+
+class RejectForm(forms.Form):
+    """Reject a proposal with a reason the workflow receives."""
+
+    payload_hash = forms.CharField(widget=forms.HiddenInput, max_length=64, required=False)
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000, strip=True,
+                             error_messages={"required": "A rejection needs a reason."})
+
+
+APPLIED_CHOICES = [("yes", "it landed"), ("no", "it did not land"), ("unsure", "unsure")]
+
+
+class ReconcileForm(forms.Form):
+    """Attest what happened to an AMBIGUOUS effect; evidence is required."""
+
+    evidence = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=4000, strip=True,
+                               error_messages={"required": "A reconcile needs evidence: what shows the refund did "
+                                                           "or did not land (a ledger reference, a ticket)."})
+    applied = forms.ChoiceField(choices=APPLIED_CHOICES, widget=forms.RadioSelect, label="The evidence shows")
+
+    def applied_value(self) -> bool | None:
+        """The ``applied`` answer as reconcile_in takes it: True, False or None."""
+        return {"yes": True, "no": False, "unsure": None}[self.cleaned_data["applied"]]
+
+
+class GrantCreateForm(forms.ModelForm):
+    """The admin's policy grant form: principal, action, cap and lifetime (``granted_by`` is the
+    logged-in user)."""
+
+    expires_in_hours = forms.FloatField(required=False, min_value=0.001, label="Expires in (hours)",
+                                        help_text="Empty: never expires (until revoked).")
+
+    class Meta:
+        model = Grant
+        fields = ["principal", "action", "max_cents"]
+        widgets = {"principal": forms.TextInput, "action": forms.TextInput}
+        help_texts = {
+            "principal": "Who may act: a workflow name (e.g. refund) or an agent.",
+            "action": "The action covered, e.g. refund.",
+            "max_cents": "Cap on the payload amount in cents; empty for no cap.",
+        }
+
+    def clean_max_cents(self):
+        """A cap is a non-negative number of cents."""
+        value = self.cleaned_data.get("max_cents")
+        if value is not None and value < 0:
+            raise forms.ValidationError("A cap is a non-negative number of cents.")
+        return value
+
+    def expires_in_seconds(self) -> float | None:
+        """The lifetime in seconds, or None."""
+        hours = self.cleaned_data.get("expires_in_hours")
+        return None if hours is None else hours * 3600.0

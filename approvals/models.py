@@ -1,0 +1,52 @@
+"""The approvals app's own table: one row per person who approved a proposal.
+
+The ilr.* tables stay the runtime's (written only through its transaction bodies). This app
+needs one thing the runtime does not keep: under the two-person rule the first approval must
+wait somewhere until a second, different person approves, and only then is the grant issued
+(through ``ilr.grants.approve_in``). Every approval through the review UI leaves a row here,
+so the rows are also the record of who approved what, beside the grant's ``granted_by``.
+
+The model also holds the app's custom permissions (approve, revoke, reconcile, ...).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Approval(models.Model):
+    """One person's approval of one exact proposal (payload hash) of one workflow."""
+
+    workflow_id = models.CharField(max_length=200, db_index=True)
+    payload_hash = models.CharField(max_length=64)
+    amount = models.BigIntegerField(null=True, help_text="payload amount in cents, when the payload has one")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
+    username = models.CharField(max_length=150, help_text="the approver's username at the time")
+    expires_in = models.FloatField(null=True, blank=True, help_text="requested grant lifetime in seconds")
+    grant_id = models.CharField(max_length=64, null=True, blank=True,
+                                help_text="the grant issued with this approval; empty while a second approver is due")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        default_permissions = ("view",)
+        permissions = [
+            ("review", "Can open the review UI (read only)"),
+            ("approve", "Can approve or reject a proposed effect"),
+            ("revoke", "Can revoke a grant"),
+            ("reconcile", "Can reconcile an ambiguous effect"),
+            ("grant", "Can create a policy grant"),
+            ("cancel", "Can cancel a workflow"),
+            ("retire", "Can retire a deployment version"),
+        ]
+        constraints = [
+            # The same person approving the same proposal twice is refused by the service; this
+            # constraint is the backstop against two concurrent requests of one person.
+            models.UniqueConstraint(fields=["workflow_id", "payload_hash", "username"],
+                                    name="approvals_one_approval_per_person"),
+        ]
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        state = f"grant {self.grant_id}" if self.grant_id else "awaiting a second approver"
+        return f"{self.workflow_id} approved by {self.username} ({state})"
