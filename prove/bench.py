@@ -1,6 +1,6 @@
 """Benchmark of the runtime core (issue 2's speed note; the start of spec §11.6.4).
 
-``python manage.py bench [--n 1000] [--workers 2] [--concurrency 4] [--quick]`` runs N
+``python manage.py bench --core [--n 1000] [--workers 2] [--concurrency 4]`` runs N
 three-step workflows (no-op steps) on a fresh database of the configured PostgreSQL over W
 ``ilr_worker`` subprocesses and writes results/runtime_bench_core.{md,json}: workflows/s, the
 median time per step and per workflow (end to end, database clock), and commits per workflow
@@ -97,7 +97,7 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
         "step_p50_ms": round(statistics.median(per_step) * 1000, 2),
         "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "command": f"python manage.py bench --n {n} --workers {workers} --concurrency {concurrency}",
+        "command": f"python manage.py bench --core --n {n} --workers {workers} --concurrency {concurrency}",
     }
     out.write(json.dumps(result, indent=2) + "\n")
     return result

@@ -8,6 +8,7 @@ the ILR_TARGET_* environment is used.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -59,17 +60,21 @@ def call_model(request: dict) -> dict:
     Returns:
         {"model", "amount" (cents), "reasoning", "usage"}.
     """
-    import anthropic
-
     where = model.endpoint()
-    with anthropic.Anthropic(base_url=where["base_url"], api_key=where["api_key"], max_retries=0,
-                             timeout=60.0) as client:
-        response = client.messages.create(**request)
+    response = _client(where["base_url"], where["api_key"]).messages.create(**request)
     text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
     decision = model.parse_decision(text)
     return {"model": response.model, "amount": decision["amount"], "reasoning": decision["reasoning"],
             "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
             "emulated": where["emulated"]}
+
+
+@functools.lru_cache(maxsize=8)
+def _client(base_url: str | None, api_key: str):
+    # One SDK client per endpoint and process: building one costs more than the call itself.
+    import anthropic
+
+    return anthropic.Anthropic(base_url=base_url, api_key=api_key, max_retries=0, timeout=60.0)
 
 
 def notify_ops(effect_id: str) -> dict:

