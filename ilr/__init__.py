@@ -3,7 +3,7 @@
 The public API (design-notes §1). Implementation lives in the modules beside this file.
 """
 
-from ilr.context import Decision, WorkflowContext
+from ilr.context import ChildFailed, ChildTimeout, Decision, WorkflowContext
 from ilr.errors import (
     Cancelled,
     Fenced,
@@ -24,6 +24,8 @@ from ilr.worker import Worker
 
 __all__ = [
     "Cancelled",
+    "ChildFailed",
+    "ChildTimeout",
     "Decision",
     "Fenced",
     "InterlockError",

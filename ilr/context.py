@@ -1,9 +1,14 @@
-"""WorkflowContext: the replay cursor and the durable calls (spec §5.1, §5.5, §5.6).
+"""WorkflowContext: the replay cursor and the durable calls (spec §5.1, §5.5, §5.6, §5.8).
 
 A workflow is a plain function ``f(ctx, input)``, run from the top on every claim. Each durable
 call takes the next seq. With a recorded row at that seq the call is replayed: kind, name and
 (where set) fingerprint must match, else NonDeterminism; the recorded output returns (a recorded
-failure re-raises). Without a row the call is at the frontier and runs.
+failure re-raises). Without a row the call is at the frontier and runs. A call that suspended
+(a sleep, a signal wait, a retry backoff, an effect waiting to settle, a child wait) holds its
+seq in ``workflows.waiting``: a different call offered at that seq is NonDeterminism too.
+
+Versioning, children and continue-as-new (spec §5.8, design-notes §5): ``ctx.patched`` and
+``ctx.deprecate_patch``, ``ctx.child`` and ``ctx.wait_child``, ``ctx.continue_as_new``.
 """
 
 from __future__ import annotations
@@ -14,8 +19,65 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ilr import codec, killpoints, store
-from ilr.errors import Cancelled, Fenced, InvalidInput, NonDeterminism, StepFailed, Suspend
+from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, StepFailed, Suspend
 from ilr.retry import RetryPolicy
+
+MAX_PATCH_ID_LENGTH = 200
+
+# The waiting kinds a suspended call leaves in workflows.waiting, by the kind of call that left
+# it: a call offered at that seq must be of a matching kind (NonDeterminismLoud).
+_WAITING_KINDS = {"step": ("retry",), "decide": ("retry",), "sleep": ("sleep",), "signal": ("signal",),
+                  "effect": ("effect",), "child": ("child",)}
+
+
+class ChildFailed(InterlockError):
+    """``ctx.wait_child``: the child workflow ended failed, cancelled or stuck (spec §5.8).
+
+    Recorded, so a replay raises it again at the same call.
+
+    Attributes:
+        child_id: the child that ended (the last run of its continue-as-new chain).
+        status: "failed", "cancelled" or "stuck".
+        error: the child's recorded error object ({"type", "message", ...}).
+    """
+
+    code = "ILR-014"
+
+    def __init__(self, child_id: str, status: str, error: Any):
+        self.child_id = child_id
+        self.status = status
+        self.error = error
+        kind = (error or {}).get("type", "Error") if isinstance(error, dict) else "Error"
+        message = (error or {}).get("message", "") if isinstance(error, dict) else str(error)
+        super().__init__(f"child workflow {child_id} ended {status}: {kind}: {message}")
+
+
+class ChildTimeout(InterlockError, TimeoutError):
+    """``ctx.wait_child(id, timeout)``: the child had not ended when the timeout passed
+    (database clock). Recorded, so a replay raises it again; the child keeps running.
+
+    Attributes:
+        child_id: the child waited on (the last run of its chain at the timeout).
+    """
+
+    code = "ILR-015"
+
+    def __init__(self, child_id: str, timeout_at: Any = None):
+        self.child_id = child_id
+        self.timeout_at = timeout_at
+        super().__init__(f"child workflow {child_id} had not ended at the wait's timeout ({timeout_at})")
+
+
+class ContinuedAsNew(Suspend):
+    """Internal: ``ctx.continue_as_new`` committed; unwinds workflow code like Suspend.
+
+    Attributes:
+        successor: the new run's id (``<id>#<n>``).
+    """
+
+    def __init__(self, successor: str):
+        self.successor = successor
+        super().__init__(successor)
 
 
 @dataclass(frozen=True)
@@ -47,6 +109,7 @@ class WorkflowContext:
         self._conn = conn
         self._steps = steps
         self._seq = 0
+        self._patches: dict[str, int] = {}
         self._cancel_delivered = False
         self.suspended = False
         self.nondeterminism: NonDeterminism | None = None
@@ -86,8 +149,28 @@ class WorkflowContext:
             raise StepFailed(name, error.get("type", "Error"), error.get("message", ""), error.get("attempts", 1))
         return row
 
+    def _check_waiting(self, seq: int, kind: str, name: str) -> None:
+        """NonDeterminismLoud for a suspended call: the call that suspended at ``seq`` left
+        ``waiting`` {seq, kind[, name]} and no step row, so a replay offering another call there
+        is as non-deterministic as a mismatching row."""
+        waiting = self._run.waiting or {}
+        if waiting.get("seq") != seq:
+            return
+        recorded_name = waiting.get("name") or waiting.get("signal")
+        if waiting.get("kind") not in _WAITING_KINDS.get(kind, ()) or (
+                recorded_name is not None and recorded_name != name):
+            exc = NonDeterminism(
+                seq,
+                {"kind": waiting.get("kind"), "name": recorded_name, "suspended": True},
+                {"kind": kind, "name": name, "fingerprint": None},
+            )
+            self.nondeterminism = exc
+            raise exc
+
     def _frontier(self, seq: int, kind: str, name: str) -> None:
-        """Checks at every call that runs for the first time: deliver a pending cancel once."""
+        """Checks at every call that runs for the first time: a call that suspended at this seq
+        must be the same call (NonDeterminism otherwise); deliver a pending cancel once."""
+        self._check_waiting(seq, kind, name)
         if self._run.cancel_requested and not self._cancel_delivered:
             # Record where the cancel was delivered, so a replay raises it at the same call
             # (spec §13.3.4: Cancelled is raised once, at the first frontier call).
@@ -314,6 +397,225 @@ class WorkflowContext:
             raise EffectRefused(result)
         return result
 
+    # -- versioning (spec §5.8, design-notes §5) ------------------------------------------------
+
+    def _check_patch_id(self, patch_id: Any, call: str) -> int:
+        if not isinstance(patch_id, str) or not patch_id.strip():
+            raise InvalidInput("patch_id", f"{call} needs a non-empty patch id string, got {patch_id!r}")
+        if len(patch_id) > MAX_PATCH_ID_LENGTH:
+            raise InvalidInput("patch_id", f"a patch id is at most {MAX_PATCH_ID_LENGTH} characters")
+        seq = self._seq + 1
+        first = self._patches.get(patch_id)
+        if first is not None:
+            raise InvalidInput("patch_id", f"patch {patch_id!r} is used at two places in workflow {self.name}@"
+                                           f"{self.version} (first at seq {first}, again at seq {seq}); a patch id "
+                                           f"marks exactly one change: give each place its own id")
+        self._patches[patch_id] = seq
+        return seq
+
+    def patched(self, patch_id: str) -> bool:
+        """Temporal's ``workflow.patched``: branch new code without breaking old histories
+        (spec §5.8, design-notes §5).
+
+        Write ``if ctx.patched("add-check"): <new code> else: <old code>``. At the frontier (a
+        run that has not got this far before) it records a ``patch`` step row and returns True.
+        In replay it returns True when the row at this seq is this patch (the history took the
+        new branch), and False without consuming a seq otherwise: the row there belongs to the
+        old code's next call, or the old code suspended at this seq (``waiting``). A call that
+        suspended never wrote its row, so a history sleeping at this point replays down the old
+        branch too.
+
+        Retiring a patch (Temporal's ``deprecate_patch``), in three deployments:
+          1. ``if ctx.patched(id): new else: old`` while histories from before the patch may be
+             open;
+          2. once ``rt.drain_report()`` / ``rt.list`` show none of those is open, replace the
+             branch with ``ctx.deprecate_patch(id)`` followed by the new code alone: histories
+             that recorded the patch replay, new runs record nothing;
+          3. once no open history holds the patch row, delete the ``deprecate_patch`` line.
+        Each step changes the module source, so deploy it with ``--allow-code-change`` (the
+        patch is what makes the change safe to replay).
+
+        Args:
+            patch_id: a non-empty string (at most 200 characters), used at one place only.
+
+        Returns:
+            True to run the new code, False to run the old code.
+
+        Raises:
+            InvalidInput: an empty or over-long id, or an id already checked at another place
+                in this workflow (field "patch_id"); nothing is recorded.
+        """
+        seq = self._check_patch_id(patch_id, "patched")
+        row = self._steps.get(seq)
+        if row is not None:
+            if row["kind"] == "patch" and row["name"] == patch_id:
+                self._seq = seq
+                return True
+            return False
+        waiting = self._run.waiting or {}
+        if waiting.get("seq") == seq:
+            return False  # the old code suspended here: its history predates the patch
+        store.record_step(self._conn, self._run, seq=seq, kind="patch", name=patch_id)
+        self._steps[seq] = {"seq": seq, "kind": "patch", "name": patch_id, "fingerprint": None, "output": None,
+                            "error": None}
+        self._seq = seq
+        return True
+
+    def deprecate_patch(self, patch_id: str) -> None:
+        """Temporal's ``workflow.deprecate_patch``: the second step of retiring a patch (see
+        ``patched``). Consumes the ``patch`` row of ``patch_id`` when the history has one at
+        this seq, records nothing at the frontier, and returns None.
+
+        Raises:
+            InvalidInput: as ``patched`` (field "patch_id").
+        """
+        seq = self._check_patch_id(patch_id, "deprecate_patch")
+        row = self._steps.get(seq)
+        if row is not None and row["kind"] == "patch" and row["name"] == patch_id:
+            self._seq = seq
+
+    # -- children (spec §5.8) -------------------------------------------------------------------
+
+    def child(self, name: str, input: Any = None, id: str | None = None, version: str | None = None) -> str:
+        """Start a child workflow (Temporal's ``start_child_workflow``; spec §5.8).
+
+        The ``child`` step row and the child's workflow row (``parent_id`` = this workflow) are
+        written in one fenced transaction: a crash leaves both or neither. Cancelling this
+        workflow cancels its running children; a child that outlives a parent that completed
+        keeps running (Temporal's ParentClosePolicy ABANDON). The child's version is resolved
+        once, at the frontier, and recorded.
+
+        Args:
+            name: the child's workflow name (registered or deployed).
+            input: plain JSON; a JSON object unless the child says otherwise. Default {}.
+            id: the child's workflow id; default ``"<this id>/<seq>"``.
+            version: default the newest unretired deployment of ``name``.
+
+        Returns:
+            the child's workflow id (pass it to ``wait_child``).
+
+        Raises:
+            InvalidInput: a bad name, id or input; an unknown or retired version (field
+                "version"); an id that already exists, under another parent or this one
+                (field "id"). Nothing is written.
+            Cancelled: a cancel is pending (delivered once).
+        """
+        from ilr.runtime import check_input_shape, check_workflow_id, resolve_version_on
+
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("name", "a child workflow needs a non-empty workflow name")
+        seq = self._next_seq()
+        child_id = f"{self.workflow_id}/{seq}" if id is None else id
+        check_workflow_id(child_id, "id")
+        # An explicit id is part of the replay check; a default one is not (a fork replays its
+        # original's start row, whose default id named the original).
+        fingerprint = None if id is None else child_id
+        row = self._replay(seq, "child", f"start:{name}", fingerprint)
+        if row is not None:
+            return row["output"]["child_id"]
+        self._frontier(seq, "child", f"start:{name}")
+        input = {} if input is None else input
+        input_json = codec.dumps(input, "input")
+        try:
+            resolved = resolve_version_on(self._conn, name, version)
+        except LookupError as exc:  # UnknownWorkflow
+            raise InvalidInput("version" if version is not None else "name", str(exc)) from None
+        check_input_shape(name, resolved, input)
+        output = {"child_id": child_id, "name": name, "version": resolved}
+        store.start_child(self._conn, self._run, seq=seq, step_name=f"start:{name}", child_id=child_id,
+                          name=name, version=resolved, input_json=input_json,
+                          output_json=codec.dumps(output, "child"), fingerprint=fingerprint)
+        return child_id
+
+    def wait_child(self, id: str, timeout: float | None = None) -> Any:
+        """Wait until child workflow ``id`` ends; its result, or its failure raised (spec §5.8).
+
+        Suspends with ``waiting = {seq, kind: "child", child, until}``; the child's terminal
+        write wakes this workflow. A child that continued-as-new is followed to the last run of
+        its chain. The outcome is recorded as a ``child`` step named ``"wait:<id>"``, so a
+        replay returns (or raises) the same thing.
+
+        Args:
+            id: a child of this workflow (or, in a fork, of the workflow it was forked from).
+            timeout: seconds (database clock), or None to wait forever.
+
+        Returns:
+            the child's result.
+
+        Raises:
+            ChildFailed: the child ended failed, cancelled or stuck (status and error attached).
+            ChildTimeout: ``timeout`` passed first.
+            InvalidInput: ``id`` is not a child of this workflow, or a bad timeout; nothing
+                is written.
+            Cancelled: a cancel is pending (delivered once).
+        """
+        from ilr.runtime import check_workflow_id
+
+        check_workflow_id(id, "id")
+        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
+                                    or timeout != timeout or timeout < 0):
+            raise InvalidInput("timeout", f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
+        seq = self._next_seq()
+        name = f"wait:{id}"
+        row = self._replay(seq, "child", name)
+        if row is None:
+            self._frontier(seq, "child", name)
+            waiting = self._waiting_for(seq, "child")
+            until = waiting["until"] if waiting else None
+            seconds = None if (until or timeout is None) else float(timeout)
+            try:
+                outcome = store.wait_child(self._conn, self._run, seq=seq, name=name, child_id=id, until=until,
+                                           seconds=seconds)
+            except Suspend:
+                self.suspended = True
+                killpoints.hit("wait_after_suspend")
+                raise
+        else:
+            outcome = row["output"]
+        status = outcome.get("status")
+        if status == "completed":
+            return outcome.get("result")
+        if status == "timeout":
+            raise ChildTimeout(outcome.get("child", id), outcome.get("until"))
+        raise ChildFailed(outcome.get("child", id), status, outcome.get("error"))
+
+    # -- continue-as-new (spec §5.8) ------------------------------------------------------------
+
+    def continue_as_new(self, input: Any = None) -> None:
+        """End this run as ``continued`` and start its successor ``<id>#<n>`` with ``input``
+        (Temporal's ``continue_as_new``; spec §5.8, §13.3.15). Never returns.
+
+        One fenced transaction marks this run continued and inserts the successor (same name
+        and version, ``continued_from`` = this id, the same parent, a pending cancel carried
+        over); a waiting parent is woken to follow the chain. ``rt.result(<first id>)`` follows
+        the chain to the last run.
+
+        Args:
+            input: plain JSON for the successor (a JSON object unless the workflow says
+                otherwise). Default {}.
+
+        Raises:
+            InvalidInput: input not plain JSON or not an object; the successor id exists or
+                would exceed 200 characters. Nothing is written.
+            NonDeterminism: the history holds another call at this seq.
+        """
+        from ilr.runtime import check_input_shape
+
+        input = {} if input is None else input
+        input_json = codec.dumps(input, "input")
+        check_input_shape(self.name, self.version, input)
+        seq = self._next_seq()
+        row = self._steps.get(seq)
+        if row is not None:
+            exc = NonDeterminism(seq, {"kind": row["kind"], "name": row["name"], "fingerprint": row["fingerprint"]},
+                                 {"kind": "continue_as_new", "name": "continue_as_new", "fingerprint": None})
+            self.nondeterminism = exc
+            raise exc
+        self._check_waiting(seq, "continue_as_new", "continue_as_new")
+        successor = store.continue_as_new(self._conn, self._run, input_json)
+        self.suspended = True
+        raise ContinuedAsNew(successor)
+
     def now_from_db(self) -> str:
         """Not a durable call: the database clock now, for logs only (never branch on it)."""
         return self._conn.execute("select to_jsonb(now()) as n").fetchone()["n"]
@@ -327,6 +629,11 @@ def dumps_error(exc: BaseException) -> str:
             body[attr] = getattr(exc, attr)
     if isinstance(exc, StepFailed):
         body["cause_type"] = exc.type
+    if isinstance(exc, (ChildFailed, ChildTimeout)):
+        body["child"] = exc.child_id
+    if isinstance(exc, ChildFailed):
+        body["child_status"] = exc.status
+        body["child_error"] = exc.error
     return json.dumps(body, default=str)
 
 
@@ -334,4 +641,4 @@ def monotonic() -> float:
     return time.monotonic()
 
 
-__all__ = ["WorkflowContext", "Decision", "Fenced"]
+__all__ = ["ChildFailed", "ChildTimeout", "ContinuedAsNew", "Decision", "Fenced", "WorkflowContext"]

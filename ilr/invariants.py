@@ -485,11 +485,28 @@ def no_lost_wakeup(s: Snapshot) -> list:
 # -- versions, determinism, forks ------------------------------------------------------------------
 
 def version_pinned(s: Snapshot) -> list:
-    """Every claim (so every step) of a workflow ran on a worker registered for its version."""
-    return [_v(workflow_id=c["workflow_id"], epoch=c["epoch"], claimed_version=c["version"],
-               workflow_version=s.workflows[c["workflow_id"]]["version"])
-            for c in s.claims if c["workflow_id"] in s.workflows and c["owner"] != "$recovery"
-            and c["version"] != s.workflows[c["workflow_id"]]["version"]]
+    """Every claim (so every step) of a workflow ran on a worker registered for its version:
+    claims between two ``$migrate`` claims share one version, and the claims since the last
+    migration match the workflow's current version. $recovery and $fork claims run no code."""
+    out = []
+    by_wf: dict[str, list[dict]] = defaultdict(list)
+    for c in s.claims:
+        if c["workflow_id"] in s.workflows and c["owner"] not in ("$recovery", "$fork"):
+            by_wf[c["workflow_id"]].append(c)
+    for wf_id, claims in by_wf.items():
+        segments: list[list[dict]] = [[]]
+        for c in claims:
+            if c["owner"] == "$migrate":
+                segments.append([c])
+            else:
+                segments[-1].append(c)
+        for i, seg in enumerate(segments):
+            expected = s.workflows[wf_id]["version"] if i == len(segments) - 1 else (seg[0]["version"] if seg else None)
+            for c in seg:
+                if expected is not None and c["version"] != expected:
+                    out.append(_v(workflow_id=wf_id, epoch=c["epoch"], claimed_version=c["version"],
+                                  expected_version=expected))
+    return out
 
 
 def non_determinism_loud(s: Snapshot) -> list:

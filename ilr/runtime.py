@@ -1,4 +1,5 @@
-"""The client: start, signal, cancel, describe, list, result (spec §6).
+"""The client: start, signal, cancel, describe, list, result, and the version operations
+fork, migrate, drain_report, retire (spec §5.8, §6).
 
 ``signal_in`` and ``cancel_in`` are the transaction bodies: they run inside a caller's
 transaction on any psycopg 3 connection (Django's included: ``connection.connection`` inside
@@ -17,9 +18,14 @@ from psycopg.rows import dict_row
 
 from ilr import codec, db, registry
 from ilr.errors import InvalidInput, UnknownWorkflow, WorkflowConflict, WorkflowFailed, WorkflowNotFound
+from ilr.store import successor_id
 
 MAX_ID_LENGTH = 200
 TERMINAL = ("completed", "failed", "cancelled", "stuck")
+ACTIVE = ("pending", "running", "sleeping")
+"""Statuses of a workflow that has not ended: a version is drained when it has none."""
+FORK_OWNER = "$fork"
+MIGRATE_OWNER = "$migrate"
 
 
 def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
@@ -34,11 +40,84 @@ def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
 
 
 def _lock_workflow(cur, wf_id: str) -> dict:
-    row = cur.execute("select id, status, waiting, cancel_requested_at from ilr.workflows where id = %s for update",
-                      (wf_id,)).fetchone()
+    row = cur.execute("select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows "
+                      "where id = %s for update", (wf_id,)).fetchone()
     if row is None:
         raise WorkflowNotFound(wf_id)
     return row
+
+
+def _lock_current_run(cur, wf_id: str) -> dict:
+    """Lock ``wf_id``'s row; when it continued-as-new, follow the chain to the current run and
+    lock that (messages to a workflow id reach its latest run, as in Temporal)."""
+    wf = _lock_workflow(cur, wf_id)
+    while wf["status"] == "continued":
+        nxt = cur.execute("select id from ilr.workflows where id = %s",
+                          (successor_id(wf["id"], wf["continued_from"]),)).fetchone()
+        if nxt is None:
+            break
+        wf = _lock_workflow(cur, nxt["id"])
+    return wf
+
+
+def _deploy(conn, definition) -> None:
+    conn.execute("insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
+                 "on conflict do nothing", (definition.name, definition.version, definition.code_sha256))
+
+
+def resolve_version_on(conn: psycopg.Connection, name: str, version: str | None = None) -> str:
+    """The version a start (``rt.start``, ``ctx.child``) uses, on ``conn`` (spec §5.8).
+
+    ``version`` given: it must be deployed or registered in this process (then it is
+    deployed with this process's code hash), and not retired. ``version`` None: the newest
+    unretired deployment; with none deployed, the newest version registered here that is not a
+    retired deployment.
+
+    Returns:
+        the version string.
+
+    Raises:
+        InvalidInput: empty name or version; the version is retired, or every version of the
+            name is (field "version").
+        UnknownWorkflow: nothing registered or deployed under that name/version.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("name", "a workflow name must be a non-empty string")
+    if version is not None:
+        if not isinstance(version, str) or not version:
+            raise InvalidInput("version", f"a version is a non-empty string or None, got {version!r}")
+        row = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s",
+                           (name, version)).fetchone()
+        if row is not None and row["retired_at"] is not None:
+            raise InvalidInput("version", f"{name}@{version} is retired and takes no new starts")
+        if row is None:
+            _deploy(conn, registry.get(name, version))
+        return version
+    row = conn.execute("select version from ilr.deployments where name = %s and retired_at is null "
+                       "order by created_at desc, version desc limit 1", (name,)).fetchone()
+    if row is not None:
+        return row["version"]
+    retired = {r["version"] for r in conn.execute(
+        "select version from ilr.deployments where name = %s", (name,)).fetchall()}
+    local = [d for d in registry.versions(name) if d.version not in retired]
+    if not local:
+        if retired:
+            raise InvalidInput("version", f"every deployed version of {name} is retired "
+                                          f"({', '.join(sorted(retired))}); it takes no new starts")
+        raise UnknownWorkflow(name, None)
+    _deploy(conn, local[-1])
+    return local[-1].version
+
+
+def check_input_shape(name: str, version: str, input: Any) -> None:
+    """Raise InvalidInput (field "input") when ``name@version`` is registered here, requires a
+    JSON object, and ``input`` is not one. Unregistered here: nothing to check."""
+    try:
+        definition = registry.get(name, version)
+    except UnknownWorkflow:
+        return
+    if definition.input_object and not isinstance(input, dict):
+        raise InvalidInput("input", f"{name}@{version} takes a JSON object, got {type(input).__name__}")
 
 
 def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sender: str | None = None) -> int:
@@ -47,7 +126,8 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
     Runs inside the caller's transaction. It locks the workflow row first, so against the
     suspend transaction (which fences, i.e. locks, the same row first) either this commits
     before the mailbox read, or it waits and then sees the row sleeping and wakes it
-    (NoLostWakeup, spec §5.6).
+    (NoLostWakeup, spec §5.6). A workflow that continued-as-new passes the signal to its
+    current run (spec §5.8).
 
     Args:
         conn: a psycopg 3 connection inside a transaction.
@@ -65,14 +145,14 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
         raise InvalidInput("name", "a signal needs a non-empty name")
     payload_json = codec.dumps(payload, "payload")
     cur = conn.cursor(row_factory=dict_row)
-    wf = _lock_workflow(cur, wf_id)
+    wf = _lock_current_run(cur, wf_id)
     if wf["status"] in TERMINAL or wf["status"] == "continued":
-        raise InvalidInput("workflow_id", f"workflow {wf_id} is {wf['status']}; it takes no more signals")
+        raise InvalidInput("workflow_id", f"workflow {wf['id']} is {wf['status']}; it takes no more signals")
     sig = cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) "
-                      "returning id", (wf_id, name, payload_json, sender)).fetchone()
+                      "returning id", (wf["id"], name, payload_json, sender)).fetchone()
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
-        cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf_id,))
+        cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf["id"],))
     return sig["id"]
 
 
@@ -81,8 +161,9 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
 
     Sets cancel_requested_at once (the first cancel wins) and wakes a sleeping or pending
     workflow, so the Cancelled exception is delivered at its next durable call. Running
-    children are cancelled too (spec §5.8). From the commit on, T_dispatch refuses every
-    non-compensation send (NoSendAfterCancel).
+    children are cancelled too (spec §5.8; lock order parent, then children), and a workflow
+    that continued-as-new is cancelled in its current run. From the commit on, T_dispatch
+    refuses every non-compensation send (NoSendAfterCancel).
 
     Returns:
         True when this call requested the cancel; False when the workflow had already ended
@@ -93,16 +174,16 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
     """
     check_workflow_id(wf_id)
     cur = conn.cursor(row_factory=dict_row)
-    wf = _lock_workflow(cur, wf_id)
+    wf = _lock_current_run(cur, wf_id)
     if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
         return False
     cur.execute(
         "update ilr.workflows set cancel_requested_at = now(), updated_at = now(), "
         "available_at = case when status in ('sleeping','pending') then now() else available_at end "
-        "where id = %s", (wf_id,))
+        "where id = %s", (wf["id"],))
     children = cur.execute(
         "select id from ilr.workflows where parent_id = %s and status not in "
-        "('completed','failed','cancelled','stuck','continued') order by id", (wf_id,)).fetchall()
+        "('completed','failed','cancelled','stuck','continued') order by id", (wf["id"],)).fetchall()
     for child in children:
         cancel_in(conn, child["id"], by)
     return True
@@ -144,39 +225,19 @@ class Runtime:
 
     def resolve_version(self, name: str, version: str | None = None) -> str:
         """The version a start would use: ``version`` when given (it must be deployed or
-        registered here, and not retired), else the newest unretired deployment.
+        registered here, and not retired), else the newest unretired deployment (see
+        ``resolve_version_on``; spec §5.8).
 
         Raises:
             UnknownWorkflow: nothing registered or deployed under that name/version.
-            InvalidInput: the version is retired.
+            InvalidInput: the version is retired (or every version is).
         """
-        if not isinstance(name, str) or not name:
-            raise InvalidInput("name", "a workflow name must be a non-empty string")
         with self._lock:
-            conn = self.connection()
-            if version is not None:
-                row = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s",
-                                   (name, version)).fetchone()
-                if row is not None and row["retired_at"] is not None:
-                    raise InvalidInput("version", f"{name}@{version} is retired and takes no new starts")
-                if row is None:
-                    definition = registry.get(name, version)
-                    self._deploy(conn, definition)
-                return version
-            row = conn.execute("select version from ilr.deployments where name = %s and retired_at is null "
-                               "order by created_at desc, version desc limit 1", (name,)).fetchone()
-            if row is not None:
-                return row["version"]
-            local = registry.versions(name)
-            if not local:
-                raise UnknownWorkflow(name, None)
-            self._deploy(conn, local[-1])
-            return local[-1].version
+            return resolve_version_on(self.connection(), name, version)
 
     @staticmethod
     def _deploy(conn, definition) -> None:
-        conn.execute("insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
-                     "on conflict do nothing", (definition.name, definition.version, definition.code_sha256))
+        _deploy(conn, definition)
 
     def start(self, name: str, wf_id: str, input: Any = None, version: str | None = None) -> str:
         """Start workflow ``name`` with id ``wf_id``; idempotent on the id.
@@ -185,13 +246,15 @@ class Runtime:
             name: the registered workflow name.
             wf_id: 1 to 200 characters; a second start with the same id and name returns it.
             input: plain JSON; a JSON object unless the workflow says otherwise. Default {}.
-            version: default the newest unretired version.
+            version: default the newest unretired version; a retired version takes no new
+                starts.
 
         Returns:
             wf_id.
 
         Raises:
-            InvalidInput: bad id, input not plain JSON or not an object where one is required.
+            InvalidInput: bad id, input not plain JSON or not an object where one is required,
+                a retired version.
             UnknownWorkflow: unknown name or version.
             WorkflowConflict: the id exists for another workflow name.
         """
@@ -200,12 +263,7 @@ class Runtime:
             input = {}
         input_json = codec.dumps(input, "input")
         version = self.resolve_version(name, version)
-        try:
-            definition = registry.get(name, version)
-        except UnknownWorkflow:
-            definition = None
-        if definition is not None and definition.input_object and not isinstance(input, dict):
-            raise InvalidInput("input", f"{name}@{version} takes a JSON object, got {type(input).__name__}")
+        check_input_shape(name, version, input)
         with self._lock:
             conn = self.connection()
             row = conn.execute(
@@ -303,6 +361,201 @@ class Runtime:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"workflow {current} did not end within {timeout} s (status {row['status']})")
             time.sleep(poll)
+
+    # -- versions: fork, migrate, drain, retire (spec §5.8) ---------------------------------
+
+    def fork(self, wf_id: str, at_seq: int, new_id: str) -> str:
+        """Temporal's reset: a new workflow ``new_id`` with ``wf_id``'s name, version and
+        input, and copies of its steps below ``at_seq``; it replays them and runs on from
+        ``at_seq`` (spec §5.8). The original is left as it is.
+
+        One transaction writes the new row (pending, ``forked_from`` = wf_id), a synthetic
+        claim (owner ``$fork``, epoch 1) that the copied step rows carry, and the copies. A
+        fork that reaches an effect the original committed gets DUPLICATE_IGNORED and sends
+        nothing (ForkNeverResends); one that reaches it with another payload is
+        REFUSED:conflicting_payload (the payload stays bound to the effect id). Signals are not
+        copied: a fork from before a wait_signal waits for a new signal.
+
+        Args:
+            wf_id: the workflow to fork (any status).
+            at_seq: 1 (replay nothing: start over with the same input) to the last recorded
+                seq + 1 (copy every step).
+            new_id: the fork's id; must not exist.
+
+        Returns:
+            new_id.
+
+        Raises:
+            InvalidInput: a bad id; ``at_seq`` not an integer >= 1 or beyond the history
+                (field "at_seq"); ``new_id`` already exists (field "new_id"). Nothing written.
+            WorkflowNotFound: no workflow ``wf_id``.
+        """
+        check_workflow_id(wf_id)
+        check_workflow_id(new_id, "new_id")
+        if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
+            raise InvalidInput("at_seq", f"a fork point is a seq, an integer >= 1, got {at_seq!r}")
+
+        def body(conn):
+            src = conn.execute("select id, name, version from ilr.workflows where id = %s",
+                               (wf_id,)).fetchone()
+            if src is None:
+                raise WorkflowNotFound(wf_id)
+            top = conn.execute("select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s",
+                               (wf_id,)).fetchone()["top"]
+            if at_seq > top + 1:
+                raise InvalidInput("at_seq", f"seq {at_seq} is beyond the history of {wf_id} (steps 1 to {top}); "
+                                             f"fork at 1 to {top + 1} ({top + 1} copies every step)")
+            inserted = conn.execute(
+                "insert into ilr.workflows (id, name, version, input, forked_from, epoch) "
+                "select %s, name, version, input, id, 1 from ilr.workflows where id = %s "
+                "on conflict (id) do nothing returning id", (new_id, wf_id)).fetchone()
+            if inserted is None:
+                raise InvalidInput("new_id", f"a workflow {new_id!r} already exists; a fork needs a new id")
+            # The copies are written under a synthetic claim (epoch 1, owner $fork), so every step
+            # row belongs to a claimed epoch (FencedWrites); the first worker claim is epoch 2.
+            conn.execute(
+                "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
+                "prev_status) values (%s, 1, %s, %s, now(), now(), 'pending')", (new_id, FORK_OWNER, src["version"]))
+            conn.execute(
+                "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
+                "select %s, seq, name, kind, fingerprint, output, error, 1 from ilr.steps "
+                "where workflow_id = %s and seq < %s order by seq", (new_id, wf_id, at_seq))
+            return new_id
+
+        return self._tx(body)
+
+    def migrate(self, wf_id: str, to_version: str) -> dict:
+        """Move a workflow that is not running to another deployed version of its name (spec
+        §5.8). Its history replays on ``to_version``'s code, so that code must replay it (use
+        ``ctx.patched`` for the differences). A stuck workflow (e.g. NonDeterminism) becomes
+        pending again, to resume on the new code.
+
+        One transaction locks the row, checks, sets the version, bumps the epoch and records a
+        synthetic claim (owner ``$migrate``, the new version) as the audit trail. Migrating to
+        the version it already has changes nothing.
+
+        Args:
+            wf_id: a pending, sleeping or stuck workflow.
+            to_version: a deployed (or registered here) version of the same name, not retired.
+
+        Returns:
+            {"workflow_id", "name", "from_version", "to_version", "status"}.
+
+        Raises:
+            InvalidInput: the workflow is running or has ended (field "workflow_id"); the
+                version is unknown or retired (field "to_version"). Nothing is written.
+            WorkflowNotFound: no workflow ``wf_id``.
+        """
+        check_workflow_id(wf_id)
+        if not isinstance(to_version, str) or not to_version:
+            raise InvalidInput("to_version", f"a version is a non-empty string, got {to_version!r}")
+
+        def body(conn):
+            wf = conn.execute("select id, name, version, status, owner from ilr.workflows where id = %s for update",
+                              (wf_id,)).fetchone()
+            if wf is None:
+                raise WorkflowNotFound(wf_id)
+            if wf["status"] == "running":
+                raise InvalidInput("workflow_id", f"workflow {wf_id} is running (claimed by {wf['owner']}); migrate "
+                                                  f"only a workflow that is not running: wait until it suspends")
+            if wf["status"] not in ("pending", "sleeping", "stuck"):
+                raise InvalidInput("workflow_id", f"workflow {wf_id} has ended ({wf['status']}); "
+                                                  f"only pending, sleeping or stuck workflows migrate")
+            dep = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s",
+                               (wf["name"], to_version)).fetchone()
+            if dep is None:
+                try:
+                    _deploy(conn, registry.get(wf["name"], to_version))
+                except UnknownWorkflow:
+                    raise InvalidInput("to_version", f"{wf['name']}@{to_version} is not deployed: start a worker "
+                                                     f"that registers it, then migrate") from None
+            elif dep["retired_at"] is not None:
+                raise InvalidInput("to_version", f"{wf['name']}@{to_version} is retired")
+            out = {"workflow_id": wf_id, "name": wf["name"], "from_version": wf["version"], "to_version": to_version}
+            if to_version == wf["version"]:
+                return {**out, "status": wf["status"]}
+            row = conn.execute(
+                "update ilr.workflows set version = %s, epoch = epoch + 1, updated_at = now(), "
+                "status = case when status = 'stuck' then 'pending' else status end, "
+                "error = case when status = 'stuck' then null else error end, "
+                "available_at = case when status = 'stuck' then now() else available_at end, "
+                "takeovers = case when status = 'stuck' then 0 else takeovers end "
+                "where id = %s returning epoch, status, now() as now", (to_version, wf_id)).fetchone()
+            conn.execute(
+                "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
+                "prev_status) values (%s, %s, %s, %s, %s, %s, %s)",
+                (wf_id, row["epoch"], MIGRATE_OWNER, to_version, row["now"], row["now"], wf["status"]))
+            return {**out, "status": row["status"]}
+
+        return self._tx(body)
+
+    def drain_report(self, name: str | None = None, version: str | None = None) -> list[dict]:
+        """Whether each deployed version can retire (spec §5.8): its workflows counted by
+        (name, version, status), and its oldest active (pending, running or sleeping) one.
+
+        Args:
+            name, version: filters; default every deployment.
+
+        Returns:
+            one row per deployment, by name then version: {"name", "version", "retired_at",
+            "counts": {status: n}, "active": n, "oldest_pending": {"id", "status",
+            "created_at"} or None, "drained": active == 0}.
+        """
+        clauses, params = [], []
+        for column, value in (("d.name", name), ("d.version", version)):
+            if value is not None:
+                clauses.append(f"{column} = %s")
+                params.append(value)
+        where = f"where {' and '.join(clauses)}" if clauses else ""
+        with self._lock:
+            conn = self.connection()
+            deps = conn.execute(f"select d.name, d.version, d.retired_at, d.created_at from ilr.deployments d {where} "
+                                f"order by d.name, d.created_at, d.version", params).fetchall()
+            counts = conn.execute(
+                f"select w.name, w.version, w.status, count(*) as n from ilr.workflows w "
+                f"join ilr.deployments d on d.name = w.name and d.version = w.version {where} "
+                f"group by w.name, w.version, w.status", params).fetchall()
+            oldest = conn.execute(
+                f"select distinct on (w.name, w.version) w.name, w.version, w.id, w.status, w.created_at "
+                f"from ilr.workflows w join ilr.deployments d on d.name = w.name and d.version = w.version "
+                f"{where} {'and' if where else 'where'} w.status in ('pending','running','sleeping') "
+                f"order by w.name, w.version, w.created_at, w.id", params).fetchall()
+        by_key = {(d["name"], d["version"]): {"name": d["name"], "version": d["version"], "retired_at": d["retired_at"],
+                                              "counts": {}, "active": 0, "oldest_pending": None, "drained": True}
+                  for d in deps}
+        for c in counts:
+            row = by_key[(c["name"], c["version"])]
+            row["counts"][c["status"]] = c["n"]
+            if c["status"] in ACTIVE:
+                row["active"] += c["n"]
+                row["drained"] = False
+        for o in oldest:
+            by_key[(o["name"], o["version"])]["oldest_pending"] = {"id": o["id"], "status": o["status"],
+                                                                   "created_at": o["created_at"]}
+        return list(by_key.values())
+
+    def retire(self, name: str, version: str) -> Any:
+        """Retire a deployed version: it takes no new starts (``rt.start``, ``ctx.child``);
+        its existing workflows keep running on workers that register it (spec §5.8). Check
+        ``drain_report`` first to see what is still active. Retiring twice keeps the first time.
+
+        Returns:
+            retired_at (database time).
+
+        Raises:
+            InvalidInput: no deployment (name, version) (field "version").
+        """
+        if not isinstance(name, str) or not name:
+            raise InvalidInput("name", "a workflow name must be a non-empty string")
+        if not isinstance(version, str) or not version:
+            raise InvalidInput("version", f"a version is a non-empty string, got {version!r}")
+        with self._lock:
+            row = self.connection().execute(
+                "update ilr.deployments set retired_at = coalesce(retired_at, now()) where name = %s and version = %s "
+                "returning retired_at", (name, version)).fetchone()
+        if row is None:
+            raise InvalidInput("version", f"{name}@{version} is not deployed")
+        return row["retired_at"]
 
     # -- grants, approvals, receipts (spec §6) -------------------------------------------
 

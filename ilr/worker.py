@@ -43,7 +43,7 @@ u as (
          lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
     from c
    where w.id = c.id
-  returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers,
+  returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers, w.parent_id,
             w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease,
             coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
             now() as now),
@@ -64,9 +64,24 @@ returning w.id, w.cancel_requested_at
 
 
 class CodeChanged(InterlockError):
-    """A deployment's code_sha256 differs from the running code (spec §5.8); the worker exits 2."""
+    """A deployment's code_sha256 differs from the running code (spec §5.8); the worker exits 2.
+
+    Attributes:
+        name, version: the deployment.
+        deployed: the code_sha256 recorded for it; running: this worker's.
+    """
 
     code = "ILR-040"
+
+    def __init__(self, name: str, version: str, deployed: str, running: str):
+        self.name = name
+        self.version = version
+        self.deployed = deployed
+        self.running = running
+        super().__init__(
+            f"workflow {name!r} version {version!r} ({name}@{version}) is deployed with code_sha256 {deployed} "
+            f"but this worker's code has code_sha256 {running}: the module source changed under the same "
+            f"version. Bump the version, guard the change with ctx.patched, or pass --allow-code-change")
 
 
 class Run:
@@ -90,6 +105,7 @@ class Run:
         self.waiting: dict | None = row["waiting"]
         self.waiting_due: bool = row["waiting_due"]
         self.takeovers: int = row["takeovers"]
+        self.parent_id: str | None = row.get("parent_id")
         self.cancel_requested = row["cancel_requested_at"] is not None
         self.lease_ttl = lease_ttl
         self.local_lease = t0 + lease_ttl
@@ -160,6 +176,11 @@ class Worker:
     def register(self) -> None:
         """Insert this worker's deployments; refuse a changed code hash (spec §5.8).
 
+        A new (name, version) is inserted with this worker's code_sha256. An existing one with
+        another hash is refused (CodeChanged: the worker exits 2, naming the name, the version
+        and both hashes) unless allow_code_change, which records the new hash. A worker claims
+        only the pairs it registered here (VersionPinned).
+
         Raises:
             CodeChanged: an existing (name, version) has another code_sha256 and
                 allow_code_change is false.
@@ -175,9 +196,9 @@ class Worker:
                     "returning code_sha256", (d.name, d.version, digest)).fetchone()
                 if row["code_sha256"] != digest:
                     if not self.allow_code_change:
-                        raise CodeChanged(
-                            f"{d.name}@{d.version}: deployed code_sha256 {row['code_sha256']} differs from "
-                            f"this worker's {digest}; bump the version, use ctx.patched, or pass --allow-code-change")
+                        raise CodeChanged(d.name, d.version, row["code_sha256"], digest)
+                    log.warning("%s: %s@%s code_sha256 %s replaces %s (--allow-code-change)", self.worker_id,
+                                d.name, d.version, digest, row["code_sha256"])
                     conn.execute("update ilr.deployments set code_sha256 = %s where name = %s and version = %s",
                                  (digest, d.name, d.version))
 

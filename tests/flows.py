@@ -8,6 +8,7 @@ import os
 
 from ilr import Cancelled, RetryPolicy, workflow
 from ilr import db
+from ilr.context import ChildFailed, ChildTimeout
 
 
 def invoke(workflow_id: str, name: str) -> int:
@@ -84,3 +85,84 @@ def bad_output(ctx, input):
 @workflow(name="any_input", version="1", input_object=False)
 def any_input(ctx, input):
     return input
+
+
+# -- versioning, children, continue-as-new (issue 5, spec §5.8) ------------------------------------
+
+
+@workflow(name="pinned", version="1")
+def pinned_v1(ctx, input):
+    ctx.step("a", invoke, ctx.workflow_id, "a")
+    ctx.sleep(input.get("seconds", 0))
+    return {"version": "1"}
+
+
+@workflow(name="pinned", version="2")
+def pinned_v2(ctx, input):
+    ctx.step("a", invoke, ctx.workflow_id, "a")
+    ctx.sleep(input.get("seconds", 0))
+    return {"version": "2"}
+
+
+def nap(workflow_id: str, seconds: float) -> float:
+    import time
+
+    invoke(workflow_id, "nap")
+    time.sleep(seconds)
+    return seconds
+
+
+@workflow(name="slow", version="1")
+def slow(ctx, input):
+    return ctx.step("nap", nap, ctx.workflow_id, input.get("seconds", 3))
+
+
+@workflow(name="patch_twice", version="1")
+def patch_twice(ctx, input):
+    ctx.patched("dup")
+    ctx.step("between", invoke, ctx.workflow_id, "between")
+    ctx.patched("dup")  # the same patch id at a second place: InvalidInput
+    return "unreachable"
+
+
+class Boom(Exception):
+    pass
+
+
+def boom(workflow_id: str) -> None:
+    invoke(workflow_id, "boom")
+    raise Boom("the child's step failed for good")
+
+
+@workflow(name="child_ok", version="1")
+def child_ok(ctx, input):
+    ctx.sleep(input.get("seconds", 0))
+    runs = ctx.step("work", invoke, ctx.workflow_id, "work")
+    if input.get("fail"):
+        ctx.step("boom", boom, ctx.workflow_id, retry=RetryPolicy(max_attempts=1))
+    return {"doubled": input.get("x", 0) * 2, "runs": runs}
+
+
+@workflow(name="parent", version="1")
+def parent(ctx, input):
+    kid = ctx.child(input.get("child_name", "child_ok"), input.get("child", {}), id=input.get("child_id"))
+    try:
+        out = ctx.wait_child(kid, timeout=input.get("timeout"))
+    except ChildFailed as exc:
+        if not input.get("catch"):
+            raise
+        return {"child": kid, "failed": exc.status, "error_type": (exc.error or {}).get("type")}
+    except ChildTimeout as exc:
+        return {"child": kid, "timeout": True, "waited_on": exc.child_id}
+    return {"child": kid, "result": out}
+
+
+@workflow(name="counter", version="1")
+def counter(ctx, input):
+    n = input.get("n", 0)
+    if input.get("seconds") and n >= input.get("sleep_from", 0):
+        ctx.sleep(input["seconds"])
+    ctx.step("count", invoke, ctx.workflow_id, "count")
+    if n < input.get("until", 3):
+        ctx.continue_as_new({**input, "n": n + 1})
+    return {"n": n, "id": ctx.workflow_id}

@@ -19,7 +19,7 @@ def manage(workers, *args, **env):
 
 def test_public_api_is_pinned():
     assert ilr.__all__ == [
-        "Cancelled", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
+        "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
         "Runtime", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
         "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "signal_in", "workflow"]
 

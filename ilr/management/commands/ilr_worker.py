@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from ilr import registry
+from ilr.errors import UnknownWorkflow
 from ilr.targets import TargetMisconfigured
 from ilr.worker import CodeChanged, Worker
 
@@ -50,7 +51,10 @@ class Command(BaseCommand):
                 name, sep, version = item.partition("@")
                 if not sep:
                     raise CommandError(f"--only: {item!r} must be name@version")
-                pairs.append(registry.get(name, version))
+                try:
+                    pairs.append(registry.get(name, version))
+                except UnknownWorkflow as exc:
+                    raise CommandError(f"--only: {exc}") from None
             definitions = pairs
         worker = Worker(
             worker_id, definitions, concurrency=concurrency, lease_ttl=lease_ttl, poll=poll,
