@@ -82,6 +82,12 @@ def _postgres_cpu_seconds() -> float:
     return total
 
 
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -127,6 +133,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
                 failed += conn.execute("select count(*) as c from ilr.steps where kind = 'effect' and "
                                        "output->>'status' <> 'COMMITTED'").fetchone()["c"]
             rss = max(_peak_rss_mb(p.pid) for p in procs)
+            worker_cpu = sum(_cpu_seconds(p.pid) for p in procs)
             for p in procs:
                 p.terminate()
             for p in procs:
@@ -154,6 +161,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
         "durable_call_p50_ms": round(statistics.median(per_call) * 1000, 2) if per_call else None,
         "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
         "postgres_cpu_s_per_workflow": round(cpu / n, 5), "worker_peak_rss_mb": round(rss, 1),
+        "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
         "e2e_ms": [round(x * 1000, 2) for x in e2e], "effect_ms": effect_ms,
     }
 
@@ -343,6 +351,11 @@ def write(report: dict) -> None:
         f"{report['runtime_steps4']['worker_peak_rss_mb']} | <= 150 at concurrency 16 |",
         f"| pgbench -N tps at {report['pgbench']['clients']} clients | {report['pgbench']['tps']} | |", "",
         "Worst heartbeat gap: not measured by this run (the worker does not yet log heartbeat times).", "",
+        "Where the time goes (4-step shape): worker CPU "
+        f"{report['runtime_steps4'].get('worker_cpu_s_per_workflow')} s/workflow (Python: the workers and their "
+        f"psycopg clients) against PostgreSQL CPU {report['runtime_steps4']['postgres_cpu_s_per_workflow']} "
+        f"s/workflow, with {report['runtime_steps4']['commits_per_workflow']} commits per workflow; the two share "
+        "the machine's two cores.", "",
         "## Scale: the claim with a large history", "",
         f"{s['finished']} completed and {s['sleeping']} sleeping workflows in the table; the claim with nothing "
         f"due takes p50 {s['claim_nothing_due_p50_ms']} ms, p99 {s['claim_nothing_due_p99_ms']} ms. Its plan "
