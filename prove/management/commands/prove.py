@@ -10,8 +10,17 @@ Each long-running subcommand prints one ready line first, ``listening 127.0.0.1:
 proxy adds `` control 127.0.0.1:PORT``), so a parent that asked for port 0 learns the port.
 SIGTERM stops it cleanly.
 
-Adding a subcommand (the scenario runner comes next): write a ``Subcommand`` subclass with
-``name``, ``help``, ``add_arguments`` and ``run``, and list it in ``SUBCOMMANDS``.
+Without a subcommand it runs the scenario runner (spec §11, prove.runner):
+``manage.py prove [--quick] [--scenario S01,S08a] [--tier 1,2]
+[--system runtime,temporal,temporal_check] [--seeds N] [--results-dir DIR]``: every selected
+(scenario, variant, tier, system) cell with n seeds (30 by default, 3 with --quick), a progress
+line per run, one JSON per run under .data/prove/runs/, up to 20 failing runs per cell in
+<results>/runtime_prove_failures/, and <results>/runtime_prove.md, .json and the PNG plots. It
+exits 1 when a runtime cell is not correct on every run, 0 otherwise (Temporal's failures are
+findings, not errors).
+
+Adding a subcommand: write a ``Subcommand`` subclass with ``name``, ``help``, ``add_arguments``
+and ``run``, and list it in ``SUBCOMMANDS``.
 
 This module also holds ``spawn_subcommand`` and ``stop_process``, the one way the harness and the
 tests start these peers as real subprocesses.
@@ -19,6 +28,7 @@ tests start these peers as real subprocesses.
 
 from __future__ import annotations
 
+import argparse
 import os
 import select
 import signal
@@ -138,18 +148,41 @@ def _ready(stdout, line: str) -> None:
     stdout.flush()
 
 
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
 class Command(BaseCommand):
-    help = "The Prove harness's local peers: target, proxy, model-stub."
+    help = ("The Prove harness: without a subcommand, run the scenarios (spec §11) and write "
+            "results/runtime_prove.md; subcommands target, proxy, model-stub run one local peer.")
     # The peers never touch the database; skipping checks keeps start-up short and keeps a
     # peer from depending on PostgreSQL being up.
     requires_system_checks = []
 
     def add_arguments(self, parser):
-        subparsers = parser.add_subparsers(dest="subcommand", required=True, metavar="SUBCOMMAND")
+        parser.add_argument("--quick", action="store_true", help="n = 3 seeds per cell (default n = 30)")
+        parser.add_argument("--seeds", type=int, default=None, help="seeds per cell (overrides --quick)")
+        parser.add_argument("--scenario", type=_csv, default=None,
+                            help="comma list of scenario ids or id/variant (S01,S08a,S09/pre); default all")
+        parser.add_argument("--tier", dest="tiers", type=lambda v: [int(x) for x in _csv(v)], default=None,
+                            help="comma list of tiers; default every tier a scenario lists")
+        parser.add_argument("--system", dest="systems", type=_csv, default=None,
+                            help="comma list of runtime, temporal, temporal_check; default all three")
+        parser.add_argument("--jobs", type=int, default=1,
+                            help="parallel lanes, each with its own database and Temporal server (default 1)")
+        parser.add_argument("--report-from", type=_csv, default=None,
+                            help="rebuild the report from the runs of these sweep ids (no runs)")
+        parser.add_argument("--lane", default=None, help=argparse.SUPPRESS)
+        parser.add_argument("--sweep-id", default=None, help=argparse.SUPPRESS)
+        parser.add_argument("--results-dir", default=None,
+                            help="where runtime_prove.md/.json, the plots and the failures go (default results/)")
+        subparsers = parser.add_subparsers(dest="subcommand", required=False, metavar="SUBCOMMAND")
         for sub in SUBCOMMANDS:
             sub.add_arguments(subparsers.add_parser(sub.name, help=sub.help, description=sub.help))
 
-    def handle(self, *args, subcommand: str, **options):
+    def handle(self, *args, subcommand: str | None = None, **options):
+        if subcommand is None:
+            return self._scenarios(options)
         by_name = {sub.name: sub for sub in SUBCOMMANDS}
         if subcommand not in by_name:
             raise CommandError(f"unknown subcommand {subcommand!r}")
@@ -164,6 +197,35 @@ class Command(BaseCommand):
             by_name[subcommand].run(options, sys.stdout)
         except KeyboardInterrupt:
             pass
+
+
+    def _scenarios(self, options: dict) -> None:
+        from prove.runner import run_command, run_lane
+
+        # SIGTERM unwinds like Ctrl-C, so every worker, target, proxy and Temporal server this
+        # run started is stopped by the runner's cleanup paths.
+        def _on_term(signum, frame):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, _on_term)
+
+        if options["lane"]:
+            sys.exit(run_lane(options["lane"], options["seeds"] or 3, options["sweep_id"], self.stdout))
+
+        argv = ["python", "manage.py", "prove"] + sys.argv[sys.argv.index("prove") + 1:] \
+            if "prove" in sys.argv else ["python", "manage.py", "prove"]
+        if os.environ.get("ILR_DATA_DIR"):
+            data = os.path.relpath(os.environ["ILR_DATA_DIR"], MANAGE_PY.parent)
+            argv.insert(0, f"ILR_DATA_DIR={data}")
+        try:
+            status = run_command(quick=options["quick"], seeds=options["seeds"], scenarios=options["scenario"],
+                                 tiers=options["tiers"], systems=options["systems"],
+                                 results_dir=options["results_dir"], command=" ".join(argv), out=self.stdout,
+                                 jobs=options["jobs"], report_from=options["report_from"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if status:
+            sys.exit(status)
 
 
 # -- subprocess helpers ----------------------------------------------------------------------

@@ -1,0 +1,86 @@
+"""The Prove harness's bounded CI subset (issue 8): S01 and S03 at tiers 1 and 2, S09 (tier 3
+only) pre and post, for all three systems, n = 1, through prove.runner (the code behind
+``manage.py prove``) with real worker subprocesses, a real Temporal dev server, real SIGKILLs.
+
+It fails when the runtime is not correct on a run, or when the report (md, json, plots) cannot
+be produced. Temporal's outcomes are findings, not failures; a harness error on a Temporal run
+still fails the test, because then the comparison was not made. Every subprocess must be gone at
+the end.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat.rsplit(")", 1)[1].split()
+        state, ppid = rest[0], int(rest[1])
+        if ppid == pid and state != "Z":
+            out.append((int(entry.name), stat.split("(", 1)[1].split(")", 1)[0]))
+    return out
+
+
+@pytest.mark.slow
+def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
+    from django.conf import settings
+
+    from prove import report, runner
+
+    # Worker subprocesses reach the same (test) database as this process.
+    monkeypatch.setenv("ILR_DB_NAME", settings.DATABASES["default"]["NAME"])
+    before = set(_children(os.getpid()))
+    cells = runner.select(["S01", "S03"], [1, 2], None) + runner.select(["S09"], [3], None)
+    assert len(cells) == 18
+    result = runner.sweep(cells, 1)
+    runs = result["runs"]
+    runner.copy_failures(runs, tmp_path / "runtime_prove_failures")
+    doc = report.build(runs, command="pytest tests/test_prove_ci.py (S01,S03 t1,t2; S09 t3; n=1)", seeds=1,
+                       wall_s=result["wall_s"], versions=runner.versions(), selection={"ci": True},
+                       out_md=tmp_path / "runtime_prove.md", out_json=tmp_path / "runtime_prove.json")
+
+    errors = {r["run_id"]: r["error"] for r in runs if r.get("error")}
+    assert not errors, f"harness errors: {json.dumps(errors, indent=1)}"
+    bad = {r["run_id"]: {"outcome": r["outcome"], "oracle": r["oracle"]}
+           for r in runs if r["system"] == "runtime" and not r["correct"]}
+    assert not bad, f"the runtime was not correct: {json.dumps(bad, indent=1, default=str)}"
+
+    md = (tmp_path / "runtime_prove.md").read_text()
+    assert "## Main table" in md and "## TLC cross-reference" in md and "## Concessions" in md
+    assert "Temporal's recommended key" in md and "stable across retry and reset" in md
+    assert json.loads((tmp_path / "runtime_prove.json").read_text())["rows"]
+    assert len(doc["rows"]) == 6
+    assert not doc.get("plots_error"), doc.get("plots_error")
+    assert (tmp_path / "runtime_prove_correct.png").stat().st_size > 1000
+    assert (tmp_path / "runtime_prove_latency.png").stat().st_size > 1000
+
+    # Spot-check the oracle against the spec's one sure prediction per row for the runtime.
+    by = {(r["scenario"], r["variant"], r["tier"], r["system"]): r for r in runs}
+    assert by[("S01", "", 1, "runtime")]["oracle"]["our_applications"] == 1
+    assert by[("S03", "", 2, "runtime")]["oracle"]["total_refunded"] == 0
+    assert by[("S09", "post", 3, "runtime")]["outcome"]["status"] == "AMBIGUOUS"
+
+    leftover = set(_children(os.getpid())) - before
+    assert not leftover, f"subprocesses left running: {leftover}"
+
+
+def test_prove_command_rejects_bad_selection():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="unknown scenario"):
+        call_command("prove", "--scenario", "S99", stdout=io.StringIO())
+    with pytest.raises(CommandError, match="unknown system"):
+        call_command("prove", "--scenario", "S01", "--system", "nomad", stdout=io.StringIO())
