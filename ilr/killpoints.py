@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 
 POINTS = (
@@ -37,4 +38,7 @@ def hit(name: str) -> None:
         if spec:
             wanted = _parse(spec)
             if name in wanted and wanted[name] in (None, _hits[name]):
-                os.kill(os.getpid(), sig)
+                # Directed at this thread, the signal is acted on as the syscall returns: the
+                # thread at the kill point stops (or dies) here, not a moment later. (os.kill
+                # to the process lets the kernel pick a thread, and the caller ran on.)
+                signal.pthread_kill(threading.get_ident(), sig)
