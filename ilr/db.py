@@ -84,7 +84,21 @@ def fence(cur: psycopg.Cursor, wf_id: str, epoch: int, ttl: float) -> dict:
     Raises:
         Fenced: zero rows matched; the caller's transaction must roll back.
     """
-    row = cur.execute(FENCE_SQL, {"wf": wf_id, "epoch": epoch, "ttl": ttl}).fetchone()
+    return fenced(cur.execute(FENCE_SQL, {"wf": wf_id, "epoch": epoch, "ttl": ttl}).fetchone(), wf_id, epoch)
+
+
+def send_fence(conn: psycopg.Connection, wf_id: str, epoch: int, ttl: float) -> psycopg.Cursor:
+    """Queue the fence on a pipelined connection (inside its transaction) without waiting.
+
+    The statements queued after it run on the server after it, so they run under the
+    workflow row lock when it matched; the caller must pass the cursor's row to ``fenced``
+    before it commits, and roll back (raise) when the fence matched nothing.
+    """
+    return conn.execute(FENCE_SQL, {"wf": wf_id, "epoch": epoch, "ttl": ttl})
+
+
+def fenced(row: dict | None, wf_id: str, epoch: int) -> dict:
+    """The fence's row, or Fenced when it matched nothing (see ``fence``)."""
     if row is None:
         raise Fenced(f"workflow {wf_id}: epoch {epoch} no longer holds a live claim")
     return row

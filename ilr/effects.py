@@ -15,6 +15,7 @@ row. The late-result transaction locks only the effect row.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -152,6 +153,18 @@ select id, principal, action, max_cents, payload_hash, granted_by, expires_at, r
 """
 
 
+def _accepts_timeout(apply: Callable) -> bool:
+    """Whether a target's apply() takes a ``timeout`` keyword (seconds left before the local
+    deadline); see EffectTarget."""
+    import inspect
+
+    try:
+        params = inspect.signature(apply).parameters
+    except (TypeError, ValueError):
+        return False
+    return "timeout" in params
+
+
 class _Watchdog:
     """Ends the process with os._exit if a send outlives its local deadline (spec §5.4).
 
@@ -273,30 +286,49 @@ class EffectCall:
 
     def _t_dispatch(self, violations: list[str]) -> EffectResult | None:
         """T_dispatch (spec §5.7 (c)). Returns a recorded refusal or duplicate, or None when
-        the send is authorized (DISPATCHED committed)."""
+        the send is authorized (DISPATCHED committed).
+
+        Pipelined: two round trips and one commit. The first sends every read in lock order
+        (workflow row by the fence, effect row, grant row) and the chain's tail; the server
+        runs them one after another, each with a snapshot taken after the lock before it was
+        granted, so the tail and the grant are read under the locks exactly as if each waited
+        for the one before. A fence that matched nothing rolls the whole transaction back
+        (nothing commits). The second sends the journal entries, the effect update and COMMIT.
+        """
         run = self.run
+        conn = self.conn
         t_fence = time.monotonic()
-        with self.conn.transaction():
-            cur = self.conn.cursor()
-            fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
-            ts = _ts(fence["now"])
-            cancelled = fence["cancel_requested_at"] is not None
-            if cancelled:
-                run.cancel_requested = True  # delivered as Cancelled at the next frontier call
+        with conn.pipeline(), conn.transaction():
+            fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl)
             # 1. the effect row, created by the first proposer, then locked.
-            cur.execute(
+            conn.execute(
                 "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
                 "values (%s, %s, %s, %s, %s::jsonb, %s) on conflict (effect_id) do nothing",
                 (self.effect_id, run.workflow_id, self.target_name, self.target.tier, json.dumps(self.payload),
                  self.payload_hash))
-            eff = cur.execute("select * from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+            eff_cur = conn.execute("select * from ilr.effects where effect_id = %s for update", (self.effect_id,))
+            tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+            # 8 (read now, used below). The grant, FOR SHARE: a concurrent revoke waits for this
+            # commit, and a revoke that committed first is seen here (RevokeLinearizable,
+            # NoSendUnderRevokedGrant).
+            grant_cur = conn.execute(GRANT_FOR_SHARE, (self.grant,)) if self.grant else None
+            fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
+            eff = eff_cur.fetchone()
+            tail = tail_cur.fetchone()
+            grant = grant_cur.fetchone() if grant_cur is not None else None
+            chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
+            cur = conn.cursor()
+            ts = _ts(fence["now"])
+            cancelled = fence["cancel_requested_at"] is not None
+            if cancelled:
+                run.cancel_requested = True  # delivered as Cancelled at the next frontier call
             # 3. an open dispatch by another claim: write nothing; wait out its settle time.
             if eff["state"] == "dispatched":
                 raise _Reroute()
             # 4. the payload is bound at the first proposal.
             if eff["payload_hash"] != self.payload_hash:
-                journal.append(cur, self.effect_id, "PROPOSED", ts, self._proposed_fields())
-                journal.append(cur, self.effect_id, "REFUSED", ts, {
+                chain.append(cur, "PROPOSED", ts, self._proposed_fields())
+                chain.append(cur, "REFUSED", ts, {
                     "reason": "payload differs from recorded decision", "recorded": eff["payload"],
                     "offered": self.payload})
                 return self._record_in(cur, "REFUSED:conflicting_payload")
@@ -306,43 +338,40 @@ class EffectCall:
             if eff["state"] == "committed":
                 return self._record_in(cur, "DUPLICATE_IGNORED")
             # 6. PROPOSED
-            journal.append(cur, self.effect_id, "PROPOSED", ts, self._proposed_fields())
+            chain.append(cur, "PROPOSED", ts, self._proposed_fields())
             # 7. cancel (NoSendAfterCancel): compensation sends are the only ones allowed.
             if cancelled and not self.compensation:
-                journal.append(cur, self.effect_id, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
+                chain.append(cur, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
                 return self._record_in(cur, "REFUSED:cancelled")
-            # 8. the grant, FOR SHARE: a concurrent revoke waits for this commit, and a revoke
-            #    that committed first is seen here (RevokeLinearizable, NoSendUnderRevokedGrant).
-            grant = cur.execute(GRANT_FOR_SHARE, (self.grant,)).fetchone() if self.grant else None
+            # 8. the grant read above under FOR SHARE.
             allowed, snapshot = _lease_snapshot(grant, self.action, self.payload, self.payload_hash)
             checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
             if not allowed:
-                journal.append(cur, self.effect_id, "REFUSED", ts, {
+                chain.append(cur, "REFUSED", ts, {
                     "reason": "lease not live, or it does not cover this effect", "checks": checks, "resolves": True})
                 return self._record_in(cur, "REFUSED:lease")
             # 9. AUTHORIZED
-            journal.append(cur, self.effect_id, "AUTHORIZED", ts, {"lease": self.grant})
+            chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
             # 10. local (SQL) premises at the commit, plus the external ones at their read.
             all_violations = list(violations)
             for premise in self.local_premises:
                 all_violations.extend(premise(cur) or [])
             checks["violations"] = all_violations
             if all_violations:
-                journal.append(cur, self.effect_id, "REFUSED", ts, {"reason": all_violations, "checks": checks,
-                                                                    "resolves": True})
+                chain.append(cur, "REFUSED", ts, {"reason": all_violations, "checks": checks, "resolves": True})
                 return self._record_in(cur, "REFUSED:stale_premise")
-            # 11-12. DISPATCHED and the durable send deadline.
-            deadline = cur.execute(
+            # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
+            # fence's) plus send_timeout, computed once so the row and the entry hold one value.
+            deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
+            cur.execute(
                 "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
                 "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
-                "send_deadline = now() + make_interval(secs => %s), settle_margin = make_interval(secs => %s), "
-                "sends = sends + 1 where effect_id = %s "
-                "returning extract(epoch from send_deadline)::float8 as deadline",
-                (self.grant, run.workflow_id, run.epoch, self.send_timeout, self.settle_margin,
-                 self.effect_id)).fetchone()["deadline"]
-            journal.append(cur, self.effect_id, "DISPATCHED", ts, {
+                "send_deadline = %s, settle_margin = make_interval(secs => %s), "
+                "sends = sends + 1 where effect_id = %s",
+                (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id))
+            chain.append(cur, "DISPATCHED", ts, {
                 "effect": self.payload, "lease": self.grant, "premises": self.premises, "checks": checks,
-                "by": self._by(), "send_deadline": deadline, "settle_margin": self.settle_margin,
+                "by": self._by(), "send_deadline": deadline_at.timestamp(), "settle_margin": self.settle_margin,
                 **({"compensation": True} if self.compensation else {})})
         run.renewed(t_fence, None)
         return None
@@ -373,7 +402,7 @@ class EffectCall:
         self.run.require_local_lease()
         try:
             with _Watchdog(remaining, self.effect_id):
-                result = self.target.apply(self.effect_id, self.payload)
+                result = self.target.apply(self.effect_id, self.payload, **self._timeout_kwargs(remaining))
         except TargetRejected as exc:
             return self._refuse_after_send(str(exc), take_status)
         except Exception as exc:  # noqa: BLE001 - timeout, reset, 5xx: the outcome is unknown
@@ -388,30 +417,62 @@ class EffectCall:
         self._log_response(result)
         return self._t_commit(result, via=via, status=status, rechecked=rechecked, take_status=take_status)
 
+    def _timeout_kwargs(self, remaining: float) -> dict:
+        """``{"timeout": seconds}`` for a target whose apply() takes one, else ``{}``.
+
+        The socket should give up a little before the watchdog fires (a tenth of the time
+        left, at most 0.25 s before), so a slow answer ends this send as an unknown outcome
+        instead of ending the whole worker; the watchdog stays the bound on what a socket
+        timeout cannot bound (a trickle of bytes, a blocked resolver).
+        """
+        if not _accepts_timeout(self.target.apply):
+            return {}
+        return {"timeout": max(0.001, remaining - min(0.25, remaining / 10))}
+
     def _log_response(self, result: Any) -> None:
-        # The sender's own response log, in autocommit before T_commit (LateResultPreserved).
+        """The sender's own response log (LateResultPreserved), committed before T_commit.
+
+        Its own transaction, so it survives a T_commit that rolls back or never runs (a fenced
+        or killed sender). Committed asynchronously (synchronous_commit off): visible at once
+        and durable against a worker crash; a PostgreSQL crash within the WAL writer's delay can
+        lose the row, and then loses T_commit with it (WAL is replayed in order), so the check
+        can miss an obligation then but never reports a false one. It saves a WAL flush on
+        every send.
+        """
         try:
-            self.conn.execute("insert into ilr.responses (effect_id, workflow_id, epoch, result) "
-                              "values (%s, %s, %s, %s::jsonb)",
-                              (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)))
+            with self.conn.transaction():
+                self.conn.execute("set local synchronous_commit = off")
+                self.conn.execute("insert into ilr.responses (effect_id, workflow_id, epoch, result) "
+                                  "values (%s, %s, %s, %s::jsonb)",
+                                  (self.effect_id, self.run.workflow_id, self.run.epoch,
+                                   json.dumps(result, default=str)))
         except Exception as exc:  # noqa: BLE001 - the log must not block the commit
             log.warning("response log write failed for %s: %s", self.effect_id, exc)
 
     def _t_commit(self, result: Any, *, via: str, status: str, rechecked: dict | None,
                   take_status: bool) -> EffectResult:
         """(e) COMMITTED plus the step row in one fenced transaction (EffectCheckpointAtomic);
-        fenced out, (f) the late-result compare-and-set."""
+        fenced out, (f) the late-result compare-and-set.
+
+        Pipelined like T_dispatch: the fence, the effect row lock and the chain's tail in one
+        round trip; the entry, the effect update, the step row and COMMIT in the next.
+        """
         run = self.run
+        conn = self.conn
         try:
             t_fence = time.monotonic()
-            with self.conn.transaction():
-                cur = self.conn.cursor()
-                fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
-                cur.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
+            with conn.pipeline(), conn.transaction():
+                fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl)
+                conn.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
+                tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+                fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
+                tail = tail_cur.fetchone()
+                cur = conn.cursor()
                 fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
                 if rechecked is not None:
                     fields["rechecked"] = rechecked
-                journal.append(cur, self.effect_id, "COMMITTED", _ts(fence["now"]), fields)
+                journal.Chain(self.effect_id, tail["hash"] if tail else None).append(
+                    cur, "COMMITTED", _ts(fence["now"]), fields)
                 cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
                 out = self._record_in(cur, status, result) if take_status else None
             run.renewed(t_fence, fence["cancel_requested_at"])

@@ -25,12 +25,61 @@ def seal(entry: dict, signing_key=None) -> dict:
     return {**unsigned, "hash": digest, "sig": sig}
 
 
+LAST_HASH_SQL = "select hash from ilr.journal where effect_id = %s order by seq desc limit 1"
+
+
+class Chain:
+    """One effect's chain as seen by a transaction that holds the effect row lock.
+
+    Every appender locks the effect row before it reads the last hash, so the hash read under
+    the lock stays the chain's tail until this transaction ends: it is read once, and each
+    append links to the entry before it. An append is then one INSERT whose answer nobody waits
+    for, so a pipelined transaction sends all its entries in one round trip. The unique
+    (effect_id, prev) constraint refuses a fork if the locking rule is ever broken
+    (ReceiptChainLinear).
+
+    Args:
+        effect_id: the chain's effect.
+        last_hash: the hash of the chain's last entry, read under the lock; None when empty.
+    """
+
+    def __init__(self, effect_id: str, last_hash: str | None):
+        self.effect_id = effect_id
+        self.last_hash = last_hash
+
+    @classmethod
+    def read(cls, cur, effect_id: str) -> "Chain":
+        """Read the tail hash with ``cur`` (inside the caller's transaction, after the lock)."""
+        row = cur.execute(LAST_HASH_SQL, (effect_id,)).fetchone()
+        return cls(effect_id, row["hash"] if row else None)
+
+    def append(self, cur, kind: str, ts: float, fields: dict[str, Any]) -> dict:
+        """Seal and insert one entry after the current tail; returns the sealed entry.
+
+        Args:
+            cur: a cursor inside the caller's transaction (it may be in pipeline mode).
+            kind: one of KINDS. ts: database clock, seconds since the epoch (now() of this
+                transaction).
+
+        Raises:
+            ValueError: an unknown kind.
+        """
+        if kind not in KINDS:
+            raise ValueError(f"journal kind {kind!r} is not one of {KINDS}")
+        entry = seal({"kind": kind, "effect_id": self.effect_id, "ts": ts, "prev": self.last_hash, **fields},
+                     keys.signing_key())
+        cur.execute("insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s, %s, %s, %s, %s)",
+                    (self.effect_id, kind, codec.canonical(entry), entry["prev"], entry["hash"]))
+        self.last_hash = entry["hash"]
+        return entry
+
+
 def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) -> dict:
-    """Append one sealed entry to ``effect_id``'s chain.
+    """Append one sealed entry to ``effect_id``'s chain (reads the tail, then inserts).
 
     The caller holds the effect row lock (every appender locks it first), so reading the
-    previous hash and inserting cannot interleave with another appender; the unique
-    (effect_id, prev) constraint refuses a fork if that rule is ever broken (ReceiptChainLinear).
+    previous hash and inserting cannot interleave with another appender. See Chain for
+    several entries in one transaction.
 
     Args:
         cur: a cursor inside the caller's transaction.
@@ -39,15 +88,7 @@ def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) ->
     Returns:
         the sealed entry.
     """
-    if kind not in KINDS:
-        raise ValueError(f"journal kind {kind!r} is not one of {KINDS}")
-    prev = cur.execute("select hash from ilr.journal where effect_id = %s order by seq desc limit 1",
-                       (effect_id,)).fetchone()
-    entry = seal({"kind": kind, "effect_id": effect_id, "ts": ts, "prev": prev["hash"] if prev else None,
-                  **fields}, keys.signing_key())
-    cur.execute("insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s, %s, %s, %s, %s)",
-                (effect_id, kind, codec.canonical(entry), entry["prev"], entry["hash"]))
-    return entry
+    return Chain.read(cur, effect_id).append(cur, kind, ts, fields)
 
 
 def entries(conn, effect_id: str) -> list[str]:

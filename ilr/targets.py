@@ -27,7 +27,9 @@ class EffectTarget(Protocol):
     Required: ``tier`` (1: the target dedupes an idempotency key within dedup_window; 2: it
     answers ``query`` truthfully once A2's bound passed; 3: nothing can be learned after a
     send) and ``apply(effect_id, payload) -> dict`` (raise TargetRejected for a definite no,
-    anything else for an unknown outcome).
+    anything else for an unknown outcome). An apply that also takes a ``timeout`` keyword gets
+    the seconds left before the send's local deadline, a little less than the watchdog's, so a
+    slow answer ends the send (unknown outcome) rather than the worker.
 
     Optional, read with getattr defaults: ``name`` (class name), ``action`` (the grant action
     it needs; default "refund"), ``send_timeout`` (35 s), ``settle_margin`` (10 s),

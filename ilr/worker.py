@@ -2,8 +2,14 @@
 (spec §5.3, design-notes §5, tlc-findings finding 1).
 
 Connection budget per worker process: ``concurrency`` run connections (one per run thread),
-plus one for claims and one for the heartbeat: ``concurrency + 2``. Eight workers of
-concurrency 4 use 48 of PostgreSQL's default 100.
+plus one each for claims, the heartbeat and LISTEN: ``concurrency + 3``. Eight workers of
+concurrency 4 use 56 of PostgreSQL's default 100.
+
+Wakeups: a trigger on ilr.workflows notifies channel ``ilr_claimable`` when a row becomes due
+now (a start, a signal or cancel waking a sleeper, a child waking its parent); the listener
+thread wakes the claim loop. Polling every ``poll`` seconds stays the fallback for what no
+notification announces (a timer coming due, a lapsed lease) and for a lost notification: a
+listener that reconnects claims at once, so nothing waits longer than one poll.
 """
 
 from __future__ import annotations
@@ -54,6 +60,26 @@ h as (
 select * from u
 """
 
+STEPS_OF_THIS_CLAIM_SQL = """
+select s.workflow_id, s.seq, s.name, s.kind, s.fingerprint, s.output, s.error
+  from ilr.workflows w
+  join ilr.steps s on s.workflow_id = w.id
+ where w.status = 'running' and w.owner = %(owner)s
+   and w.lease_expires_at = now() + make_interval(secs => %(ttl)s)
+ order by s.workflow_id, s.seq
+"""
+"""The step rows of the workflows the claim statement before it (same transaction) took.
+
+A claimed row has exactly this transaction's now() + ttl as its lease (wf_leased serves the
+lookup). The statement runs after the claim statement and takes its own snapshot then (READ
+COMMITTED), so it sees every step committed before the claim locked the rows; a previous
+owner's later write is refused by its fence. Rows of another transaction with the same lease
+value would only add rows for ids this claim did not take; the caller keeps only its ids.
+"""
+
+WAKEUP_CHANNEL = "ilr_claimable"
+"""The NOTIFY channel of ilr.notify_claimable() (migration 0003)."""
+
 HEARTBEAT_SQL = """
 update ilr.workflows w
    set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
@@ -96,7 +122,7 @@ class Run:
     Residual, A1: a pause between the check and the body start.
     """
 
-    def __init__(self, row: dict, lease_ttl: float, t0: float):
+    def __init__(self, row: dict, lease_ttl: float, t0: float, steps: dict[int, dict] | None = None):
         self.workflow_id: str = row["id"]
         self.name: str = row["name"]
         self.version: str = row["version"]
@@ -111,6 +137,7 @@ class Run:
         self.local_lease = t0 + lease_ttl
         self.fenced = False
         self.released = False
+        self.steps = steps  # the step rows read with the claim, by seq; None: load them
 
     clock = staticmethod(time.monotonic)
 
@@ -165,6 +192,10 @@ class Worker:
         self._active: dict[str, Run] = {}
         self._conns: queue.SimpleQueue = queue.SimpleQueue()
         self._claim_conn: psycopg.Connection | None = None
+        self.heartbeats = 0
+        self.worst_heartbeat_gap = 0.0
+        """Seconds, the longest time between two lease renewals by the heartbeat thread while
+        runs were held (schedule: lease_ttl / 3); a starved thread shows here first."""
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -211,18 +242,19 @@ class Worker:
             self._conns.put(db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}"))
         heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"{self.worker_id}-heartbeat", daemon=True)
         heartbeat.start()
+        threading.Thread(target=self._listen_loop, name=f"{self.worker_id}-listen", daemon=True).start()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.worker_id) as pool:
             while not self._stop.is_set():
                 free = self.concurrency - len(self._active)
-                claimed: list[tuple[dict, float]] = []
+                claimed: list[tuple[dict, float, dict[int, dict]]] = []
                 if free > 0:
                     try:
                         claimed = self._claim(free)
                     except psycopg.OperationalError as exc:
                         log.warning("%s: claim failed (%s); retrying", self.worker_id, exc)
                         self._drop_claim_conn()
-                for row, t0 in claimed:
-                    run = Run(row, self.lease_ttl, t0)
+                for row, t0, steps in claimed:
+                    run = Run(row, self.lease_ttl, t0, steps)
                     self._active[run.workflow_id] = run
                     pool.submit(self._execute, run)
                 if not claimed or len(claimed) < free:
@@ -234,18 +266,27 @@ class Worker:
 
     # -- claims and heartbeats ---------------------------------------------------------------
 
-    def _claim(self, n: int) -> list[tuple[dict, float]]:
+    def _claim(self, n: int) -> list[tuple[dict, float, dict[int, dict]]]:
+        """Claim up to ``n`` due workflows and read their step rows: one transaction, one round
+        trip (pipelined), one commit. Returns [(claimed row, t0, {seq: step row})]."""
         if self._claim_conn is None or self._claim_conn.closed:
             self._claim_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
-        names = [d.name for d in self.definitions]
-        versions = [d.version for d in self.definitions]
+        conn = self._claim_conn
+        params = {"names": [d.name for d in self.definitions], "versions": [d.version for d in self.definitions],
+                  "n": n, "owner": self.worker_id, "ttl": self.lease_ttl}
         t0 = time.monotonic()  # before the claim transaction: the local lease starts here
-        rows = self._claim_conn.execute(CLAIM_SQL, {
-            "names": names, "versions": versions, "n": n, "owner": self.worker_id, "ttl": self.lease_ttl,
-        }).fetchall()
-        if rows:
-            killpoints.hit("claimed")
-        return [(row, t0) for row in rows]
+        with conn.pipeline(), conn.transaction():
+            claim_cur = conn.execute(CLAIM_SQL, params)
+            steps_cur = conn.execute(STEPS_OF_THIS_CLAIM_SQL, params)
+        rows = claim_cur.fetchall()
+        if not rows:
+            return []
+        steps: dict[str, dict[int, dict]] = {row["id"]: {} for row in rows}
+        for step in steps_cur.fetchall():
+            if step["workflow_id"] in steps:
+                steps[step["workflow_id"]][step["seq"]] = step
+        killpoints.hit("claimed")
+        return [(row, t0, steps[row["id"]]) for row in rows]
 
     def _drop_claim_conn(self) -> None:
         if self._claim_conn is not None:
@@ -255,8 +296,29 @@ class Worker:
                 pass
             self._claim_conn = None
 
+    def _listen_loop(self) -> None:
+        """LISTEN on WAKEUP_CHANNEL and wake the claim loop on each notification."""
+        conn = None
+        while not self._stop.is_set():
+            try:
+                if conn is None or conn.closed:
+                    conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-listen")
+                    conn.execute(f"listen {WAKEUP_CHANNEL}")
+                    self._wake.set()  # whatever was announced while nobody listened: claim now
+                for _ in conn.notifies(timeout=1.0):
+                    self._wake.set()
+            except psycopg.OperationalError as exc:
+                log.warning("%s: listen connection failed (%s); polling meanwhile", self.worker_id, exc)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                self._stop.wait(min(self.poll, 1.0))
+        if conn is not None:
+            conn.close()
+
     def _heartbeat_loop(self) -> None:
         conn = None
+        last_beat: float | None = None  # monotonic time of the last renewal while runs were held
         interval = self.lease_ttl / 3
         next_beat = time.monotonic() + interval
         while not (self._stop.is_set() and not self._active):
@@ -267,6 +329,7 @@ class Worker:
             next_beat = time.monotonic() + interval
             runs = [r for r in list(self._active.values()) if not r.fenced and not r.released]
             if not runs:
+                last_beat = None
                 continue
             try:
                 if conn is None or conn.closed:
@@ -279,6 +342,11 @@ class Worker:
                 log.warning("%s: heartbeat failed (%s)", self.worker_id, exc)
                 conn = None
                 continue
+            done = time.monotonic()
+            if last_beat is not None:
+                self.worst_heartbeat_gap = max(self.worst_heartbeat_gap, done - last_beat)
+            last_beat = done
+            self.heartbeats += 1
             live = {row["id"]: row for row in rows}
             for r in runs:
                 if r.workflow_id in live:
@@ -326,7 +394,7 @@ class Worker:
                                                 f"(max_takeovers {self.max_takeovers})"}))
             return
         definition = registry.get(run.name, run.version)
-        steps = {row["seq"]: row for row in conn.execute(
+        steps = run.steps if run.steps is not None else {row["seq"]: row for row in conn.execute(
             "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
             (run.workflow_id,)).fetchall()}
         ctx = WorkflowContext(run, conn, steps)

@@ -146,12 +146,14 @@ class LocalRefunds:
 
     # -- the send ----------------------------------------------------------------------------
 
-    def apply(self, effect_id: str, payload: dict) -> dict:
+    def apply(self, effect_id: str, payload: dict, timeout: float | None = None) -> dict:
         """POST /refunds with ``Idempotency-Key: effect_id``.
 
         Args:
             effect_id: the runtime's effect id; it is the idempotency key and is sent in the body.
             payload: {"payment": id, "amount": cents}.
+            timeout: seconds for the connect and each socket read; default send_timeout. The
+                runtime passes the time left before the send's local deadline (EffectTarget).
 
         Returns:
             The target's refund JSON: {"id", "payment", "amount", "key", "effect_id", "source",
@@ -169,7 +171,7 @@ class LocalRefunds:
             f"{self.base_url}/refunds",
             body,
             headers={"Idempotency-Key": effect_id},
-            timeout=self.send_timeout,
+            timeout=self.send_timeout if timeout is None else timeout,
         )
         if status == 200:
             return answer

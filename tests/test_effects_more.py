@@ -37,6 +37,27 @@ def test_s08b_response_after_timeout_inside_settle(rt, workers, tmp_path, tier, 
             assert a.returncode == 70, workers.log("A")  # the watchdog's exit
 
 
+def test_a_slow_answer_ends_the_send_not_the_worker(rt, workers, tmp_path):
+    """The target answers after send_timeout: the socket times out a little before the watchdog
+    (apply gets the time left), so the send ends as an unknown outcome and the worker lives on
+    to run recovery itself (before the fix the socket waited send_timeout, the watchdog fired
+    first, and os._exit ended every run of the worker)."""
+    with refund_env(tmp_path, 1, send_timeout=2.0, settle_margin=1.0) as env:
+        env.admin("delay", {"seconds": 3.0})
+        a = workers.start("A", lease_ttl=2, env=env.worker_env())
+        case = env.case("slow-answer")
+        rt.start("refund", case["id"], case)
+        approve(rt, case["id"])
+        wait_for(lambda: "failed with an unknown outcome" in workers.log("A"), timeout=30,
+                 message="the send gave up by its socket timeout")
+        env.admin("delay", {"seconds": 0})
+        result = rt.result(case["id"], timeout=60)
+        assert a.poll() is None, workers.log("A")  # no watchdog exit: the same worker recovered
+        assert "watchdog" not in workers.log("A")
+        assert result["status"] == "COMMITTED_BY_RETRY"
+        assert len(our_refunds(env, case)) == 1 and total(env, case) == 2000
+
+
 @pytest.mark.parametrize("variant, kill_at, applied, expected_total",
                          [("pre", "effect_after_dispatch", 0, 0), ("post", "effect_after_send", 1, 2000)])
 def test_s09_tier3_never_resends(rt, workers, tmp_path, variant, kill_at, applied, expected_total):

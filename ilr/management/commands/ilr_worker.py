@@ -2,7 +2,8 @@
 
 SIGTERM (or Ctrl-C) stops claiming and exits 0 after in-flight work. The worker refuses to start
 while an ilr migration is pending, and exits 2 when a deployed (name, version) has a different
-code hash (unless --allow-code-change). Connection budget: concurrency + 2 (see ilr.worker).
+code hash (unless --allow-code-change). Connection budget: concurrency + 3 (see ilr.worker).
+On exit it prints one line with the heartbeat count and the worst gap between renewals.
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ class Command(BaseCommand):
         except (CodeChanged, TargetMisconfigured) as exc:
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
+        self.stdout.write(f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
+                          f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)")
 
     @staticmethod
     def _refuse_pending_migrations() -> None:
