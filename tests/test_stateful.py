@@ -6,7 +6,9 @@ workers, revoke, cancel, signal, hand-refund, crash PostgreSQL (restart-immediat
 time pass. After every rule the whole invariants registry must hold.
 
 Profiles: the default (CI) runs a bounded number of examples; ``HYPOTHESIS_PROFILE=long`` runs
-10,000 steps in all (by hand; its result goes in the closing note).
+up to 600 examples of 20 steps (by hand; its result goes in the closing note).
+``ILR_LONG_EXAMPLES`` sets the number of examples, so the long run can be split over several
+processes with different ``--hypothesis-seed`` values and separate ``ILR_DATA_DIR`` clusters.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from tests.conftest import ROOT, WorkerProcs
 
 settings.register_profile("ci", max_examples=2, stateful_step_count=12, deadline=None,
                           suppress_health_check=list(HealthCheck))
-settings.register_profile("long", max_examples=600, stateful_step_count=20, deadline=None,
+settings.register_profile("long", max_examples=int(os.environ.get("ILR_LONG_EXAMPLES", "600")),
+                          stateful_step_count=20, deadline=None,
                           suppress_health_check=list(HealthCheck))
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
@@ -167,6 +170,9 @@ class RuntimeMachine(RuleBasedStateMachine):
         if not hasattr(self, "procs"):
             return
         RuntimeMachine.steps_run += 1
+        if RuntimeMachine.steps_run % 100 == 0:  # progress of a long run (-s shows it)
+            print(f"state machine: {RuntimeMachine.steps_run} steps checked at {time.strftime('%H:%M:%S')}",
+                  flush=True)
         with db.connect(self.env["dsn"]) as conn:
             snapshot_first = check_all  # the snapshot is read before the ledger, see below
             from ilr.invariants import Snapshot
