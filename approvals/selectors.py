@@ -344,6 +344,11 @@ def _answers(v: dict, b: dict) -> list[Answer]:
     elif once is False:
         out.append(Answer("P2", "Did it happen exactly once?", "No",
                           "The journal shows a second application (a late result after a reapply).", False))
+    elif happened is True:
+        out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
+                          "Recovery reapplied it after a send whose answer never came. Had that send been "
+                          "applied late, after the send deadline plus the settle margin (A2), the target "
+                          "applied it twice: a person must check the target's ledger.", None))
     else:
         out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
                           "Whether it happened is unknown, so how often is too.", None))
@@ -358,11 +363,11 @@ def _answers(v: dict, b: dict) -> list[Answer]:
                           "A send went out without a live grant covering it; see the problems below.", False))
     if held:
         out.append(Answer("P4", "Did its assumptions hold?", "Yes",
-                          "The premises still held at every dispatch and re-check, and no answer arrived after "
-                          "the send deadline plus the settle margin.", True))
+                          "The premises were checked immediately before every send and still held, and no "
+                          "answer arrived after the send deadline plus the settle margin.", True))
     else:
         out.append(Answer("P4", "Did its assumptions hold?", "No",
-                          "A premise had changed at a dispatch or re-check, or an answer arrived too late; see "
+                          "A premise had changed when a send went out, or an answer arrived too late; see "
                           "the problems below.", False))
     key = f" with key {b.get('key_id')}" if b.get("key_id") else " (entries are unsigned)"
     if v["tamper_evident"] and v["valid"]:

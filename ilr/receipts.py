@@ -14,7 +14,17 @@ from cryptography.exceptions import InvalidSignature
 
 from ilr import codec, keys
 
-RESEND_VIAS = ("retry-idempotent", "recovery-reapply")
+IDEMPOTENT_RESEND_VIA = "retry-idempotent"
+"""COMMITTED.via of a tier-1 recovery resend under the same idempotency key, inside the target's
+dedup window (status COMMITTED_BY_RETRY): the target deduplicates it (A4), so it is no new
+application."""
+REAPPLY_VIA = "recovery-reapply"
+"""COMMITTED.via of a recovery reapply after the target's lookup found nothing (tier 2, or tier 1
+past dedup_window - DEDUP_MARGIN; status REAPPLIED_AFTER_QUERY): a new application that no
+idempotency key deduplicates."""
+RESEND_VIAS = (IDEMPOTENT_RESEND_VIA, REAPPLY_VIA)
+"""The COMMITTED vias whose entry records a send made by recovery (the rest, "first-send",
+"late-commit" and "recovery-query", record no send of their own)."""
 
 
 def bundle(conn, effect_id: str, public_key=None) -> dict:
@@ -79,6 +89,17 @@ def _arrived_past_settle(entry: dict) -> bool:
     return isinstance(ts, (int, float)) and isinstance(deadline, (int, float)) and ts > deadline
 
 
+def _records_send(entry: dict) -> bool:
+    """Whether ``entry`` records a send: a DISPATCHED, or a COMMITTED whose via is a resend."""
+    return entry.get("kind") == "DISPATCHED" or (entry.get("kind") == "COMMITTED" and entry.get("via") in RESEND_VIAS)
+
+
+def _send_checks(entry: dict) -> Any:
+    """The checks that accompanied the send ``entry`` records: a DISPATCHED's ``checks``, a
+    resend's ``rechecked`` (None when absent)."""
+    return entry.get("checks") if entry.get("kind") == "DISPATCHED" else entry.get("rechecked")
+
+
 def verify(bundle: dict, public_key=None) -> dict:
     """Check a receipt bundle and answer P1 to P5 (design-notes §4).
 
@@ -88,8 +109,36 @@ def verify(bundle: dict, public_key=None) -> dict:
             signature is required of every entry when a key is known.
 
     Returns:
-        {"valid", "tamper_evident", "happened" (True, False or "unknown"), "happened_once",
-        "authorized_when_fired", "assumptions_held", "sends", "problems": [sentence]}.
+        {"valid", "tamper_evident", "happened" (True, False or "unknown"), "happened_once"
+        (True, False or "unknown"), "authorized_when_fired" (None when nothing was dispatched),
+        "assumptions_held", "sends", "problems": [sentence]}.
+
+    The rules, each from the bundle's entries alone:
+
+    - happened (P1): True with a COMMITTED; "unknown" when AMBIGUOUS or a DISPATCHED is still
+      open; otherwise False (design-notes §4).
+    - happened_once (P2): True only when happened is True and the journal rules out a second
+      application (design-notes §4). False when a LATE_RESULT sits beside a COMMITTED via
+      "recovery-reapply": the late answer shows the first send applied, and the reapply applied
+      again. "unknown" when a COMMITTED via "recovery-reapply" follows a send whose answer the
+      journal does not hold, which is every reapply without a LATE_RESULT (recovery reapplies
+      only while the effect is still dispatched, so no first-send or late-commit COMMITTED and
+      no target rejection answered it): that send could still have been applied late, past
+      send_deadline + settle_margin (A2 broken, Prove S08c), after the lookup said not found. This
+      is the spec's P2 standard for Temporal (§11.6.2: "not derivable when a retry followed a
+      timeout: answer unknown") applied to ourselves. A tier-1 resend (via "retry-idempotent")
+      reuses the idempotency key inside the dedup window, so the target deduplicates it (A4) and
+      it stays True; so does a COMMITTED via "recovery-query", which sent nothing. "unknown"
+      also when happened is "unknown"; False when happened is False.
+    - authorized_when_fired (P3): every DISPATCHED's ``checks`` and every resend's (a COMMITTED
+      whose via is in RESEND_VIAS) ``rechecked`` carried a live lease snapshot covering the payload
+      at its ts.
+    - assumptions_held (P4, "were the decision's premises checked immediately before every
+      send"): the premise checks that accompanied a send, each DISPATCHED's ``checks`` and each
+      resend's ``rechecked``, show zero violations; and no LATE_RESULT arrived past
+      send_timeout + settle_margin (A2). A recovery re-check that found violations or a dead
+      grant and then sent nothing (REFUSED, AMBIGUOUS, or COMMITTED via "recovery-query") is the
+      check doing its job, not an assumption failing, and does not count.
     """
     problems: list[str] = []
     valid = True
@@ -156,46 +205,54 @@ def verify(bundle: dict, public_key=None) -> dict:
     else:
         happened = "unknown"
 
-    # P2 happened once: a late result after a reapply shows a second application.
-    reapplied = any(e.get("kind") == "COMMITTED" and e.get("via") == "recovery-reapply" for e in entries)
-    late = [e for e in entries if e.get("kind") == "LATE_RESULT"]
-    happened_once: Any = happened is True and not (reapplied and late)
-    if happened == "unknown":
-        happened_once = "unknown"
-    if happened is True and reapplied and late:
-        problems.append("a late result arrived after a reapply: the effect was applied twice")
+    # P2 happened once (see the docstring): a reapply is a new application; with a late result
+    # beside it the effect was applied twice, and after an unanswered send it may have been.
+    # Recovery reapplies only while the effect is still dispatched, i.e. while no first-send or
+    # late-commit COMMITTED and no target rejection answered the last send; a LATE_RESULT is the
+    # only way the journal can hold that send's answer (effects._recover, effects._late_result).
+    happened_once: Any = happened
+    reapplied = any(e.get("kind") == "COMMITTED" and e.get("via") == REAPPLY_VIA for e in entries)
+    if happened is True and reapplied:
+        if any(e.get("kind") == "LATE_RESULT" for e in entries):
+            happened_once = False
+            problems.append("a late result arrived after a reapply: the effect was applied twice")
+        else:
+            happened_once = "unknown"
+            problems.append(
+                "recovery reapplied the effect (recovery-reapply) after a send whose answer the journal does "
+                "not hold: that send could have been applied late, after send_deadline + settle_margin (A2), "
+                "in which case the target applied the effect twice, so happened_once is unknown")
 
     # P3 authorized when fired: every DISPATCHED and every resend carried a live lease.
     authorized = True
     for e in entries:
-        checks = None
-        if e.get("kind") == "DISPATCHED":
-            checks = e.get("checks") or {}
-            payload = e.get("effect")
-        elif e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS:
-            checks = e.get("rechecked") or {}
-            payload = e.get("effect", dispatched[-1].get("effect") if dispatched else None)
-        if checks is None:
+        if not _records_send(e):
             continue
+        checks = _send_checks(e) or {}
+        if e.get("kind") == "DISPATCHED":
+            payload = e.get("effect")
+        else:
+            payload = e.get("effect", dispatched[-1].get("effect") if dispatched else None)
         ts = e.get("ts") if isinstance(e.get("ts"), (int, float)) else float("inf")
         ok, why = _lease_live(checks.get("lease") if isinstance(checks, dict) else None, ts, payload)
         if not ok or not checks.get("lease_live"):
             authorized = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: not authorized ({why or 'lease not live'})")
 
-    # P4 assumptions held: zero premise violations at every dispatch and recovery re-check, and
-    # no late result past send_deadline + settle_margin (A2).
+    # P4 assumptions held: zero premise violations in every check that accompanied a send (each
+    # DISPATCHED, each resend), and no late result past send_deadline + settle_margin (A2). A
+    # re-check that refused or resolved without sending is not counted (see the docstring).
     assumptions = True
     for e in entries:
-        checks = e.get("checks") if e.get("kind") == "DISPATCHED" else e.get("rechecked")
-        if checks and checks.get("violations"):
+        checks = _send_checks(e) if _records_send(e) else None
+        if isinstance(checks, dict) and checks.get("violations"):
             assumptions = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: premise violations {checks['violations']}")
         if e.get("kind") == "LATE_RESULT" and _arrived_past_settle(e):
             assumptions = False
             problems.append("a response arrived after send_deadline + settle_margin (A2 did not hold)")
 
-    sends = len(dispatched) + sum(1 for e in entries if e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS)
+    sends = sum(1 for e in entries if _records_send(e))
     return {
         "valid": valid,
         "tamper_evident": tamper_evident,

@@ -16,7 +16,6 @@ import copy
 import json
 
 QUESTIONS = ("P1", "P2", "P3", "P4", "P5")
-RESEND_VIAS = ("retry-idempotent", "recovery-reapply")
 
 
 def audit_runtime(bundle: dict | None) -> dict:
@@ -38,23 +37,11 @@ def audit_runtime(bundle: dict | None) -> dict:
     p3 = v["authorized_when_fired"]
     if p3 is None:  # nothing was dispatched: vacuously authorized
         p3 = True
-    # P4 asks whether every SEND was preceded by a premise check with zero violations. verify()'s
-    # assumptions_held is also false when a re-check found a violation and the runtime REFUSED
-    # (nothing sent), which answers a different question; so P4 is read from the receipt's own
-    # entries: the checks of every DISPATCHED and every resend, plus verify()'s A2 finding.
-    entries = []
-    for body in bundle.get("entries") or []:
-        try:
-            entries.append(json.loads(body))
-        except ValueError:
-            pass
-    sends_checked = all(
-        not ((e.get("checks") if e.get("kind") == "DISPATCHED" else e.get("rechecked")) or {}).get("violations")
-        for e in entries
-        if e.get("kind") == "DISPATCHED" or (e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS))
-    a2_broken = any("A2 did not hold" in p for p in v["problems"])
+    # P2 is "unknown" after a reapply that follows an unanswered send (score() counts it 0, never
+    # a false claim); P4 counts only the premise checks that accompanied a send, each DISPATCHED
+    # and each resend, plus A2 on late results (ilr.receipts.verify's docstring states both rules).
     return {"P1": v["happened"], "P2": v["happened_once"], "P3": p3,
-            "P4": sends_checked and not a2_broken, "P5": bool(v["tamper_evident"] and detected),
+            "P4": v["assumptions_held"], "P5": bool(v["tamper_evident"] and detected),
             "source": "receipt verify()", "verify": {k: v[k] for k in (
                 "valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
                 "assumptions_held", "sends")}, "problems": v["problems"], "tamper_detected": detected}
