@@ -440,12 +440,14 @@ class EffectCall:
         every send.
         """
         try:
-            with self.conn.transaction():
-                self.conn.execute("set local synchronous_commit = off")
-                self.conn.execute("insert into ilr.responses (effect_id, workflow_id, epoch, result) "
-                                  "values (%s, %s, %s, %s::jsonb)",
-                                  (self.effect_id, self.run.workflow_id, self.run.epoch,
-                                   json.dumps(result, default=str)))
+            # One statement in autocommit, so one transaction: set_config(..., true) sets
+            # synchronous_commit for this transaction only, and its commit does not wait for
+            # the WAL flush.
+            self.conn.execute(
+                "with async as (select set_config('synchronous_commit', 'off', true)) "
+                "insert into ilr.responses (effect_id, workflow_id, epoch, result) "
+                "select %s, %s, %s, %s::jsonb from async",
+                (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)))
         except Exception as exc:  # noqa: BLE001 - the log must not block the commit
             log.warning("response log write failed for %s: %s", self.effect_id, exc)
 

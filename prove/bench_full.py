@@ -187,7 +187,8 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
 
 
 def _start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
-    """py-spy sampling ``pid`` (all threads, 250 Hz, without pausing it) until _stop_profiler.
+    """py-spy sampling ``pid`` (250 Hz, without pausing it, only the thread holding the GIL: where
+    the worker's Python CPU goes) until _stop_profiler.
     None, with a note on stderr, when py-spy is not installed."""
     import shutil
 
@@ -195,7 +196,8 @@ def _start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
     if exe is None:
         sys.stderr.write("bench: py-spy not found (pip install py-spy); no CPU profile\n")
         return None
-    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--format", "raw",
+    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--gil",
+                             "--format", "raw",
                              "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)  # attach before the workflows are inserted
     return proc
@@ -219,10 +221,11 @@ PROFILE_GROUPS = (
 
 
 def profile_summary(raw: Path, top: int = 12) -> dict:
-    """Summarize py-spy raw stacks: the share of on-CPU samples by leaf function and by group.
+    """Summarize py-spy raw stacks: the share of samples by leaf function and by group.
 
     Returns {"samples", "top_self": [[function, share]], "groups": [[group, share]]}; shares are
-    fractions of all samples (idle threads are not sampled, so this is where CPU time went).
+    fractions of all samples (taken with --gil: the thread holding the GIL, so this is where the
+    worker's Python CPU went, waits on PostgreSQL excluded).
     """
     from collections import Counter
 
@@ -509,8 +512,9 @@ def _gap_sentence(report: dict) -> str:
     parts = []
     for key in ("runtime_steps4", "runtime_refund"):
         r = report[key]
-        if r.get("worst_heartbeat_gap_s") is None:
-            parts.append(f"{r['shape']}: no heartbeat during the run")
+        if not r.get("worst_heartbeat_gap_s"):
+            parts.append(f"{r['shape']}: no two consecutive heartbeats during the run ({r.get('heartbeats', 0)} "
+                         "in all; its fenced writes renewed the lease)")
         else:
             parts.append(f"{r['shape']}: {r['worst_heartbeat_gap_s']} s over {r['heartbeats']} heartbeats "
                          f"(schedule every {r['heartbeat_schedule_s']} s, lease {BENCH_LEASE_TTL} s)")
@@ -521,7 +525,7 @@ def _profile_lines(report: dict) -> list[str]:
     prof = report.get("profile_steps4")
     if not prof:
         return ["CPU profile: not taken (py-spy missing).", ""]
-    lines = ["## Where a worker's CPU goes (4-step shape, py-spy on worker 0, on-CPU samples)", "",
+    lines = ["## Where a worker's CPU goes (4-step shape, py-spy --gil on worker 0: the thread holding the GIL)", "",
              f"{prof['samples']} samples.", "", "| group (by leaf frame) | share |", "|---|---|"]
     lines += [f"| {g} | {share} |" for g, share in prof["groups"]]
     lines += ["", "| leaf function | share |", "|---|---|"]
