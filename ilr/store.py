@@ -180,11 +180,18 @@ def finish(conn: psycopg.Connection, run, status: str, *, result_json: str | Non
     Raises:
         Fenced: the claim is no longer current; nothing was written.
     """
+    params = {"status": status, "result": result_json, "error": error_json, "wf": run.workflow_id,
+              "epoch": run.epoch}
+    if not getattr(run, "parent_id", None):
+        # No parent to lock or wake: the fenced UPDATE alone, one statement and one commit.
+        row = conn.execute(FINISH_SQL, params).fetchone()
+        if row is None:
+            raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before finishing")
+        return row
     with conn.transaction():
         cur = conn.cursor()
         _lock_parent(cur, run)
-        row = cur.execute(FINISH_SQL, {"status": status, "result": result_json, "error": error_json,
-                                       "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
+        row = cur.execute(FINISH_SQL, params).fetchone()
         if row is None:
             raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before finishing")
         if row["parent_id"]:
