@@ -152,8 +152,9 @@ def pgbench_tps(clients: int, seconds: int = 10) -> dict:
 
 def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) -> dict:
     """Fill a fresh database with ``finished`` completed and ``sleeping`` sleeping workflows, then
-    time the claim statement (nothing due) and capture its plan (EXPLAIN ANALYZE inside a
-    rolled-back transaction, since the claim updates what it selects)."""
+    time the claim statement (nothing due), measure claim throughput (claims/s, batches of 8,
+    each batch then finished) against the same measure on the empty table, and capture the plan
+    (EXPLAIN ANALYZE inside a rolled-back transaction, since the claim updates what it selects)."""
     from ilr.worker import CLAIM_SQL
 
     base = db.conninfo()
@@ -167,6 +168,7 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) 
     params = {"names": ["bench_steps3"], "versions": ["1"], "n": 4, "owner": "scale", "ttl": 30}
     with db.connect(dsn) as conn:
         conn.execute("insert into ilr.deployments values ('bench_steps3', '1', 'x')")
+        rate_empty = _claim_rate(conn, params, "empty")
         conn.execute("insert into ilr.workflows (id, name, version, input, status, result) select 'f' || g, "
                      "'bench_steps3', '1', '{}', 'completed', '[0,1,2]' from generate_series(1, %s) g", (finished,))
         conn.execute("insert into ilr.workflows (id, name, version, input, status, available_at) select 's' || g, "
@@ -178,6 +180,7 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) 
             t = time.perf_counter()
             conn.execute(CLAIM_SQL, params).fetchall()
             timings.append((time.perf_counter() - t) * 1000)
+        rate_history = _claim_rate(conn, params, "history")
         conn.execute("insert into ilr.workflows (id, name, version, input) values ('due', 'bench_steps3', '1', '{}')")
         with conn.transaction(force_rollback=True):
             plan = [r["QUERY PLAN"] for r in conn.execute("explain (analyze, buffers, costs off) " + CLAIM_SQL,
@@ -185,5 +188,28 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) 
     with db.connect(base) as conn:
         conn.execute('drop database if exists "ilr_scale" with (force)')
     return {"finished": finished, "sleeping": sleeping, "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
-            "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3), "explain": plan}
+            "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3),
+            "claims_per_s_empty_table": rate_empty, "claims_per_s_with_history": rate_history, "explain": plan}
+
+
+def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
+    """Claims per second: insert ``k`` due workflows, claim them in batches of params["n"] with
+    CLAIM_SQL and finish each batch in one UPDATE, one connection, until none is left."""
+    from ilr.worker import CLAIM_SQL
+
+    conn.execute("insert into ilr.workflows (id, name, version, input) select %s || g, 'bench_steps3', '1', '{}' "
+                 "from generate_series(1, %s) g", (f"due-{tag}-", k))
+    conn.execute("analyze ilr.workflows")
+    claimed = 0
+    t = time.perf_counter()
+    while True:
+        rows = conn.execute(CLAIM_SQL, params).fetchall()
+        if not rows:
+            break
+        claimed += len(rows)
+        conn.execute("update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null "
+                     "where id = any(%s)", ([r["id"] for r in rows],))
+    elapsed = time.perf_counter() - t
+    assert claimed == k, (claimed, k)
+    return round(k / elapsed, 1)
 
