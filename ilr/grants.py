@@ -178,6 +178,9 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
     """Attach a person's attestation to an AMBIGUOUS effect (effects.reconciled only; never
     written into the journal, so the signed record stays what the runtime knew).
 
+    An attestation is recorded once: a second reconcile of the same effect is refused (the
+    first person's record is never replaced), naming who reconciled it and when.
+
     Args:
         evidence: a non-empty string or object (a ledger reference, a ticket, a screenshot URL).
         applied: what the evidence shows: True (it landed), False (it did not), None (unsure).
@@ -187,16 +190,26 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
 
     Raises:
         EffectNotFound: unknown effect id.
-        InvalidInput: empty evidence or by, or the effect is not ambiguous.
+        InvalidInput: empty evidence or by; applied that is not True, False or None; the
+            effect is not ambiguous; or it was reconciled already. Nothing is written.
     """
     _who(by)
+    if applied is not None and not isinstance(applied, bool):
+        raise InvalidInput("applied", f"must be True (it landed), False (it did not) or None (unsure), "
+                                      f"got {applied!r}")
     if evidence is None or (isinstance(evidence, str) and not evidence.strip()) or evidence in ({}, []):
         raise InvalidInput("evidence", "a reconcile needs evidence (what shows the effect did or did not land)")
     codec.check_plain(evidence, "evidence")
     cur = conn.cursor(row_factory=dict_row)
-    eff = cur.execute("select state from ilr.effects where effect_id = %s for update", (effect_id,)).fetchone()
+    eff = cur.execute("select state, reconciled from ilr.effects where effect_id = %s for update",
+                      (effect_id,)).fetchone()
     if eff is None:
         raise EffectNotFound(effect_id)
+    if eff["reconciled"] is not None:
+        first = codec.loads_jsonb(eff["reconciled"]) or {}
+        raise InvalidInput("effect_id", f"effect {effect_id} was already reconciled by {first.get('by')} at "
+                                        f"{first.get('at')}; an attestation is recorded once and never replaced. "
+                                        f"Nothing was changed")
     if eff["state"] != "ambiguous":
         raise InvalidInput("effect_id", f"effect {effect_id} is {eff['state']}, not ambiguous; nothing to reconcile")
     row = cur.execute(

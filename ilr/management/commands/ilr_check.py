@@ -1,39 +1,87 @@
 """``manage.py ilr_check [--ledger PATH] [--access-log PATH]``: run the invariants registry.
 
-Prints each invariant with held, violated (and the offending rows) or skipped; exits 1 on any
-violation. The ledger is the payment target's SQLite file; its access log defaults to
-``<ledger>.access.jsonl``.
+Prints each invariant with held, violated (and the offending rows) or skipped. The ledger is
+the payment target's SQLite file; its access log defaults to ``<ledger>.access.jsonl`` (skipped
+when that default is absent; an --access-log given explicitly must exist).
+
+Exit status: 0 every invariant held (or was skipped), 1 a violation, 2 bad usage (a --ledger
+that is missing or not the target's SQLite ledger, an unreadable --access-log, a bad flag).
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from ilr import db
 from ilr.invariants import check_all
 
 
+def _bad(flag: str, path: str, problem: str) -> CommandError:
+    return CommandError(f"{flag} {path}: {problem}", returncode=2)
+
+
+def _read_ledger(ledger: str) -> list[dict]:
+    path = Path(ledger)
+    if not path.exists():
+        raise _bad("--ledger", ledger, "no such file (the payment target's SQLite ledger)")
+    if not path.is_file():
+        raise _bad("--ledger", ledger, "not a file (the payment target's SQLite ledger)")
+    try:
+        con = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+        try:
+            con.row_factory = sqlite3.Row
+            return [dict(r) for r in con.execute("select * from refunds order by seq")]
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        if "no such table" in str(exc):
+            raise _bad("--ledger", ledger, "has no refunds table; is it the payment target's ledger?") from None
+        if "not a database" in str(exc):
+            raise _bad("--ledger", ledger, "not an SQLite database (the payment target's ledger)") from None
+        raise _bad("--ledger", ledger, f"cannot be read as the payment target's ledger: {exc}") from None
+
+
+def _read_access_log(path: Path, explicit: bool) -> list[dict] | None:
+    if not path.exists():
+        if explicit:
+            raise _bad("--access-log", str(path), "no such file (the target's JSON-lines access log)")
+        return None
+    entries = []
+    try:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip():
+                try:
+                    entries.append(json.loads(line))
+                except ValueError as exc:
+                    raise _bad("--access-log", str(path), f"line {number} is not JSON ({exc})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _bad("--access-log", str(path), f"cannot be read: {exc}") from None
+    return entries
+
+
 def load_target_evidence(ledger: str | None, access_log: str | None = None) -> dict:
-    """Evidence from a payment target's files: {"ledger": rows, "access_log": entries}."""
+    """Evidence from a payment target's files: {"ledger": rows, "access_log": entries}.
+
+    Raises:
+        CommandError (returncode 2): a ledger that is missing, not a file, not SQLite or without
+            a refunds table; an access log given explicitly that is missing; a log line that is
+            not JSON.
+    """
     if not ledger:
         return {}
-    import sqlite3
-
-    con = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
-    con.row_factory = sqlite3.Row
-    rows = [dict(r) for r in con.execute("select * from refunds order by seq")]
-    con.close()
-    log_path = Path(access_log or f"{ledger}.access.jsonl")
-    entries = [json.loads(line) for line in log_path.read_text().splitlines() if line.strip()] if log_path.exists() else None
+    rows = _read_ledger(ledger)
+    entries = _read_access_log(Path(access_log or f"{ledger}.access.jsonl"), explicit=bool(access_log))
     return {"ledger": rows, "access_log": entries}
 
 
 class Command(BaseCommand):
-    help = "Check every invariant of spec §2.1 (code checks) over this database."
+    help = ("Check every invariant of spec §2.1 (code checks) over this database. "
+            "Exit 0 all held, 1 a violation, 2 bad usage (e.g. a --ledger that is missing or not SQLite).")
 
     def add_arguments(self, parser):
         parser.add_argument("--ledger", help="the payment target's SQLite ledger file")
@@ -43,8 +91,9 @@ class Command(BaseCommand):
     def handle(self, *args, ledger, access_log, json: bool, **options):
         import json as _json
 
+        evidence = load_target_evidence(ledger, access_log)  # bad files: exit 2 before any database work
         with db.connect(application_name="ilr-check") as conn:
-            results = check_all(conn, load_target_evidence(ledger, access_log))
+            results = check_all(conn, evidence)
         bad = False
         if json:
             self.stdout.write(_json.dumps(results, indent=2, default=str))

@@ -2,13 +2,18 @@
 
 SIGTERM (or Ctrl-C) stops claiming and exits 0 after in-flight work. The worker refuses to start
 while an ilr migration is pending, and exits 2 when a deployed (name, version) has a different
-code hash (unless --allow-code-change). Connection budget: concurrency + 3 (see ilr.worker).
-On exit it prints one line with the heartbeat count and the worst gap between renewals.
+code hash (unless --allow-code-change). A bad flag (a concurrency below 1, a lease TTL or poll
+that is not a positive number of seconds, a negative --max-takeovers, an empty --id, an --import
+module that cannot be imported, an unknown --only pair) is one CommandError line naming the flag
+and exits 2, as argparse's own usage errors do. Connection budget: concurrency + 3 (see
+ilr.worker). Once registered it prints one line naming what it runs and its settings; on exit
+one line with the heartbeat count and the worst gap between renewals.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import signal
 import sys
 
@@ -41,9 +46,10 @@ class Command(BaseCommand):
                allow_code_change, **options):
         from django.conf import settings
 
-        self._refuse_pending_migrations()
+        self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
         for module in imports:
-            importlib.import_module(module)
+            self._import(module)
+        self._refuse_pending_migrations()
         definitions = registry.all_definitions()
         if only:
             wanted = [item.strip() for item in only.split(",") if item.strip()]
@@ -51,17 +57,34 @@ class Command(BaseCommand):
             for item in wanted:
                 name, sep, version = item.partition("@")
                 if not sep:
-                    raise CommandError(f"--only: {item!r} must be name@version")
+                    raise CommandError(f"--only: {item!r} must be name@version", returncode=2)
                 try:
                     pairs.append(registry.get(name, version))
                 except UnknownWorkflow as exc:
-                    raise CommandError(f"--only: {exc}") from None
+                    raise CommandError(f"--only: {exc}", returncode=2) from None
+            if not pairs:
+                raise CommandError(f"--only: {only!r} names no name@version", returncode=2)
             definitions = pairs
+        if not definitions:
+            raise CommandError("no workflows are registered: install an app with a workflows module or pass "
+                               "--import MODULE", returncode=2)
         worker = Worker(
             worker_id, definitions, concurrency=concurrency, lease_ttl=lease_ttl, poll=poll,
             max_takeovers=max_takeovers if max_takeovers is not None else settings.ILR_MAX_TAKEOVERS,
             allow_code_change=allow_code_change,
         )
+        register = worker.register
+
+        def register_then_announce() -> None:
+            # The startup line follows registration (the deployments check), so a worker that
+            # says it is running has passed every start-up refusal.
+            register()
+            pairs = ", ".join(f"{d.name}@{d.version}" for d in worker.definitions)
+            self.stdout.write(f"ilr_worker {worker_id}: running {pairs} (concurrency {concurrency}, "
+                              f"lease_ttl {lease_ttl:g} s, poll {poll:g} s)")
+            self.stdout.flush()
+
+        worker.register = register_then_announce
         signal.signal(signal.SIGTERM, lambda *_: worker.stop())
         signal.signal(signal.SIGINT, lambda *_: worker.stop())
         try:
@@ -71,6 +94,34 @@ class Command(BaseCommand):
             sys.exit(2)
         self.stdout.write(f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
                           f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)")
+
+    @staticmethod
+    def _check_flags(worker_id: str, concurrency: int, lease_ttl: float, poll: float,
+                     max_takeovers: int | None) -> None:
+        """Refuse a bad flag with one CommandError line naming it and the rule (exit 2)."""
+        def bad(flag: str, rule: str) -> CommandError:
+            return CommandError(f"{flag}: {rule}", returncode=2)
+
+        if not worker_id.strip():
+            raise bad("--id", "must be a non-empty worker name (it is written on every claim)")
+        if concurrency < 1:
+            raise bad("--concurrency", f"must be at least 1 (runs in flight at once), got {concurrency}")
+        for flag, value in (("--lease-ttl", lease_ttl), ("--poll", poll)):
+            if not (math.isfinite(value) and value > 0):
+                raise bad(flag, f"must be a positive number of seconds, got {value:g}")
+        if max_takeovers is not None and max_takeovers < 0:
+            raise bad("--max-takeovers", f"must be 0 or more (claims that may die before the workflow is "
+                                         f"marked stuck), got {max_takeovers}")
+
+    @staticmethod
+    def _import(module: str) -> None:
+        """Import an --import module; a module that cannot be found is one CommandError line."""
+        if not module.strip():
+            raise CommandError("--import: needs a module name (a dotted path such as myapp.flows)", returncode=2)
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise CommandError(f"--import {module}: cannot import it: {exc}", returncode=2) from None
 
     @staticmethod
     def _refuse_pending_migrations() -> None:
