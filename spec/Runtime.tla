@@ -46,8 +46,9 @@
 (*    never takes its next step.                                          *)
 (*  CHOICE crash.  Crash(w) is SIGKILL: local state is lost and an open   *)
 (*    transaction rolls back (the row lock is released).  Restart(w)      *)
-(*    brings the process back.  The watchdog's os._exit is a crash that   *)
-(*    does not spend the MaxCrashes budget.                                *)
+(*    brings the process back.  The watchdog's os._exit is a crash and    *)
+(*    restart that does not spend the MaxCrashes budget, and it is forced: *)
+(*    the clock cannot pass a waiting sender's local deadline.            *)
 (*  CHOICE heartbeat.  The heartbeat thread renews only when the lease is *)
 (*    within one tick of expiry (coarsened from ttl/3 to cut states), and *)
 (*    it may always fail to run: a missed heartbeat is a partition.       *)
@@ -55,6 +56,19 @@
 (*    (10.4): each records exactly the fact its invariant reads, at the   *)
 (*    step where it happens.  cancelAt and revokeAt are booleans: only    *)
 (*    the order of the cancel or revoke against other steps matters.      *)
+(*    sendLog stays a sequence (10.2); plainStarts is left out (only      *)
+(*    plainStartsAfterRow is read); localOk (the SQL premise) is constant *)
+(*    TRUE, since no event changes it and it is checked at the same       *)
+(*    commit as the grant.                                                 *)
+(*  CHOICE reductions.  Three exact reductions keep the base constants    *)
+(*    checkable: VIEW View (clock values past every threshold, epochs,    *)
+(*    ids and the send history enter only through what is read), world   *)
+(*    events offered only where a step that reads them is next ("read     *)
+(*    points"), and the clock stopping once everything has ended.  Each   *)
+(*    is argued where it is defined.  None removes a behavior that any    *)
+(*    invariant could tell apart.                                          *)
+(*  CHOICE 2.1 over 10.4.  Where 10.4's sketch and 2.1's text differ       *)
+(*    (Tier3NeverResends, SendRequiresLiveClaim), 2.1 wins, as noted.     *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
@@ -312,7 +326,9 @@ RecordEffectStepInTDispatch(w) ==
     THEN Reset(w) /\ UNCHANGED <<stepRow, hist>>                 \* primary key: roll back
     ELSE /\ stepRow' = [stepRow EXCEPT !["effect"] = TRUE]
          /\ hist' = [hist EXCEPT !.rowWrites = @ + 1, !.unfencedWrite = @ \/ ~lw[w].fenceOk]
-         /\ SetPc(w, "replay") /\ UNCHANGED lw
+         /\ SetPc(w, "replay")
+         /\ lw' = [lw EXCEPT ![w].txn = 0, ![w].fenceOk = FALSE, ![w].readOk = FALSE,
+                             ![w].readGrant = FALSE]
 
 \* T_dispatch commits: steps 3 to 13 of 5.7 (c) in their order, at commit time.  The grant is
 \* read FOR SHARE inside the transaction, so a revoke is either before this commit or after
@@ -386,8 +402,9 @@ Send(w) ==
   /\ UNCHANGED <<now, wfVars, effVars, worldVars, ledger, keyStore, appliedKeys, pruned,
                  up, paused, hist, tmp>>
 
-\* 5.4 watchdog: os._exit while the send is unfinished at the local deadline.  CHOICE: the
-\* process's supervisor restarts it at once (same state as Crash then Restart, fewer states).
+\* 5.4 watchdog: os._exit while the send is unfinished at the local deadline (Tick waits for
+\* it, see WatchdogDue).  CHOICE: the process's supervisor restarts it at once (the same state
+\* as Crash then Restart, with fewer states).
 Watchdog(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "await" /\ now >= lw[w].deadline
   /\ Reset(w)
@@ -542,9 +559,10 @@ TResolve(w) ==
 \* (SendTimeout), a SIGKILLed worker does not report its death, an attempt sends only before
 \* its own timeout unless it was paused (the baseline's best case), and completion is accepted
 \* only from the current attempt inside its timeout.  There is no separate effect journal:
-\* effState becomes "committed" when the target applies a request of the current run (the
-\* target's record is the only commit Temporal has), tmp.applied names the attempt whose
-\* request it was, and stepRow["effect"] is the activity completion in the run's history.
+\* effState becomes "dispatched" at the first send and "committed" when the target applies a
+\* request (the target's record is the only commit Temporal has); tmp.applied names the
+\* attempt of the current run whose request was applied first, and stepRow["effect"] is the
+\* activity completion in the current run's history.
 
 CurrentAttempt(w) ==
   /\ tmp.act = "started" /\ tmp.w = w /\ tmp.attempt = lw[w].epoch /\ tmp.run = lw[w].run
@@ -699,8 +717,7 @@ Redecide ==
             /\ wfStatus' = "running"
             /\ stepRow' = [stepRow EXCEPT !["effect"] = FALSE]
             /\ journal' = [journal EXCEPT !.committed = 0]
-  /\ effState' = IF Interlock THEN effState ELSE "none"        \* a new run, a new activity
-  /\ UNCHANGED <<now, wfEpoch, wfOwner, leaseExp, availAt, rowLock, cancelRequested,
+  /\ UNCHANGED <<now, wfEpoch, wfOwner, leaseExp, availAt, rowLock, cancelRequested, effState,
                  boundPayload, dispWorkerEpoch, firstDispatch, sendDeadline, grantRevoked,
                  revokeReturned, handRefund, targetVars, workerVars, sendLog, hist>>
 
@@ -726,9 +743,15 @@ Restart(w) ==
   /\ up' = [up EXCEPT ![w] = TRUE]
   /\ UNCHANGED <<now, wfVars, effVars, worldVars, targetVars, paused, pc, lw, sendLog, hist, tmp>>
 
-\* PAUSE (A1 violated): one SIGSTOP, taken after a local deadline check passed.
+\* PAUSE (A1 violated): one SIGSTOP, taken after a local deadline check passed.  The guard is
+\* that check (RunPlain's local lease, Send's and TSend's watchdog deadline): a stop after a
+\* failed check resumes into an abandoned run, so pausing there adds no behavior of A1's.
+LocalCheckPasses(w) ==
+  IF pc[w] = "plain" THEN BROKEN = "no_local_lease_check" \/ now < lw[w].lease
+  ELSE now < lw[w].deadline
 Pause(w) ==
   /\ PAUSE /\ Live(w) /\ pc[w] \in {"plain", "send", "tsend"} /\ hist.pauses < 1
+  /\ LocalCheckPasses(w)
   /\ paused' = [paused EXCEPT ![w] = TRUE]
   /\ hist' = [hist EXCEPT !.pauses = @ + 1]
   /\ UNCHANGED <<now, wfVars, effVars, worldVars, targetVars, up, pc, lw, sendLog, tmp>>
@@ -753,10 +776,9 @@ ProcessOne(m) ==
      /\ ledger' = ledger + (IF apply THEN 1 ELSE 0)
      /\ keyStore' = IF apply /\ Tier = 1 THEN keyStore \cup {<<m.key, m.payload>>} ELSE keyStore
      /\ appliedKeys' = IF apply THEN appliedKeys \cup {m.key} ELSE appliedKeys
-     /\ IF ~Interlock /\ apply /\ m.run = tmp.run
-          THEN /\ effState' = "committed"
-               /\ tmp' = [tmp EXCEPT !.applied = IF @ = 0 THEN m.attempt ELSE @]
-          ELSE UNCHANGED <<effState, tmp>>
+     /\ effState' = IF ~Interlock /\ apply THEN "committed" ELSE effState
+     /\ tmp' = IF ~Interlock /\ apply /\ m.run = tmp.run /\ tmp.applied = 0
+                THEN [tmp EXCEPT !.applied = m.attempt] ELSE tmp
      /\ IF up[s] /\ pc[s] = "await" /\ lw[s].await = m.id
           THEN pc' = [pc EXCEPT ![s] = "acked"] /\ lw' = [lw EXCEPT ![s].ackOk = apply \/ same]
           ELSE UNCHANGED <<pc, lw>>
@@ -780,19 +802,31 @@ ProgressEnabled == \/ \E w \in Workers : ENABLED WorkerStep(w) \/ ENABLED Restar
 
 \* CHOICE quiescence: once the workflow has ended, nothing is in flight and every worker is
 \* idle, the clock stops (Tick is disabled).  No step can then change what any invariant
-\* reads, except a Temporal reset (Redecide) restarting a finished run, and the world events
-\* stay enabled for exactly that case (MayAuthorize).
+\* reads, except a Temporal reset (Redecide) restarting a finished run, which stays enabled,
+\* as do the world events at their read points (see "CHOICE read points").
 Quiescent == wfStatus \in Terminal /\ wire = {} /\ \A w \in Workers : pc[w] = "idle" /\ ~paused[w]
 
 \* The clock never passes a request's processing bound (A2).  URGENT (liveness configs):
 \* time passes only when no worker or target step can, so a bounded clock cannot starve a
 \* fair behavior.
+\* CHOICE stale attempts (Temporal, an exact reduction): an attempt whose start-to-close
+\* timeout has passed before it sent can only give up (TSend past its deadline, or TCheck
+\* leading there), which nothing observes; the tick that reaches its deadline idles it.
+Stale(w) == ~Interlock /\ pc[w] \in {"tcheck", "tsend"} /\ ~paused[w] /\ ~lw[w].late
+            /\ now + 1 >= lw[w].deadline
+\* The send watchdog (5.4) is not optional: it ends the sender at its local deadline, so the
+\* clock cannot pass the deadline of an interlock sender still waiting for its response
+\* (unless SIGSTOPped: A1 violated, PAUSE only).
+WatchdogDue(w) == Interlock /\ up[w] /\ ~paused[w] /\ pc[w] = "await" /\ now >= lw[w].deadline
 Tick ==
   /\ now < MaxClock /\ ~Quiescent
   /\ \A m \in wire : now < m.processBy
+  /\ \A w \in Workers : ~WatchdogDue(w)
   /\ URGENT => ~ProgressEnabled
   /\ now' = now + 1
-  /\ UNCHANGED <<wfVars, effVars, worldVars, targetVars, workerVars, sendLog, hist, tmp>>
+  /\ pc' = [w \in Workers |-> IF Stale(w) THEN "idle" ELSE pc[w]]
+  /\ lw' = [w \in Workers |-> IF Stale(w) THEN L0 ELSE lw[w]]
+  /\ UNCHANGED <<wfVars, effVars, worldVars, targetVars, up, paused, sendLog, hist, tmp>>
 
 
 Next ==
@@ -916,7 +950,8 @@ AmbiguousOnlyWhenUnknowable ==
 EffectCheckpointAtomic ==
   (effState = "committed" /\ ~stepRow["effect"]) =>
     IF Interlock THEN (\E w \in Workers : pc[w] = "tcommitStep") \/ ~CurrentDispatcherLive
-    ELSE (\E w \in Workers : pc[w] = "acked") \/ ~ApplyingAttemptCurrent
+    ELSE (\E w \in Workers : pc[w] = "acked" /\ lw[w].epoch = tmp.applied /\ lw[w].run = tmp.run)
+         \/ ~ApplyingAttemptCurrent
 SendRequiresLiveClaim   == \A i \in Sends : sendLog[i].liveClaim
 NoSendUnderRevokedGrant == \A i \in Sends : sendLog[i].grantOk
 RevokeLinearizable      == \A i \in Sends : sendLog[i].afterRevoke => sendLog[i].inReturned
