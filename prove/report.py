@@ -94,31 +94,6 @@ TLC_MAP = {
     "S14": ["VersionPinned", "NonDeterminismLoud"],
 }
 
-NOTES = [
-    "S08c tier 2, runtime: the ledger agrees with the conceded $40 (A2 violated: the first send was "
-    "processed 11 s after it arrived, after recovery had queried, found nothing and reapplied). The "
-    "prediction's second half, 'runtime receipt keeps evidence', did not hold: the first sender's process "
-    "was ended by its send watchdog (spec §5.4) before the late response came, so no LATE_RESULT was "
-    "written, and verify() answers happened_once: true and assumptions_held: true for an effect the "
-    "target applied twice (3 of 3 runs; counted as false claims on P2). A receipt could answer "
-    "happened_once 'unknown' after a recovery-reapply that follows a send whose answer was never recorded.",
-    "S05b, runtime: the spec's '$20' assumed an approval of the first decision; with the approval given "
-    "while the workflow waits (as this harness must: approve() requires the suspend), the grant binds "
-    "$20 while the re-called model proposes $30, so the runtime refuses (REFUSED:lease, $0): never an "
-    "unapproved amount, which is what the row tests; (a) pays the unapproved $30.",
-    "TLC cross-reference, S13 long tier 3, (a) and (b): TLC's Pause config holds Tier3NeverResends for the "
-    "Temporal modes, and the runs paid $60 (a) and $40 (b). The model's Temporal modes grant the baseline's "
-    "best case, 'an attempt sends only before its own timeout' (tlc-findings.txt); measured, a SIGSTOPped "
-    "attempt resumed 11 s later and sent before the SDK's local start_to_close cancellation reached its "
-    "thread (attempt log: send, then CancelledError), and the server had handed the retry to the frozen "
-    "worker's open poll, whose own start_to_close lapsed while it sat there, so a third attempt ran on the "
-    "live worker. The disagreement is the model's best-case assumption, not the measurement.",
-    "L0 latency: the runtime's approve-to-outcome is bounded below by its idle poll (0.5 s); Temporal's "
-    "push-based task dispatch answers in about 0.1 s. Resume after SIGKILL: the runtime waits for lease "
-    "expiry (5 s) and, for an unknown send, send_deadline + settle_margin; Temporal waits for the activity's "
-    "start_to_close (5 s), a 1 s retry backoff, and the dead worker's sticky queue timeout (5 s).",
-]
-
 # Diagnoses of measured-vs-predicted disagreements, written after reading the run JSON.
 # Key: (scenario, variant, tier, system). Filled from the committed sweep.
 S07_A = ("the owner was SIGKILLed after the target applied the refund and Temporal scheduled exactly one "
