@@ -18,16 +18,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
-import sys
-import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
+import psycopg
+
 from ilr import codec, db, journal, killpoints, store
 from ilr.errors import Fenced, InterlockError, InvalidInput, Suspend, TargetRejected
 from ilr.targets import DEDUP_MARGIN, attr, check_target
+from ilr.watchdog import WATCHDOG_EXIT_CODE, Watchdog  # noqa: F401 - re-exported
 
 log = logging.getLogger("ilr.effects")
 
@@ -37,8 +37,6 @@ STATUSES = (
     "REFUSED:lease_at_recovery", "REFUSED:stale_premise_at_recovery", "REFUSED:target",
 )
 """EffectResult statuses (design-notes §2). IN_FLIGHT is never returned: the workflow suspends."""
-
-WATCHDOG_EXIT_CODE = 70
 
 
 @dataclass(frozen=True)
@@ -165,32 +163,6 @@ def _accepts_timeout(apply: Callable) -> bool:
     return "timeout" in params
 
 
-class _Watchdog:
-    """Ends the process with os._exit if a send outlives its local deadline (spec §5.4).
-
-    A socket timeout bounds each read, not the whole request; only a process exit guarantees
-    no bytes leave after the deadline (A1). Other runs in this process count as crashed and
-    are recovered like any crash.
-    """
-
-    def __init__(self, seconds: float, effect_id: str):
-        self._timer = threading.Timer(seconds, self._fire, args=(effect_id, seconds))
-        self._timer.daemon = True
-
-    @staticmethod
-    def _fire(effect_id: str, seconds: float) -> None:
-        sys.stderr.write(f"ilr watchdog: send of {effect_id} outlived its {seconds:.3f}s deadline; exiting\n")
-        sys.stderr.flush()
-        os._exit(WATCHDOG_EXIT_CODE)
-
-    def __enter__(self):
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._timer.cancel()
-
-
 # -- one ctx.effect call -------------------------------------------------------------------------
 
 class EffectCall:
@@ -241,10 +213,18 @@ class EffectCall:
             return EffectResult(**row["output"])
         self.ctx._frontier(seq, "effect", self.name)
         self.seq = seq
+        # The pre-read looks for an open dispatch to recover. A claim that follows no crash
+        # (takeovers 0) and no unsettled send of its own cannot have left one, so its first
+        # pass goes straight to T_dispatch: that reads the same row under its lock and, if
+        # anyone's send is open, writes nothing and reroutes here (_Reroute). The rule keeps
+        # every outcome; it saves a round trip on the common path (issue 9).
+        waiting = self.run.waiting or {}
+        pre_read = self.run.takeovers > 0 or waiting.get("kind") == "effect"
         while True:
             eff = self.conn.execute(
                 "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s",
-                (self.effect_id,)).fetchone()
+                (self.effect_id,)).fetchone() if pre_read else None
+            pre_read = True
             if eff is not None and eff["state"] == "dispatched":
                 # An unresolved send exists (ours from a crashed claim, or another workflow's).
                 # Ours with the same payload: its recovery outcome is this call's status. Anyone
@@ -298,15 +278,17 @@ class EffectCall:
         run = self.run
         conn = self.conn
         t_fence = time.monotonic()
-        with conn.pipeline(), conn.transaction():
+        with db.pipelined_transaction(conn):
             fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl)
-            # 1. the effect row, created by the first proposer, then locked.
-            conn.execute(
+            # 1. the effect row, created by the first proposer, locked and read in one statement:
+            # the insert holds its new row; on a conflict the no-op update waits for the row's
+            # lock and returns its latest version (as SELECT ... FOR UPDATE would).
+            eff_cur = conn.execute(
                 "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
-                "values (%s, %s, %s, %s, %s::jsonb, %s) on conflict (effect_id) do nothing",
+                "values (%s, %s, %s, %s, %s::jsonb, %s) "
+                "on conflict (effect_id) do update set effect_id = excluded.effect_id returning *",
                 (self.effect_id, run.workflow_id, self.target_name, self.target.tier, json.dumps(self.payload),
                  self.payload_hash))
-            eff_cur = conn.execute("select * from ilr.effects where effect_id = %s for update", (self.effect_id,))
             tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
             # 8 (read now, used below). The grant, FOR SHARE: a concurrent revoke waits for this
             # commit, and a revoke that committed first is seen here (RevokeLinearizable,
@@ -318,61 +300,63 @@ class EffectCall:
             grant = grant_cur.fetchone() if grant_cur is not None else None
             chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
             cur = conn.cursor()
-            ts = _ts(fence["now"])
-            cancelled = fence["cancel_requested_at"] is not None
-            if cancelled:
-                run.cancel_requested = True  # delivered as Cancelled at the next frontier call
-            # 3. an open dispatch by another claim: write nothing; wait out its settle time.
-            if eff["state"] == "dispatched":
-                raise _Reroute()
-            # 4. the payload is bound at the first proposal.
-            if eff["payload_hash"] != self.payload_hash:
+            # One INSERT for this transaction's entries, when the block ends (Chain.batched).
+            with chain.batched(cur):
+                ts = _ts(fence["now"])
+                cancelled = fence["cancel_requested_at"] is not None
+                if cancelled:
+                    run.cancel_requested = True  # delivered as Cancelled at the next frontier call
+                # 3. an open dispatch by another claim: write nothing; wait out its settle time.
+                if eff["state"] == "dispatched":
+                    raise _Reroute()
+                # 4. the payload is bound at the first proposal.
+                if eff["payload_hash"] != self.payload_hash:
+                    chain.append(cur, "PROPOSED", ts, self._proposed_fields())
+                    chain.append(cur, "REFUSED", ts, {
+                        "reason": "payload differs from recorded decision", "recorded": eff["payload"],
+                        "offered": self.payload})
+                    return self._record_in(cur, "REFUSED:conflicting_payload")
+                # 5. already resolved for good.
+                if eff["state"] == "ambiguous":
+                    return self._record_in(cur, "AMBIGUOUS")
+                if eff["state"] == "committed":
+                    return self._record_in(cur, "DUPLICATE_IGNORED")
+                # 6. PROPOSED
                 chain.append(cur, "PROPOSED", ts, self._proposed_fields())
-                chain.append(cur, "REFUSED", ts, {
-                    "reason": "payload differs from recorded decision", "recorded": eff["payload"],
-                    "offered": self.payload})
-                return self._record_in(cur, "REFUSED:conflicting_payload")
-            # 5. already resolved for good.
-            if eff["state"] == "ambiguous":
-                return self._record_in(cur, "AMBIGUOUS")
-            if eff["state"] == "committed":
-                return self._record_in(cur, "DUPLICATE_IGNORED")
-            # 6. PROPOSED
-            chain.append(cur, "PROPOSED", ts, self._proposed_fields())
-            # 7. cancel (NoSendAfterCancel): compensation sends are the only ones allowed.
-            if cancelled and not self.compensation:
-                chain.append(cur, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
-                return self._record_in(cur, "REFUSED:cancelled")
-            # 8. the grant read above under FOR SHARE.
-            allowed, snapshot = _lease_snapshot(grant, self.action, self.payload, self.payload_hash)
-            checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
-            if not allowed:
-                chain.append(cur, "REFUSED", ts, {
-                    "reason": "lease not live, or it does not cover this effect", "checks": checks, "resolves": True})
-                return self._record_in(cur, "REFUSED:lease")
-            # 9. AUTHORIZED
-            chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
-            # 10. local (SQL) premises at the commit, plus the external ones at their read.
-            all_violations = list(violations)
-            for premise in self.local_premises:
-                all_violations.extend(premise(cur) or [])
-            checks["violations"] = all_violations
-            if all_violations:
-                chain.append(cur, "REFUSED", ts, {"reason": all_violations, "checks": checks, "resolves": True})
-                return self._record_in(cur, "REFUSED:stale_premise")
-            # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
-            # fence's) plus send_timeout, computed once so the row and the entry hold one value.
-            deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
-            cur.execute(
-                "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
-                "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
-                "send_deadline = %s, settle_margin = make_interval(secs => %s), "
-                "sends = sends + 1 where effect_id = %s",
-                (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id))
-            chain.append(cur, "DISPATCHED", ts, {
-                "effect": self.payload, "lease": self.grant, "premises": self.premises, "checks": checks,
-                "by": self._by(), "send_deadline": deadline_at.timestamp(), "settle_margin": self.settle_margin,
-                **({"compensation": True} if self.compensation else {})})
+                # 7. cancel (NoSendAfterCancel): compensation sends are the only ones allowed.
+                if cancelled and not self.compensation:
+                    chain.append(cur, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
+                    return self._record_in(cur, "REFUSED:cancelled")
+                # 8. the grant read above under FOR SHARE.
+                allowed, snapshot = _lease_snapshot(grant, self.action, self.payload, self.payload_hash)
+                checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
+                if not allowed:
+                    chain.append(cur, "REFUSED", ts, {
+                        "reason": "lease not live, or it does not cover this effect", "checks": checks, "resolves": True})
+                    return self._record_in(cur, "REFUSED:lease")
+                # 9. AUTHORIZED
+                chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
+                # 10. local (SQL) premises at the commit, plus the external ones at their read.
+                all_violations = list(violations)
+                for premise in self.local_premises:
+                    all_violations.extend(premise(cur) or [])
+                checks["violations"] = all_violations
+                if all_violations:
+                    chain.append(cur, "REFUSED", ts, {"reason": all_violations, "checks": checks, "resolves": True})
+                    return self._record_in(cur, "REFUSED:stale_premise")
+                # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
+                # fence's) plus send_timeout, computed once so the row and the entry hold one value.
+                deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
+                cur.execute(
+                    "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
+                    "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
+                    "send_deadline = %s, settle_margin = make_interval(secs => %s), "
+                    "sends = sends + 1 where effect_id = %s",
+                    (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id))
+                chain.append(cur, "DISPATCHED", ts, {
+                    "effect": self.payload, "lease": self.grant, "premises": self.premises, "checks": checks,
+                    "by": self._by(), "send_deadline": deadline_at.timestamp(), "settle_margin": self.settle_margin,
+                    **({"compensation": True} if self.compensation else {})})
         run.renewed(t_fence, None)
         return None
 
@@ -384,11 +368,12 @@ class EffectCall:
         return {"agent": self.run.name, "lease": self.grant, "premises": self.premises, "effect": self.payload,
                 "decision": self.decision}
 
-    def _record_in(self, cur, status: str, result: Any = None) -> EffectResult:
-        """Insert this call's step row inside the caller's fenced transaction."""
+    def _record_in(self, cur, status: str, result: Any = None, *, reset_takeovers: bool = True) -> EffectResult:
+        """Insert this call's step row inside the caller's fenced transaction (and reset
+        takeovers, unless the caller's fence already did)."""
         out = EffectResult(status, self.effect_id, result)
         store._insert_step(cur, self.run, self.seq, "effect", self.name, json.dumps(asdict(out)),
-                           fingerprint=self.fingerprint)
+                           fingerprint=self.fingerprint, reset_takeovers=reset_takeovers)
         return out
 
     # -- send and commit --------------------------------------------------------------------
@@ -401,7 +386,7 @@ class EffectCall:
             self._suspend_until_settled()
         self.run.require_local_lease()
         try:
-            with _Watchdog(remaining, self.effect_id):
+            with Watchdog(remaining, self.effect_id):
                 result = self.target.apply(self.effect_id, self.payload, **self._timeout_kwargs(remaining))
         except TargetRejected as exc:
             return self._refuse_after_send(str(exc), take_status)
@@ -414,7 +399,6 @@ class EffectCall:
         # result's arrival is judged by this, not by when a fenced-out sender got to journal it.
         self.received_in = time.monotonic() - t0
         killpoints.hit("effect_after_send" if via == "first-send" else "resolve_after_send")
-        self._log_response(result)
         return self._t_commit(result, via=via, status=status, rechecked=rechecked, take_status=take_status)
 
     def _timeout_kwargs(self, remaining: float) -> dict:
@@ -429,8 +413,9 @@ class EffectCall:
             return {}
         return {"timeout": max(0.001, remaining - min(0.25, remaining / 10))}
 
-    def _log_response(self, result: Any) -> None:
-        """The sender's own response log (LateResultPreserved), committed before T_commit.
+    def _response_log(self, result: Any) -> tuple[str, tuple]:
+        """The sender's own response log (LateResultPreserved): one statement, committed as its
+        own transaction just before T_commit, in T_commit's first round trip.
 
         Its own transaction, so it survives a T_commit that rolls back or never runs (a fenced
         or killed sender). Committed asynchronously (synchronous_commit off): visible at once
@@ -439,50 +424,60 @@ class EffectCall:
         can miss an obligation then but never reports a false one. It saves a WAL flush on
         every send.
         """
-        try:
-            # One statement in autocommit, so one transaction: set_config(..., true) sets
-            # synchronous_commit for this transaction only, and its commit does not wait for
-            # the WAL flush.
-            self.conn.execute(
-                "with async as (select set_config('synchronous_commit', 'off', true)) "
+        # set_config(..., true) sets synchronous_commit for this transaction only.
+        return ("with async as (select set_config('synchronous_commit', 'off', true)) "
                 "insert into ilr.responses (effect_id, workflow_id, epoch, result) "
                 "select %s, %s, %s, %s::jsonb from async",
                 (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)))
-        except Exception as exc:  # noqa: BLE001 - the log must not block the commit
-            log.warning("response log write failed for %s: %s", self.effect_id, exc)
 
     def _t_commit(self, result: Any, *, via: str, status: str, rechecked: dict | None,
                   take_status: bool) -> EffectResult:
-        """(e) COMMITTED plus the step row in one fenced transaction (EffectCheckpointAtomic);
-        fenced out, (f) the late-result compare-and-set.
+        """The response log, then (e) COMMITTED plus the step row in one fenced transaction
+        (EffectCheckpointAtomic); fenced out, (f) the late-result compare-and-set.
 
-        Pipelined like T_dispatch: the fence, the effect row lock and the chain's tail in one
-        round trip; the entry, the effect update, the step row and COMMIT in the next.
+        Pipelined: the response log's transaction, then T_commit's fence, the effect row lock
+        and the chain's tail in one round trip; the entry, the effect update, the step row and
+        COMMIT in the next. The log must not block the commit: when that pipeline fails, for
+        a reason other than the fence, T_commit runs again alone.
         """
-        run = self.run
-        conn = self.conn
         try:
-            t_fence = time.monotonic()
-            with conn.pipeline(), conn.transaction():
-                fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl)
-                conn.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
-                tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
-                fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
-                tail = tail_cur.fetchone()
-                cur = conn.cursor()
-                fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
-                if rechecked is not None:
-                    fields["rechecked"] = rechecked
-                journal.Chain(self.effect_id, tail["hash"] if tail else None).append(
-                    cur, "COMMITTED", _ts(fence["now"]), fields)
-                cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
-                out = self._record_in(cur, status, result) if take_status else None
-            run.renewed(t_fence, fence["cancel_requested_at"])
+            try:
+                out = self._commit_pipeline(result, via=via, status=status, rechecked=rechecked,
+                                            take_status=take_status, with_log=True)
+            except psycopg.Error as exc:
+                log.warning("response log and T_commit of %s failed (%s); T_commit alone", self.effect_id, exc)
+                out = self._commit_pipeline(result, via=via, status=status, rechecked=rechecked,
+                                            take_status=take_status, with_log=False)
         except Fenced:
             self._late_result(result)
             raise
         killpoints.hit("effect_after_commit")
         return out or EffectResult(status, self.effect_id, result)
+
+    def _commit_pipeline(self, result: Any, *, via: str, status: str, rechecked: dict | None,
+                         take_status: bool, with_log: bool) -> EffectResult | None:
+        run = self.run
+        conn = self.conn
+        t_fence = time.monotonic()
+        with db.pipelined_transaction(conn, before=[self._response_log(result)] if with_log else ()):
+            # A recorded step ends a crash loop (design-notes §5): the fence resets takeovers
+            # when this transaction records the step row.
+            fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl, reset_takeovers=take_status)
+            # The effect row lock every appender takes first, taken by the update this
+            # transaction makes anyway.
+            conn.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+            tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+            fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
+            tail = tail_cur.fetchone()
+            cur = conn.cursor()
+            fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
+            if rechecked is not None:
+                fields["rechecked"] = rechecked
+            journal.Chain(self.effect_id, tail["hash"] if tail else None).append(
+                cur, "COMMITTED", _ts(fence["now"]), fields)
+            out = self._record_in(cur, status, result, reset_takeovers=False) if take_status else None
+        run.renewed(t_fence, fence["cancel_requested_at"])
+        return out
 
     def _late_result(self, result: Any) -> None:
         """(f) The sender was fenced out after its send: never drop the response.

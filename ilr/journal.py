@@ -10,6 +10,8 @@ chain (unique nulls not distinct (effect_id, prev)) and a second COMMITTED (one_
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ilr import codec, keys
@@ -46,6 +48,22 @@ class Chain:
     def __init__(self, effect_id: str, last_hash: str | None):
         self.effect_id = effect_id
         self.last_hash = last_hash
+        self._staged: list[tuple] | None = None
+
+    @contextmanager
+    def batched(self, cur) -> Iterator[Chain]:
+        """Within the block, appends are sealed and linked at once but inserted together, in
+        one statement, when the block ends without an exception (a multi-row INSERT assigns
+        seq in row order). On an exception nothing is inserted; the caller's transaction
+        rolls back anyway.
+        """
+        self._staged = []
+        try:
+            yield self
+            if self._staged:
+                _insert(cur, self._staged)
+        finally:
+            self._staged = None
 
     @classmethod
     def read(cls, cur, effect_id: str) -> "Chain":
@@ -68,10 +86,19 @@ class Chain:
             raise ValueError(f"journal kind {kind!r} is not one of {KINDS}")
         entry = seal({"kind": kind, "effect_id": self.effect_id, "ts": ts, "prev": self.last_hash, **fields},
                      keys.signing_key())
-        cur.execute("insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s, %s, %s, %s, %s)",
-                    (self.effect_id, kind, codec.canonical(entry), entry["prev"], entry["hash"]))
+        row = (self.effect_id, kind, codec.canonical(entry), entry["prev"], entry["hash"])
+        if self._staged is not None:
+            self._staged.append(row)
+        else:
+            _insert(cur, [row])
         self.last_hash = entry["hash"]
         return entry
+
+
+def _insert(cur, rows: list[tuple]) -> None:
+    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+    cur.execute(f"insert into ilr.journal (effect_id, kind, body, prev, hash) values {values}",
+                [v for row in rows for v in row])
 
 
 def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) -> dict:

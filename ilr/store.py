@@ -140,15 +140,18 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
     raise Suspend()
 
 
-def _insert_step(cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None):
+def _insert_step(cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None, *,
+                 reset_takeovers=True):
     # Inside a transaction the fence already ran: the row lock is held, so this insert is
-    # covered by the fence. takeovers resets with every recorded step (design-notes §5).
+    # covered by the fence. takeovers resets with every recorded step (design-notes §5); a
+    # caller whose fence already reset it passes reset_takeovers=False.
     cur.execute(
         "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
         "values (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
         (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch),
     )
-    cur.execute("update ilr.workflows set takeovers = 0 where id = %s", (run.workflow_id,))
+    if reset_takeovers:
+        cur.execute("update ilr.workflows set takeovers = 0 where id = %s", (run.workflow_id,))
 
 
 FINISH_SQL = """

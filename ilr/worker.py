@@ -275,7 +275,7 @@ class Worker:
         params = {"names": [d.name for d in self.definitions], "versions": [d.version for d in self.definitions],
                   "n": n, "owner": self.worker_id, "ttl": self.lease_ttl}
         t0 = time.monotonic()  # before the claim transaction: the local lease starts here
-        with conn.pipeline(), conn.transaction():
+        with db.pipelined_transaction(conn):
             claim_cur = conn.execute(CLAIM_SQL, params)
             steps_cur = conn.execute(STEPS_OF_THIS_CLAIM_SQL, params)
         rows = claim_cur.fetchall()

@@ -176,3 +176,28 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
             finally:
                 conn.execute("alter table ilr.journal enable trigger journal_append_only")
         assert receipts.verify(rt.receipt(result["effect_id"], public_key=pub))["tamper_evident"] is False
+
+
+def test_a_failing_response_log_does_not_block_the_commit(rt, workers, tmp_path):
+    """The response log travels in T_commit's first round trip as its own transaction. When it
+    fails (here a trigger refuses every insert into ilr.responses), T_commit runs again alone
+    and the effect commits once; the log holds nothing for it."""
+    conn = rt.connection()
+    conn.execute("create or replace function public.refuse_response() returns trigger language plpgsql as "
+                 "$$ begin raise exception 'response log refused (test)'; end $$")
+    conn.execute("create trigger refuse_response before insert on ilr.responses "
+                 "for each row execute function public.refuse_response()")
+    try:
+        with refund_env(tmp_path, 1) as env:
+            workers.start("A", lease_ttl=5, env=env.worker_env())
+            case = env.case("log-refused")
+            rt.start("refund", case["id"], case)
+            approve(rt, case["id"])
+            result = rt.result(case["id"], timeout=60)
+            assert result["status"] == "COMMITTED", workers.log("A")
+            assert len(our_refunds(env, case)) == 1 and total(env, case) == 2000
+            assert "T_commit alone" in workers.log("A")
+            assert conn.execute("select count(*) as n from ilr.responses").fetchone()["n"] == 0
+    finally:
+        conn.execute("drop trigger if exists refuse_response on ilr.responses")
+        conn.execute("drop function if exists public.refuse_response()")

@@ -277,7 +277,7 @@ def test_lock_order_workflow_effect_grant(claimed):
     from ilr.runtime import cancel_in
 
     rt, conn, run, grant = claimed
-    pattern = r"select \* from ilr\.effects where effect_id = %s for update"
+    pattern = r"insert into ilr\.effects .* on conflict \(effect_id\) do update .* returning \*"
     pc, call, (t, out) = _dispatch(conn, run, grant, pattern)
     assert pc.paused.wait(10)  # T_dispatch holds the workflow and effect rows
     wrong = db.connect(application_name="wrong-order")
