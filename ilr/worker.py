@@ -70,8 +70,8 @@ select s.workflow_id, s.seq, s.name, s.kind, s.fingerprint, s.output, s.error
 """
 """The step rows of the workflows the claim statement before it (same transaction) took.
 
-A claimed row has exactly this transaction's now() + ttl as its lease (wf_leased serves the
-lookup). The statement runs after the claim statement and takes its own snapshot then (READ
+A claimed row has exactly this transaction's now() + ttl as its lease (wf_running serves the
+lookup: the running rows, filtered by lease). The statement runs after the claim statement and takes its own snapshot then (READ
 COMMITTED), so it sees every step committed before the claim locked the rows; a previous
 owner's later write is refused by its fence. Rows of another transaction with the same lease
 value would only add rows for ids this claim did not take; the caller keeps only its ids.

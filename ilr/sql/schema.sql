@@ -38,7 +38,9 @@ create table if not exists ilr.workflows (
   foreign key (name, version) references ilr.deployments
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
-create index if not exists wf_leased on ilr.workflows (lease_expires_at) where status = 'running';
+-- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).
+create index if not exists wf_running on ilr.workflows (id) where status = 'running';
+alter table ilr.workflows set (fillfactor = 80);
 
 create table if not exists ilr.steps (
   workflow_id text not null references ilr.workflows(id),
