@@ -160,6 +160,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
         with db.connect(dsn) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             cpu0 = _postgres_cpu_seconds()
+            worker_cpu0 = sum(_cpu_seconds(p.pid) for p in procs)  # start-up (imports) is not the run's cost
             profiler = _start_profiler(procs[0].pid, profile_to) if profile_to else None
             t0 = time.monotonic()
             with conn.cursor() as cur:
@@ -179,7 +180,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
                 failed += conn.execute("select count(*) as c from ilr.steps where kind = 'effect' and "
                                        "output->>'status' <> 'COMMITTED'").fetchone()["c"]
             rss = max(_peak_rss_mb(p.pid) for p in procs)
-            worker_cpu = sum(_cpu_seconds(p.pid) for p in procs)
+            worker_cpu = sum(_cpu_seconds(p.pid) for p in procs) - worker_cpu0
             for p in procs:
                 p.terminate()
             for p in procs:
