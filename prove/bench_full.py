@@ -121,6 +121,14 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _machine_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat: busy is everything but
+    idle and iowait (user, system, irq and softirq of every process and the kernel)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    total = sum(fields[:8])
+    return total - fields[3] - fields[4], total
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -161,6 +169,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             cpu0 = _postgres_cpu_seconds()
             worker_cpu0 = sum(_cpu_seconds(p.pid) for p in procs)  # start-up (imports) is not the run's cost
+            machine0 = _machine_cpu()
             profiler = _start_profiler(procs[0].pid, profile_to) if profile_to else None
             t0 = time.monotonic()
             with conn.cursor() as cur:
@@ -173,6 +182,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
                 time.sleep(0.05)
             wall = time.monotonic() - t0
             cpu = _postgres_cpu_seconds() - cpu0
+            machine1 = _machine_cpu()
             if profiler is not None:
                 _stop_profiler(profiler)
             failed = conn.execute("select count(*) as c from ilr.workflows where status <> 'completed'").fetchone()["c"]
@@ -211,6 +221,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
         "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
         "postgres_cpu_s_per_workflow": round(cpu / n, 5), "worker_peak_rss_mb": round(rss, 1),
         "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
+        "machine_busy_cores": round((machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count(), 2),
         "heartbeats": sum(int(m[1]) for m in heartbeats if m),
         "worst_heartbeat_gap_s": max((float(m[2]) for m in heartbeats if m), default=None),
         "heartbeat_schedule_s": round(BENCH_LEASE_TTL / 3, 3),
@@ -534,7 +545,8 @@ def write(report: dict) -> None:
         f"{report['runtime_steps4'].get('worker_cpu_s_per_workflow')} s/workflow (Python: the workers and their "
         f"psycopg clients) against PostgreSQL CPU {report['runtime_steps4']['postgres_cpu_s_per_workflow']} "
         f"s/workflow, with {report['runtime_steps4']['commits_per_workflow']} commits per workflow; the two share "
-        "the machine's two cores.", "",
+        f"the machine's two cores, of which {report['runtime_steps4'].get('machine_busy_cores')} were busy during the "
+        "run (/proc/stat: every process and the kernel).", "",
         "## Scale: the claim with a large history", "",
         f"{s['finished']} completed and {s['sleeping']} sleeping workflows in the table; the claim with nothing "
         f"due takes p50 {s['claim_nothing_due_p50_ms']} ms, p99 {s['claim_nothing_due_p99_ms']} ms. Claiming 2000 due "
