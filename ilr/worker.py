@@ -33,15 +33,23 @@ from ilr.targets import check_target, registered_targets
 log = logging.getLogger("ilr.worker")
 
 CLAIM_SQL = """
-with c as (
+with expired as (
   select id, status as prev_status, lease_expires_at as prev_lease
     from ilr.workflows
-   where ((status in ('pending','sleeping') and available_at <= now())
-       or (status = 'running' and lease_expires_at <= now()))
+   where status = 'running' and lease_expires_at <= now()
+     and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
+   order by id
+   limit %(n)s
+   for update skip locked),
+due as (
+  select id, status as prev_status, lease_expires_at as prev_lease
+    from ilr.workflows
+   where status in ('pending','sleeping') and available_at <= now()
      and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
    order by available_at
    limit %(n)s
    for update skip locked),
+c as (select * from expired union all select * from due limit %(n)s),
 u as (
   update ilr.workflows w
      set status = 'running', epoch = w.epoch + 1, owner = %(owner)s,
@@ -58,6 +66,17 @@ h as (
                           prev_status, prev_lease_expires_at)
   select id, epoch, %(owner)s, version, now, lease_expires_at, prev_status, prev_lease from u)
 select * from u
+"""
+"""The claim (spec §5.3), with the spec's one OR split in two scans: lapsed leases (takeovers)
+first, then due rows oldest first.
+
+Each scan follows one partial index: wf_running for the lapsed leases, and wf_due in
+available_at order for the due rows, stopping after the rows it locks. The spec's single
+``where (due) or (lapsed) order by available_at`` can only be planned as a bitmap scan of both
+indexes plus a sort of every due row; with a backlog, a claim then read and sorted the whole
+backlog (1.8 ms per claim against 0.3 ms, issue 9). A CTE is read only as far as its reader
+asks, so ``c``'s LIMIT stops the due scan (and its row locks) once the lapsed leases and due
+rows together fill ``n``. Takeovers first: a lapsed lease is work that was already started.
 """
 
 STEPS_OF_THIS_CLAIM_SQL = """
