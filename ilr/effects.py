@@ -16,6 +16,8 @@ row. The late-result transaction locks only the effect row.
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import json
 import logging
 import time
@@ -153,11 +155,18 @@ select id, principal, action, max_cents, payload_hash, granted_by, expires_at, r
 
 def _accepts_timeout(apply: Callable) -> bool:
     """Whether a target's apply() takes a ``timeout`` keyword (seconds left before the local
-    deadline); see EffectTarget."""
-    import inspect
-
+    deadline); see EffectTarget. Read once per function, not on every send."""
+    fn = getattr(apply, "__func__", apply)
     try:
-        params = inspect.signature(apply).parameters
+        return _takes_timeout(fn)
+    except TypeError:  # an unhashable callable: read its signature each time
+        return _takes_timeout.__wrapped__(fn)
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_timeout(fn: Callable) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
     return "timeout" in params
@@ -273,7 +282,8 @@ class EffectCall:
         runs them one after another, each with a snapshot taken after the lock before it was
         granted, so the tail and the grant are read under the locks exactly as if each waited
         for the one before. A fence that matched nothing rolls the whole transaction back
-        (nothing commits). The second sends the journal entries, the effect update and COMMIT.
+        (nothing commits). The second sends COMMIT and one statement that inserts the journal
+        entries and updates the effect row.
         """
         run = self.run
         conn = self.conn
@@ -347,7 +357,8 @@ class EffectCall:
                 # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
                 # fence's) plus send_timeout, computed once so the row and the entry hold one value.
                 deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
-                cur.execute(
+                # In the same statement as the entries' INSERT (Chain.also).
+                chain.also(
                     "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
                     "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
                     "send_deadline = %s, settle_margin = make_interval(secs => %s), "
@@ -368,12 +379,14 @@ class EffectCall:
         return {"agent": self.run.name, "lease": self.grant, "premises": self.premises, "effect": self.payload,
                 "decision": self.decision}
 
-    def _record_in(self, cur, status: str, result: Any = None, *, reset_takeovers: bool = True) -> EffectResult:
+    def _record_in(self, cur, status: str, result: Any = None, *, reset_takeovers: bool = True,
+                   execute=None) -> EffectResult:
         """Insert this call's step row inside the caller's fenced transaction (and reset
-        takeovers, unless the caller's fence already did)."""
+        takeovers, unless the caller's fence already did). ``execute``: run the insert with
+        it instead of ``cur.execute`` (``Chain.also``)."""
         out = EffectResult(status, self.effect_id, result)
         store._insert_step(cur, self.run, self.seq, "effect", self.name, json.dumps(asdict(out)),
-                           fingerprint=self.fingerprint, reset_takeovers=reset_takeovers)
+                           fingerprint=self.fingerprint, reset_takeovers=reset_takeovers, execute=execute)
         return out
 
     # -- send and commit --------------------------------------------------------------------
@@ -436,8 +449,8 @@ class EffectCall:
         (EffectCheckpointAtomic); fenced out, (f) the late-result compare-and-set.
 
         Pipelined: the response log's transaction, then T_commit's fence, the effect row lock
-        and the chain's tail in one round trip; the entry, the effect update, the step row and
-        COMMIT in the next. The log must not block the commit: when that pipeline fails, for
+        and the chain's tail in one round trip; in the next, COMMIT and one statement that
+        inserts the entry and the step row. The log must not block the commit: when that pipeline fails, for
         a reason other than the fence, T_commit runs again alone.
         """
         try:
@@ -473,9 +486,12 @@ class EffectCall:
             fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
             if rechecked is not None:
                 fields["rechecked"] = rechecked
-            journal.Chain(self.effect_id, tail["hash"] if tail else None).append(
-                cur, "COMMITTED", _ts(fence["now"]), fields)
-            out = self._record_in(cur, status, result, reset_takeovers=False) if take_status else None
+            # The entry and the step row in one statement (Chain.also).
+            chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
+            with chain.batched(cur):
+                chain.append(cur, "COMMITTED", _ts(fence["now"]), fields)
+                out = (self._record_in(cur, status, result, reset_takeovers=False, execute=chain.also)
+                       if take_status else None)
         run.renewed(t_fence, fence["cancel_requested_at"])
         return out
 

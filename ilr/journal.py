@@ -49,21 +49,40 @@ class Chain:
         self.effect_id = effect_id
         self.last_hash = last_hash
         self._staged: list[tuple] | None = None
+        self._also: list[tuple[str, tuple]] = []
 
     @contextmanager
     def batched(self, cur) -> Iterator[Chain]:
         """Within the block, appends are sealed and linked at once but inserted together, in
         one statement, when the block ends without an exception (a multi-row INSERT assigns
-        seq in row order). On an exception nothing is inserted; the caller's transaction
-        rolls back anyway.
+        seq in row order). Statements staged with ``also`` run in that same statement. On an
+        exception nothing is inserted; the caller's transaction rolls back anyway.
         """
         self._staged = []
+        self._also: list[tuple[str, tuple]] = []
         try:
             yield self
-            if self._staged:
-                _insert(cur, self._staged)
+            _insert(cur, self._staged, self._also)
         finally:
             self._staged = None
+            self._also = []
+
+    def also(self, sql: str, params: tuple) -> None:
+        """Inside ``batched``: run the data-modifying statement ``sql`` (an UPDATE or INSERT
+        without RETURNING, with %s placeholders) as part of the block's one INSERT, as a CTE.
+
+        One statement instead of two saves its round trip share and its parse and bind on the
+        effect path (issue 9). Its CTE and the journal INSERT see the same snapshot, so ``sql``
+        must not read rows this block's entries write, nor write a row another staged
+        statement writes; it may fail the whole statement like any CTE (a constraint, a
+        trigger), which rolls the caller's transaction back.
+
+        Raises:
+            RuntimeError: called outside ``batched``.
+        """
+        if self._staged is None:
+            raise RuntimeError("Chain.also is only for statements inside Chain.batched")
+        self._also.append((sql, params))
 
     @classmethod
     def read(cls, cur, effect_id: str) -> "Chain":
@@ -95,10 +114,18 @@ class Chain:
         return entry
 
 
-def _insert(cur, rows: list[tuple]) -> None:
+def _insert(cur, rows: list[tuple], also: list[tuple[str, tuple]] = ()) -> None:
+    """One INSERT of ``rows`` (effect_id, kind, body, prev, hash), with the ``also`` statements
+    as data-modifying CTEs ahead of it; with no rows, the ``also`` statements alone."""
+    if not rows:
+        for sql, params in also:
+            cur.execute(sql, params)
+        return
+    ctes = ", ".join(f"also{i} as ({sql})" for i, (sql, _) in enumerate(also))
     values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-    cur.execute(f"insert into ilr.journal (effect_id, kind, body, prev, hash) values {values}",
-                [v for row in rows for v in row])
+    cur.execute(f"{'with ' + ctes + ' ' if ctes else ''}"
+                f"insert into ilr.journal (effect_id, kind, body, prev, hash) values {values}",
+                [v for _, params in also for v in params] + [v for row in rows for v in row])
 
 
 def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) -> dict:

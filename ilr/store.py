@@ -140,16 +140,18 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
     raise Suspend()
 
 
+INSERT_STEP_SQL = ("insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
+                   "values (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)")
+
+
 def _insert_step(cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None, *,
-                 reset_takeovers=True):
+                 reset_takeovers=True, execute=None):
     # Inside a transaction the fence already ran: the row lock is held, so this insert is
     # covered by the fence. takeovers resets with every recorded step (design-notes §5); a
-    # caller whose fence already reset it passes reset_takeovers=False.
-    cur.execute(
-        "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
-        "values (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)",
-        (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch),
-    )
+    # caller whose fence already reset it passes reset_takeovers=False. ``execute`` runs the
+    # insert in place of cur.execute: journal.Chain.also folds it into the journal INSERT.
+    (execute or cur.execute)(INSERT_STEP_SQL,
+                             (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch))
     if reset_takeovers:
         cur.execute("update ilr.workflows set takeovers = 0 where id = %s", (run.workflow_id,))
 
