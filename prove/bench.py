@@ -150,11 +150,12 @@ def pgbench_tps(clients: int, seconds: int = 10) -> dict:
 
 # -- scale: claim cost with a large history -----------------------------------------------------------
 
-def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) -> dict:
+def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, backlog: int = 20_000) -> dict:
     """Fill a fresh database with ``finished`` completed and ``sleeping`` sleeping workflows, then
-    time the claim statement (nothing due), measure claim throughput (claims/s, batches of 8,
-    each batch then finished) against the same measure on the empty table, and capture the plan
-    (EXPLAIN ANALYZE inside a rolled-back transaction, since the claim updates what it selects)."""
+    time the claim statement (nothing due), measure claim throughput (workflows claimed per
+    second, in batches of params["n"], each batch then finished) against the same measure on
+    the empty table and with ``backlog`` workflows due at once, and capture the plan (EXPLAIN
+    ANALYZE inside a rolled-back transaction, since the claim updates what it selects)."""
     from ilr.worker import CLAIM_SQL
 
     base = db.conninfo()
@@ -181,6 +182,7 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) 
             conn.execute(CLAIM_SQL, params).fetchall()
             timings.append((time.perf_counter() - t) * 1000)
         rate_history = _claim_rate(conn, params, "history")
+        rate_backlog = _claim_rate(conn, params, "backlog", k=backlog)
         conn.execute("insert into ilr.workflows (id, name, version, input) values ('due', 'bench_steps3', '1', '{}')")
         with conn.transaction(force_rollback=True):
             plan = [r["QUERY PLAN"] for r in conn.execute("explain (analyze, buffers, costs off) " + CLAIM_SQL,
@@ -189,7 +191,9 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000) 
         conn.execute('drop database if exists "ilr_scale" with (force)')
     return {"finished": finished, "sleeping": sleeping, "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
             "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3),
-            "claims_per_s_empty_table": rate_empty, "claims_per_s_with_history": rate_history, "explain": plan}
+            "claims_per_s_empty_table": rate_empty, "claims_per_s_with_history": rate_history,
+            "claim_batch": params["n"], "due_backlog": backlog, "claims_per_s_due_backlog": rate_backlog,
+            "explain": plan}
 
 
 def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:

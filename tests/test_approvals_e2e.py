@@ -4,8 +4,10 @@ The real stack: Django's live server (pytest-django's ``live_server``) on the te
 ``manage.py ilr_worker`` subprocesses, the local payment target and the model stub. A person
 logs in, opens the queue, sees the decision and its premises, approves, and watches the
 workflow complete with one refund in the target's ledger; then revokes a grant whose effect is
-in flight and sees the ids that may still land; then reads a receipt. Screenshots of the queue
-and a receipt are written to results/ui/.
+in flight and sees the ids that may still land; then reads a receipt. Screenshots of the queue,
+the revoke and a receipt go to the test's tmp_path, or to $ILR_UI_SHOTS when set: results/ui/
+is made by ``ILR_UI_SHOTS=results/ui python -m pytest tests/test_approvals_e2e.py``, so the plain
+test run leaves results/ untouched.
 
 Chromium is Debian's ``chromium`` package driven by Playwright through ``executable_path``
 (``playwright install`` is never run). ``demo --serve`` is checked separately: gunicorn serves
@@ -29,7 +31,6 @@ from tests.refund_harness import refund_env, wait_for_approval_request
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-SHOTS = ROOT / "results" / "ui"
 PASSWORD = "e2e-only-password"
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -58,7 +59,8 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
     # after this line but the fixtures' teardown) would otherwise be refused as async-unsafe.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     User.objects.create_superuser("ops-e2e", password=PASSWORD)
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots = Path(os.environ.get("ILR_UI_SHOTS") or tmp_path / "ui")
+    shots.mkdir(parents=True, exist_ok=True)
 
     with refund_env(tmp_path, tier=1) as env, sync_playwright() as pw:
         workers.start("A", lease_ttl=2, env=env.worker_env())
@@ -90,7 +92,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
             assert row.locator("td").nth(1).inner_text() == "0"
             assert row.locator("td").nth(2).inner_text() == "0"  # read again now: unchanged
             assert "unavailable" not in card.inner_text()
-            page.screenshot(path=str(SHOTS / "queue.png"), full_page=True)
+            page.screenshot(path=str(shots / "queue.png"), full_page=True)
 
             # Approve, then watch the workflow complete.
             card.locator("button.approve").click()
@@ -115,7 +117,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
             assert "Did it happen?" in answers and "Is the record intact?" in answers
             assert "Intact" in page.locator("#tamper-flag").inner_text()
             assert page.locator("table.chain tbody tr").count() >= 3
-            page.screenshot(path=str(SHOTS / "receipt.png"), full_page=True)
+            page.screenshot(path=str(shots / "receipt.png"), full_page=True)
 
             # Revoke a grant whose effect is in flight: the second case's worker dies right after
             # T_dispatch, so its effect stays dispatched under the grant.
@@ -142,14 +144,14 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
             results.wait_for()
             assert "These may still land" in results.inner_text()
             assert page.locator("ul.landing li").all_inner_texts() == [f"{effect_id} (receipt)"]
-            page.screenshot(path=str(SHOTS / "revoke.png"), full_page=True)
+            page.screenshot(path=str(shots / "revoke.png"), full_page=True)
         finally:
             browser.close()
 
     assert rt.connection().execute("select revoked_at from ilr.grants where id = %s",
                                    (grant_id,)).fetchone()["revoked_at"] is not None
-    assert (SHOTS / "queue.png").stat().st_size > 10_000
-    assert (SHOTS / "receipt.png").stat().st_size > 10_000
+    assert (shots / "queue.png").stat().st_size > 10_000
+    assert (shots / "receipt.png").stat().st_size > 10_000
 
 
 def test_demo_serve_runs_gunicorn_with_the_review_ui(clean_db, tmp_path):
