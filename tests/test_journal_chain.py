@@ -1,0 +1,68 @@
+"""journal.Chain on the real database: batched appends, and statements folded into the same
+INSERT with ``Chain.also`` (issue 9), which the effect path's T_dispatch and T_commit use."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from ilr import db, journal
+
+
+@pytest.fixture
+def conn(clean_db, django_db_blocker):
+    with django_db_blocker.unblock():
+        c = db.connect(clean_db)
+        c.execute("insert into ilr.deployments (name, version, code_sha256) values ('j', '1', 'x')")
+        c.execute("insert into ilr.workflows (id, name, version, input) values ('wf-j', 'j', '1', '{}')")
+        c.execute("insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
+                  "values ('eff_j', 'wf-j', 't', 1, '{}', 'h')")
+        yield c
+        c.close()
+
+
+def _sends(conn) -> int:
+    return conn.execute("select sends from ilr.effects where effect_id = 'eff_j'").fetchone()["sends"]
+
+
+def test_batched_entries_link_in_order_and_the_staged_update_lands_with_them(conn):
+    with conn.transaction():
+        cur = conn.cursor()
+        chain = journal.Chain("eff_j", None)
+        with chain.batched(cur):
+            first = chain.append(cur, "PROPOSED", 1.0, {"n": 1})
+            chain.also("update ilr.effects set sends = sends + %s where effect_id = %s", (5, "eff_j"))
+            second = chain.append(cur, "AUTHORIZED", 1.0, {"n": 2})
+            # Nothing is written until the block ends: one statement then.
+            assert conn.execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+            assert _sends(conn) == 0
+    rows = conn.execute("select kind, prev, hash from ilr.journal order by seq").fetchall()
+    assert [(r["kind"], r["prev"], r["hash"]) for r in rows] == [
+        ("PROPOSED", None, first["hash"]), ("AUTHORIZED", first["hash"], second["hash"])]
+    assert _sends(conn) == 5
+
+
+def test_a_failing_staged_statement_inserts_no_entry(conn):
+    with pytest.raises(psycopg.errors.CheckViolation):
+        with conn.transaction():
+            cur = conn.cursor()
+            chain = journal.Chain("eff_j", None)
+            with chain.batched(cur):
+                chain.append(cur, "PROPOSED", 1.0, {})
+                chain.also("update ilr.effects set state = 'no-such-state' where effect_id = %s", ("eff_j",))
+    assert conn.execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+
+
+def test_a_staged_statement_runs_alone_when_no_entry_is_appended(conn):
+    with conn.transaction():
+        cur = conn.cursor()
+        chain = journal.Chain("eff_j", None)
+        with chain.batched(cur):
+            chain.also("update ilr.effects set sends = sends + 1 where effect_id = %s", ("eff_j",))
+    assert _sends(conn) == 1
+    assert conn.execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+
+
+def test_also_outside_batched_is_refused(conn):
+    with pytest.raises(RuntimeError, match="inside Chain.batched"):
+        journal.Chain("eff_j", None).also("select 1", ())
