@@ -142,7 +142,7 @@ def pgbench_tps(clients: int, seconds: int = 10) -> dict:
                    capture_output=True, text=True)
     out = subprocess.run([pg_bin("pgbench"), *args, "-N", "-c", str(clients), "-j", "2", "-T", str(seconds),
                           "ilr_pgbench"], check=True, capture_output=True, text=True).stdout
-    tps = float(re.search(r"tps = ([0-9.]+)", out).group(1))
+    tps = round(float(re.search(r"tps = ([0-9.]+)", out).group(1)), 1)
     with db.connect(db.conninfo()) as conn:
         conn.execute('drop database if exists "ilr_pgbench" with (force)')
     return {"tps": tps, "clients": clients, "seconds": seconds, "command": f"pgbench -N -c {clients} -j 2 -T {seconds}"}
