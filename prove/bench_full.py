@@ -425,8 +425,9 @@ def effect_overhead_ms(effect_ms: list[float], target_url: str) -> float | None:
 
 
 def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = False, rounds: int = 1,
-        out=sys.stdout) -> dict:
-    """The whole benchmark; writes results/runtime_bench.{md,json} and the latency PNG.
+        out=sys.stdout, out_dir: Path | None = None) -> dict:
+    """The whole benchmark; writes runtime_bench.{md,json} and the latency PNG to ``out_dir``
+    (default results/).
 
     ``rounds`` repeats the figures that move from run to run by more than their margin to a
     target (the 4-step throughput with its pgbench commit bound right after it, and the serial
@@ -446,7 +447,8 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
     report: dict = {"label": LABEL, "n": n, "workers": workers, "concurrency": concurrency, "rounds": rounds,
                     "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
                     "command": f"python manage.py bench --n {n} --workers {workers} --concurrency {concurrency}"
-                    + (f" --rounds {rounds}" if rounds != 1 else "") + (" --quick" if quick else "")}
+                    + (f" --rounds {rounds}" if rounds != 1 else "") + (" --quick" if quick else "")
+                    + (f" --out {out_dir}" if out_dir is not None else "")}
     with target_process(tier=1, queryable=True, ledger=data / f"ledger-{time.time_ns()}.sqlite") as target_url, \
             model_stub_process() as model_url:
         http_json("POST", f"{target_url}/admin/delay", {"seconds": TARGET_DELAY_S})
@@ -510,7 +512,7 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
     report["ratio_vs_temporal_refund"] = round(report["runtime_refund"]["workflows_per_s"]
                                                / report["temporal_refund"]["workflows_per_s"], 2)
     report["wall_s"] = round(time.monotonic() - started, 1)
-    write(report)
+    write(report, out_dir)
     return report
 
 
@@ -528,9 +530,9 @@ def _policy_grant(dsn: str) -> str:
         return grant_in(conn, "bench_refund", "refund", by="bench-policy", max_cents=1_000_000)
 
 
-def write(report: dict) -> None:
-    results = ROOT / "results"
-    results.mkdir(exist_ok=True)
+def write(report: dict, out_dir: Path | None = None) -> None:
+    results = Path(out_dir) if out_dir is not None else ROOT / "results"
+    results.mkdir(parents=True, exist_ok=True)
     def without_samples(v):
         # The latency samples go to the PNG, not the JSON.
         if isinstance(v, dict):

@@ -1,10 +1,12 @@
-"""``manage.py bench [--quick] [--n N] [--workers W] [--concurrency C] [--rounds R]``: the benchmark of
+"""``manage.py bench [--quick] [--n N] [--workers W] [--concurrency C] [--rounds R] [--out DIR]``: the benchmark of
 spec §11.6.4 (runtime vs the Temporal dev server vs the pgbench commit bound), written to
-results/runtime_bench.{md,json}. ``--core`` runs only the three-step runtime benchmark
+results/runtime_bench.{md,json} (or DIR). ``--core`` runs only the three-step runtime benchmark
 (results/runtime_bench_core.*).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -21,8 +23,10 @@ class Command(BaseCommand):
                             help="repeat the 4-step run with its pgbench, and the serial gated effect, this many "
                                  "times; the targets are read from the median round")
         parser.add_argument("--core", action="store_true", help="only the three-step runtime benchmark")
+        parser.add_argument("--out", default=None,
+                            help="directory for runtime_bench.{md,json} and the PNG (default: results/)")
 
-    def handle(self, *args, n, workers, concurrency, quick, core, rounds, **options):
+    def handle(self, *args, n, workers, concurrency, quick, core, rounds, out, **options):
         if core:
             from prove.bench import run_core, write_results
 
@@ -32,6 +36,6 @@ class Command(BaseCommand):
 
         if rounds < 1:
             raise CommandError(f"--rounds must be at least 1, got {rounds}")
-        report = run(n, workers, concurrency, quick, rounds, out=self.stdout)
+        report = run(n, workers, concurrency, quick, rounds, out=self.stdout, out_dir=Path(out) if out else None)
         self.stdout.write(f"ratio_vs_temporal {report['ratio_vs_temporal']}, "
                           f"ratio_vs_commit_bound {report['ratio_vs_commit_bound']}")

@@ -1,0 +1,44 @@
+"""``manage.py bench --quick`` end to end (issue 9): the runtime's workers, pgbench, the serial
+gated effect, the Temporal dev server and the scale run, written to a scratch directory.
+
+This checks that the benchmark runs and reports every figure the issue names, not how fast
+anything is: speed is shown by the committed results/runtime_bench.md, never by a timed test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def test_bench_quick_reports_every_figure(tmp_path):
+    committed = ROOT / "results" / "runtime_bench.json"
+    before = committed.stat().st_mtime_ns
+    # Same embedded cluster as the tests; the bench makes and drops its own databases in it.
+    proc = subprocess.run([sys.executable, str(ROOT / "manage.py"), "bench", "--quick", "--rounds", "2",
+                           "--out", str(tmp_path / "results")], cwd=ROOT, env=dict(os.environ), capture_output=True,
+                          text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "results" / "runtime_bench.json").read_text())
+    assert report["command"] == ("python manage.py bench --n 200 --workers 2 --concurrency 8 --rounds 2 --quick "
+                                 f"--out {tmp_path / 'results'}")
+    assert report["ratio_vs_temporal"] > 0 and report["ratio_vs_commit_bound"] > 0
+    assert len(report["round_results"]) == 2
+    for key in ("runtime_steps4", "runtime_refund"):
+        assert report[key]["n"] == 200 and report[key]["failed"] == 0, report[key]
+    for key in ("temporal_steps4", "temporal_refund"):
+        assert report[key]["n"] == 200 and report[key]["workflows_per_s"] > 0, report[key]
+    assert report["runtime_serial_effect"]["committed"] == 50
+    assert report["scale"]["claims_per_s_due_backlog"] > 0 and report["scale"]["explain"]
+    md = (tmp_path / "results" / "runtime_bench.md").read_text()
+    assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md
+    assert (tmp_path / "results" / "runtime_bench_latency.png").stat().st_size > 10_000
+    assert committed.stat().st_mtime_ns == before, "a scratch run rewrote the committed results"
