@@ -450,8 +450,8 @@ class EffectCall:
 
         Pipelined: the response log's transaction, then T_commit's fence, the effect row lock
         and the chain's tail in one round trip; in the next, COMMIT and one statement that
-        inserts the entry and the step row. The log must not block the commit: when that pipeline fails, for
-        a reason other than the fence, T_commit runs again alone.
+        inserts the entry and the step row. The log must not block the commit: when that
+        pipeline fails, for a reason other than the fence, T_commit runs again alone.
         """
         try:
             try:

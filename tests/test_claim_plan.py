@@ -74,12 +74,18 @@ def test_due_rows_are_claimed_oldest_first_and_n_bounds_the_claim(conn):
     assert conn.execute("select count(*) as n from ilr.workflows where status = 'running'").fetchone()["n"] == 4
 
 
-def test_lapsed_leases_are_taken_first_and_count_against_n(conn):
+def test_lapsed_leases_are_taken_first_and_count_against_n(conn, clean_db):
     _backlog(conn, 10)
     for r in _claim(conn, 3):  # three running rows whose leases then lapse
         conn.execute("update ilr.workflows set lease_expires_at = now() - interval '1 second' where id = %s",
                      (r["id"],))
-    rows = _claim(conn, 5)
+    with conn.transaction():
+        rows = _claim(conn, 5)
+        # The due scan stopped at the two rows it took: it left no other row locked.
+        with db.connect(clean_db) as other:
+            unlocked = [r["id"] for r in other.execute(
+                "select id from ilr.workflows where status = 'pending' order by id for update skip locked")]
+        assert unlocked == [f"due{i:06d}" for i in range(6, 11)]
     by_id = {r["id"]: r for r in rows}
     assert len(rows) == 5
     assert sorted(i for i, r in by_id.items() if r["prev_status"] == "running") == [
