@@ -1,6 +1,6 @@
 """Make kill-point SIGSTOPs land at the kill point, in the harness's worker processes.
 
-``ilr.killpoints.hit`` stops the process with ``os.kill(os.getpid(), SIGSTOP)``. That signal is
+``ilr.killpoints.hit`` once stopped the process with ``os.kill(os.getpid(), SIGSTOP)``. That signal is
 process-directed: when the calling thread is not the main thread (a runtime run thread, a
 Temporal activity thread), the kernel hands it to the main thread, and the calling thread runs
 on until the group stop reaches it. Measured here: a Temporal activity's HTTP request reached
@@ -9,8 +9,9 @@ and sent after SIGCONT (spec §11.3 S12, S13). The harness needs the stop exactl
 in its own worker processes it wraps ``hit``: when ILR_STOP_AT stops the process at the point just
 hit, the calling thread waits for the harness's SIGCONT (a SIGCONT handler sets an event; at most
 1 s), so the group stop takes it at the point and it resumes as soon as it is continued. SIGKILL is unaffected (a
-fatal signal kills every thread at once). ilr.killpoints itself is unchanged (owned elsewhere);
-the proper fix there is ``signal.pthread_kill(threading.get_ident(), SIGSTOP)``.
+fatal signal kills every thread at once). ilr.killpoints has since taken the proper fix, a
+thread-directed ``signal.pthread_kill(threading.get_ident(), SIGSTOP)``; this wait stays as a
+second guard in the harness's own processes.
 
 Usage: ``python -m prove.worker_shim ilr_worker --id ...`` (runs manage.py's command with the
 wrap installed); the Temporal worker calls ``install()`` itself.
