@@ -59,7 +59,7 @@ class Chain:
         exception nothing is inserted; the caller's transaction rolls back anyway.
         """
         self._staged = []
-        self._also: list[tuple[str, tuple]] = []
+        self._also = []
         try:
             yield self
             _insert(cur, self._staged, self._also)

@@ -63,7 +63,7 @@ def hit(name: str) -> None:
         ValueError: ILR_KILL_AT or ILR_STOP_AT names a point not in POINTS (at the first hit).
     """
     _hits[name] += 1
-    for sig, wanted in _ARMED if _ARMED is not None else _armed():
+    for sig, wanted in _armed():
         if name in wanted and wanted[name] in (None, _hits[name]):
             # Directed at this thread, the signal is acted on as the syscall returns: the
             # thread at the kill point stops (or dies) here, not a moment later. (os.kill

@@ -458,9 +458,9 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
         LocalRefunds(target_url)  # a well-formed target URL
         tspec = {"url": target_url, "tier": 1, "queryable": True, "send_timeout": 10, "settle_margin": 5}
         report["round_results"] = []
+        raw_profile = data / "profile-steps4.txt"
         for k in range(rounds):
             say(f"round {k + 1} of {rounds}: runtime, 4 steps ...")
-            raw_profile = data / "profile-steps4.txt"
             steps4 = run_runtime("bench_steps4", n, workers, concurrency, {}, lambda i, g: {},
                                  profile_to=raw_profile if k == 0 else None)
             steps4.pop("effect_ms")
@@ -533,6 +533,7 @@ def _policy_grant(dsn: str) -> str:
 def write(report: dict, out_dir: Path | None = None) -> None:
     results = Path(out_dir) if out_dir is not None else ROOT / "results"
     results.mkdir(parents=True, exist_ok=True)
+
     def without_samples(v):
         # The latency samples go to the PNG, not the JSON.
         if isinstance(v, dict):
@@ -646,7 +647,9 @@ def _profile_lines(report: dict) -> list[str]:
     prof = report.get("profile_steps4")
     if not prof:
         return ["CPU profile: not taken (py-spy missing).", ""]
-    lines = ["## Where a worker's CPU goes (4-step shape, py-spy --gil on worker 0: the thread holding the GIL)", "",
+    rounds = len(report.get("round_results", [])) or 1
+    lines = ["## Where a worker's CPU goes (4-step shape" + (", round 1" if rounds > 1 else "")
+             + ", py-spy --gil on worker 0: the thread holding the GIL)", "",
              f"{prof['samples']} samples.", "", "| group (by leaf frame) | share |", "|---|---|"]
     lines += [f"| {g} | {share} |" for g, share in prof["groups"]]
     lines += ["", "| leaf function | share |", "|---|---|"]
