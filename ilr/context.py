@@ -375,7 +375,10 @@ class WorkflowContext:
                 with target.validate_premises before every send and resend.
             grant: the grant id authorizing the send (a policy grant or an approval).
             name: the step name; default "effect:<target name>".
-            local_premises: callables ``f(cursor) -> [violation]`` run inside T_dispatch.
+            local_premises: callables ``f(cur) -> [violation strings]`` run inside T_dispatch,
+                under its locks: ``cur.execute(sql, params)`` returns a result whose
+                ``fetchone()`` / ``fetchall()`` give dict rows (an ``ilr.batch.Batch``; each
+                first read costs a round trip).
             compensation: allowed after a cancel (NoSendAfterCancel exempts it).
             raise_on_refusal: raise EffectRefused instead of returning a REFUSED result.
             decision: a Decision.ref to cite in PROPOSED.

@@ -3,20 +3,17 @@
 The engine speaks raw psycopg 3 on its own connections, opened from Django's DATABASES entry;
 the ORM is never on a worker's write path. Connections are in autocommit mode: a one-statement
 write is one transaction (one round trip), and longer transactions use ``conn.transaction()``,
-or ``pipelined_transaction`` on the hot paths.
+or an ``ilr.batch.Batch`` on the hot paths.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import psycopg
 from psycopg.adapt import Loader
 from psycopg.conninfo import make_conninfo
-from psycopg.pq import TransactionStatus
 from psycopg.rows import dict_row
 
 from ilr.errors import Fenced
@@ -106,19 +103,22 @@ FENCE_RESET_TAKEOVERS_SQL = FENCE_SQL.replace("updated_at = now()", "updated_at 
 (design-notes §5), so the same statement resets takeovers."""
 
 
-def send_fence(conn: psycopg.Connection, wf_id: str, epoch: int, ttl: float, *,
-               reset_takeovers: bool = False) -> psycopg.Cursor:
-    """Queue the fence on a pipelined connection (inside its transaction) without waiting.
+def send_fence(batch, wf_id: str, epoch: int, ttl: float, *, reset_takeovers: bool = False):
+    """Queue the fence as the first statement of an ``ilr.batch.Batch``, without waiting.
 
     The statements queued after it run on the server after it, so they run under the
-    workflow row lock when it matched; the caller must pass the cursor's row to ``fenced``
-    before it commits, and roll back (raise) when the fence matched nothing.
+    workflow row lock when it matched; the caller must pass the result's row to ``fenced``
+    before the batch ends, and raise (the batch then rolls back) when it matched nothing.
 
     Args:
+        batch: the Batch (anything with ``execute(sql, params)``).
         reset_takeovers: also set takeovers = 0 (the transaction records a step row).
+
+    Returns:
+        the fence's ``ilr.batch.Result``.
     """
-    return conn.execute(FENCE_RESET_TAKEOVERS_SQL if reset_takeovers else FENCE_SQL,
-                        {"wf": wf_id, "epoch": epoch, "ttl": ttl})
+    return batch.execute(FENCE_RESET_TAKEOVERS_SQL if reset_takeovers else FENCE_SQL,
+                         {"wf": wf_id, "epoch": epoch, "ttl": ttl})
 
 
 def fenced(row: dict | None, wf_id: str, epoch: int) -> dict:
@@ -126,43 +126,3 @@ def fenced(row: dict | None, wf_id: str, epoch: int) -> dict:
     if row is None:
         raise Fenced(f"workflow {wf_id}: epoch {epoch} no longer holds a live claim")
     return row
-
-
-@contextmanager
-def pipelined_transaction(conn: psycopg.Connection, *, before: Sequence[tuple[str, Any]] = ()) -> Iterator[None]:
-    """One transaction in pipeline mode, with BEGIN and COMMIT queued like its statements.
-
-    psycopg's ``conn.transaction()`` inside a pipeline syncs when the block begins and when
-    it ends, so that an error belongs to its block: two round trips more than the work needs.
-    Here a transaction costs one round trip per fetch the caller makes before the end, plus
-    the final sync. Statements queued after a fetch still run on the server after those
-    before it, each with its own snapshot (READ COMMITTED).
-
-    Args:
-        conn: an autocommit connection (``connect``'s) with no transaction open.
-        before: statements ``(sql, params)`` committed as their own transaction ahead of this
-            one, in the same round trip; an error in the block cannot undo them. If one of
-            them fails, nothing after it runs and the error is raised.
-
-    Raises:
-        whatever the block or the server raised; the transaction is then rolled back, so
-        nothing of it is committed.
-    """
-    if not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE:
-        raise psycopg.ProgrammingError("pipelined_transaction needs an idle autocommit connection")
-    try:
-        with conn.pipeline():
-            if before:
-                conn.execute("begin")
-                for sql, params in before:
-                    conn.execute(sql, params)
-                conn.execute("commit")
-            conn.execute("begin")
-            yield
-            conn.execute("commit")
-    except BaseException:
-        # After a failed COMMIT the server has already ended the transaction (IDLE); after a
-        # broken connection there is nothing to roll back.
-        if not conn.closed and conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
-            conn.rollback()
-        raise

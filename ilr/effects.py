@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterable
 import psycopg
 
 from ilr import codec, db, journal, killpoints, store
+from ilr.batch import Batch
 from ilr.errors import Fenced, InterlockError, InvalidInput, Suspend, TargetRejected
 from ilr.targets import DEDUP_MARGIN, attr, check_target
 from ilr.watchdog import WATCHDOG_EXIT_CODE, Watchdog  # noqa: F401 - re-exported
@@ -277,39 +278,38 @@ class EffectCall:
         """T_dispatch (spec §5.7 (c)). Returns a recorded refusal or duplicate, or None when
         the send is authorized (DISPATCHED committed).
 
-        Pipelined: two round trips and one commit. The first sends every read in lock order
+        One Batch: two round trips and one commit. The first sends every read in lock order
         (workflow row by the fence, effect row, grant row) and the chain's tail; the server
         runs them one after another, each with a snapshot taken after the lock before it was
         granted, so the tail and the grant are read under the locks exactly as if each waited
         for the one before. A fence that matched nothing rolls the whole transaction back
-        (nothing commits). The second sends COMMIT and one statement that inserts the journal
-        entries and updates the effect row.
+        (nothing commits). The second sends one statement that inserts the journal entries
+        and updates the effect row, and the Sync that commits.
         """
         run = self.run
         conn = self.conn
         t_fence = time.monotonic()
-        with db.pipelined_transaction(conn):
-            fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl)
+        with Batch(conn) as cur:
+            fence_cur = db.send_fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             # 1. the effect row, created by the first proposer, locked and read in one statement:
             # the insert holds its new row; on a conflict the no-op update waits for the row's
             # lock and returns its latest version (as SELECT ... FOR UPDATE would).
-            eff_cur = conn.execute(
+            eff_cur = cur.execute(
                 "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
                 "values (%s, %s, %s, %s, %s::jsonb, %s) "
                 "on conflict (effect_id) do update set effect_id = excluded.effect_id returning *",
                 (self.effect_id, run.workflow_id, self.target_name, self.target.tier, json.dumps(self.payload),
                  self.payload_hash))
-            tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+            tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
             # 8 (read now, used below). The grant, FOR SHARE: a concurrent revoke waits for this
             # commit, and a revoke that committed first is seen here (RevokeLinearizable,
             # NoSendUnderRevokedGrant).
-            grant_cur = conn.execute(GRANT_FOR_SHARE, (self.grant,)) if self.grant else None
+            grant_cur = cur.execute(GRANT_FOR_SHARE, (self.grant,)) if self.grant else None
             fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
             eff = eff_cur.fetchone()
             tail = tail_cur.fetchone()
             grant = grant_cur.fetchone() if grant_cur is not None else None
             chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
-            cur = conn.cursor()
             # One INSERT for this transaction's entries, when the block ends (Chain.batched).
             with chain.batched(cur):
                 ts = _ts(fence["now"])
@@ -440,7 +440,7 @@ class EffectCall:
         # set_config(..., true) sets synchronous_commit for this transaction only.
         return ("with async as (select set_config('synchronous_commit', 'off', true)) "
                 "insert into ilr.responses (effect_id, workflow_id, epoch, result) "
-                "select %s, %s, %s, %s::jsonb from async",
+                "select %s::text, %s::text, %s::bigint, %s::jsonb from async",
                 (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)))
 
     def _t_commit(self, result: Any, *, via: str, status: str, rechecked: dict | None,
@@ -448,10 +448,10 @@ class EffectCall:
         """The response log, then (e) COMMITTED plus the step row in one fenced transaction
         (EffectCheckpointAtomic); fenced out, (f) the late-result compare-and-set.
 
-        Pipelined: the response log's transaction, then T_commit's fence, the effect row lock
-        and the chain's tail in one round trip; in the next, COMMIT and one statement that
-        inserts the entry and the step row. The log must not block the commit: when that
-        pipeline fails, for a reason other than the fence, T_commit runs again alone.
+        One Batch: the response log's transaction, then T_commit's fence, the effect row lock
+        and the chain's tail in one round trip; in the next, one statement that inserts the
+        entry and the step row, and the Sync that commits. The log must not block the commit:
+        when that batch fails, for a reason other than the fence, T_commit runs again alone.
         """
         try:
             try:
@@ -472,17 +472,16 @@ class EffectCall:
         run = self.run
         conn = self.conn
         t_fence = time.monotonic()
-        with db.pipelined_transaction(conn, before=[self._response_log(result)] if with_log else ()):
+        with Batch(conn, before=[self._response_log(result)] if with_log else ()) as cur:
             # A recorded step ends a crash loop (design-notes §5): the fence resets takeovers
             # when this transaction records the step row.
-            fence_cur = db.send_fence(conn, run.workflow_id, run.epoch, run.lease_ttl, reset_takeovers=take_status)
+            fence_cur = db.send_fence(cur, run.workflow_id, run.epoch, run.lease_ttl, reset_takeovers=take_status)
             # The effect row lock every appender takes first, taken by the update this
             # transaction makes anyway.
-            conn.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
-            tail_cur = conn.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+            cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+            tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
             fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
             tail = tail_cur.fetchone()
-            cur = conn.cursor()
             fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
             if rechecked is not None:
                 fields["rechecked"] = rechecked

@@ -36,7 +36,7 @@ class Chain:
     Every appender locks the effect row before it reads the last hash, so the hash read under
     the lock stays the chain's tail until this transaction ends: it is read once, and each
     append links to the entry before it. An append is then one INSERT whose answer nobody waits
-    for, so a pipelined transaction sends all its entries in one round trip. The unique
+    for, so a batched transaction (ilr.batch) sends all its entries in one round trip. The unique
     (effect_id, prev) constraint refuses a fork if the locking rule is ever broken
     (ReceiptChainLinear).
 
@@ -94,7 +94,7 @@ class Chain:
         """Seal and insert one entry after the current tail; returns the sealed entry.
 
         Args:
-            cur: a cursor inside the caller's transaction (it may be in pipeline mode).
+            cur: a cursor inside the caller's transaction, or its ilr.batch.Batch.
             kind: one of KINDS. ts: database clock, seconds since the epoch (now() of this
                 transaction).
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from ilr import db
+from ilr import batch, db
 from ilr.errors import Fenced, InvalidInput, Suspend
 
 TERMINAL = ("completed", "failed", "cancelled", "stuck")
@@ -62,7 +62,7 @@ def record_step(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str
             FencedWrites).
     """
     t0 = run.clock()
-    row = conn.execute(RECORD_STEP_SQL, {
+    row = batch.one(conn, RECORD_STEP_SQL, {
         "ttl": run.lease_ttl, "wf": run.workflow_id, "epoch": run.epoch, "seq": seq, "name": name,
         "kind": kind, "fingerprint": fingerprint, "output": output_json, "error": error_json,
     }).fetchone()
@@ -189,7 +189,7 @@ def finish(conn: psycopg.Connection, run, status: str, *, result_json: str | Non
               "epoch": run.epoch}
     if not getattr(run, "parent_id", None):
         # No parent to lock or wake: the fenced UPDATE alone, one statement and one commit.
-        row = conn.execute(FINISH_SQL, params).fetchone()
+        row = batch.one(conn, FINISH_SQL, params).fetchone()
         if row is None:
             raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before finishing")
         return row

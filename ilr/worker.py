@@ -25,8 +25,9 @@ from typing import Iterable
 import psycopg
 
 from ilr import codec, db, killpoints, registry, store
+from ilr.batch import Batch
 from ilr.context import WorkflowContext, dumps_error
-from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, Suspend
+from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, Suspend
 from ilr.registry import WorkflowDefinition
 from ilr.targets import check_target, registered_targets
 
@@ -290,16 +291,16 @@ class Worker:
 
     def _claim(self, n: int) -> list[tuple[dict, float, dict[int, dict]]]:
         """Claim up to ``n`` due workflows and read their step rows: one transaction, one round
-        trip (pipelined), one commit. Returns [(claimed row, t0, {seq: step row})]."""
+        trip (one Batch), one commit. Returns [(claimed row, t0, {seq: step row})]."""
         if self._claim_conn is None or self._claim_conn.closed:
             self._claim_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
         conn = self._claim_conn
         params = {"names": [d.name for d in self.definitions], "versions": [d.version for d in self.definitions],
                   "n": n, "owner": self.worker_id, "ttl": self.lease_ttl}
         t0 = time.monotonic()  # before the claim transaction: the local lease starts here
-        with db.pipelined_transaction(conn):
-            claim_cur = conn.execute(CLAIM_SQL, params)
-            steps_cur = conn.execute(STEPS_OF_THIS_CLAIM_SQL, params)
+        with Batch(conn) as claim:
+            claim_cur = claim.execute(CLAIM_SQL, params)
+            steps_cur = claim.execute(STEPS_OF_THIS_CLAIM_SQL, params)
         rows = claim_cur.fetchall()
         if not rows:
             return []

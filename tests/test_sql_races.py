@@ -1,13 +1,15 @@
 """SQL races held open on a second connection (issue 7, spec §4 lock order).
 
 The runtime's own transactions (T_dispatch, the suspend transaction, T_resolve) run in a thread
-on a real connection whose cursor pauses right after a chosen statement, so the transaction is
-held open at that point while a second connection races it with revoke, cancel or signal.
+on a real connection that pauses right after a chosen statement has run on the server, so the
+transaction is held open at that point while a second connection races it with revoke, cancel
+or signal.
 Nothing here is emulated: the SQL, the locks and the constraints are PostgreSQL's.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -16,6 +18,7 @@ import psycopg
 import pytest
 
 from ilr import Runtime, codec, db, journal
+from ilr.batch import Batch
 from ilr.context import WorkflowContext
 from ilr.effects import EffectCall
 from ilr.errors import Suspend
@@ -36,8 +39,11 @@ class PausingConnection:
     def __getattr__(self, name):
         return getattr(self._conn, name)
 
+    def matches(self, query) -> bool:
+        return not self.paused.is_set() and bool(self._pattern.search(str(query)))
+
     def _after(self, query):
-        if not self.paused.is_set() and self._pattern.search(str(query)):
+        if self.matches(query):
             self.paused.set()
             self._go.wait(30)
 
@@ -62,6 +68,24 @@ class PausingConnection:
 
     def resume(self):
         self._go.set()
+
+
+@pytest.fixture(autouse=True)
+def batches_pause(monkeypatch):
+    """T_dispatch and T_commit queue their statements on an ilr.batch.Batch, which sends a
+    round trip's statements together. On a PausingConnection, a Batch sends and reads up to
+    the matching statement, then pauses there: the server has run exactly the statements
+    before the pause point, in the same transaction, as with the psycopg paths above."""
+    execute = Batch.execute
+
+    def pausing_execute(self, sql, params=None):
+        result = execute(self, sql, params)
+        if isinstance(self.conn, PausingConnection) and self.conn.matches(sql):
+            self.fetch()
+            self.conn._after(sql)
+        return result
+
+    monkeypatch.setattr(Batch, "execute", pausing_execute)
 
 
 def blocked(fn, timeout=0.5):
@@ -327,3 +351,40 @@ def test_lock_order_workflow_effect_grant(claimed):
     t3.join(20)
     right.close()
     assert "error" not in out2 and "error" not in out3, (out2, out3)
+
+
+# -- local premises inside T_dispatch ------------------------------------------------------------
+
+def test_local_premises_read_inside_t_dispatch(claimed):
+    """A local premise reads through T_dispatch's own transaction (its Batch): a violation it
+    returns refuses the dispatch and nothing is sent; none lets it through."""
+    rt, conn, run, grant = claimed
+    seen = []
+
+    def premise(cur):
+        row = cur.execute("select status, owner from ilr.workflows where id = %s", ("race",)).fetchone()
+        seen.append(row)
+        return [] if row["owner"] == "T" else ["the claim moved"]
+
+    def refusing(cur):
+        n = cur.execute("select count(*) as n from ilr.effects where effect_id = %s", (call.effect_id,)).fetchone()["n"]
+        return [f"{n} effect row(s) already"]
+
+    ctx = WorkflowContext(run, conn, {})
+    call = EffectCall(ctx, LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3), "race-key",
+                      PAYLOAD, None, grant, None, (premise, refusing), False)
+    call.seq = 1
+    out = call._t_dispatch([])
+    assert seen == [{"status": "running", "owner": "T"}]
+    assert out.status == "REFUSED:stale_premise"
+    kinds = [r["kind"] for r in conn.execute("select kind from ilr.journal order by seq").fetchall()]
+    assert kinds == ["PROPOSED", "AUTHORIZED", "REFUSED"]
+    refused = json.loads(conn.execute("select body from ilr.journal where kind = 'REFUSED'").fetchone()["body"])
+    assert refused["reason"] == ["1 effect row(s) already"]
+
+    call2 = EffectCall(WorkflowContext(run, conn, {}), call.target, "race-key-ok", PAYLOAD, None, grant, None,
+                       (premise,), False)
+    call2.seq = 2
+    assert call2._t_dispatch([]) is None  # DISPATCHED committed
+    assert conn.execute("select state from ilr.effects where effect_id = %s",
+                        (call2.effect_id,)).fetchone()["state"] == "dispatched"
