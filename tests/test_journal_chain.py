@@ -66,3 +66,21 @@ def test_a_staged_statement_runs_alone_when_no_entry_is_appended(conn):
 def test_also_outside_batched_is_refused(conn):
     with pytest.raises(RuntimeError, match="inside Chain.batched"):
         journal.Chain("eff_j", None).also("select 1", ())
+
+
+def test_the_tail_read_is_one_backward_index_step_even_with_a_generic_plan(conn):
+    # Every appender reads its chain's tail (twice per gated effect). Without journal_tail
+    # the generic plan scanned (effect_id, prev) and sorted, and PostgreSQL kept re-planning
+    # the prepared statement with custom plans (issue 9).
+    with conn.transaction():
+        cur = conn.cursor()
+        chain = journal.Chain("eff_j", None)
+        with chain.batched(cur):
+            for kind in ("PROPOSED", "AUTHORIZED", "DISPATCHED"):
+                chain.append(cur, kind, 1.0, {})
+    conn.execute("set plan_cache_mode = force_generic_plan")
+    conn.execute("prepare tail(text) as " + journal.LAST_HASH_SQL.replace("%s", "$1"))
+    plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("explain execute tail('eff_j')").fetchall())
+    assert "Index Scan Backward using journal_tail" in plan, plan
+    assert "Sort" not in plan, plan
+    assert conn.execute("execute tail('eff_j')").fetchone()["hash"] == chain.last_hash

@@ -119,6 +119,7 @@ create table if not exists ilr.journal (
   unique nulls not distinct (effect_id, prev)
 );
 create unique index if not exists one_commit on ilr.journal (effect_id) where kind = 'COMMITTED';
+create index if not exists journal_tail on ilr.journal (effect_id, seq);  -- the chain's tail (journal.LAST_HASH_SQL)
 
 -- Claim history (spec §13.3.1): written by the claim statement itself. LeaseMutex,
 -- TakeoverOnlyAfterExpiry, FencedWrites and SendRequiresLiveClaim are checked over it.
