@@ -255,7 +255,7 @@ def _stop_profiler(proc: subprocess.Popen) -> None:
 
 
 PROFILE_GROUPS = (
-    ("psycopg: building, sending and reading statements", ("psycopg/",)),
+    ("statements: ilr.batch and psycopg (building, sending, reading)", ("psycopg/", "ilr/batch.py")),
     ("json and canonical encoding", ("json/", "ilr/codec.py")),
     ("journal sealing (sha256, Ed25519)", ("ilr/journal.py", "cryptography/")),
     ("the worker loop, replay and step bookkeeping", ("ilr/worker.py", "ilr/context.py", "ilr/store.py")),
@@ -371,6 +371,40 @@ def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> d
                     "direct = LocalRefunds.apply with a fresh key, one at a time"}
 
 
+def run_wake_floor(n: int = 200, idle_s: float = TARGET_DELAY_S) -> dict:
+    """What one round trip and one commit cost on this machine right after an idle wait as long
+    as the target's service delay, against back to back: the floor under the gated effect's
+    overhead, whose T_commit starts when the send returns.
+
+    On one plain psycopg connection to the bench database, from this process: ``select 1``
+    (one round trip) and a one-row INSERT in autocommit (one round trip and one WAL flush),
+    ``n`` times each, back to back and after ``time.sleep(idle_s)``.
+
+    Returns:
+        {"n", "idle_ms", "select1_hot_p50_ms", "select1_after_idle_p50_ms",
+        "commit_hot_p50_ms", "commit_after_idle_p50_ms"}.
+    """
+    base = db.conninfo()
+    name = base.split("dbname=")[1].split()[0]
+    out: dict = {"n": n, "idle_ms": round(idle_s * 1000, 1)}
+    with db.connect(base.replace(f"dbname={name}", f"dbname={BENCH_DB}")) as conn:
+        conn.execute("create table if not exists public.bench_wake_floor (id bigserial primary key, at timestamptz)")
+        statements = {"select1": ("select 1", None),
+                      "commit": ("insert into public.bench_wake_floor (at) values (now())", None)}
+        for key, (sql, params) in statements.items():
+            for label, pause in (("hot", 0.0), ("after_idle", idle_s)):
+                took = []
+                for _ in range(n):
+                    if pause:
+                        time.sleep(pause)
+                    t = time.perf_counter()
+                    conn.execute(sql, params)
+                    took.append((time.perf_counter() - t) * 1000)
+                out[f"{key}_{label}_p50_ms"] = round(statistics.median(took), 3)
+        conn.execute("drop table public.bench_wake_floor")
+    return out
+
+
 def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, server_address: str) -> dict:
     """The same shape on the Temporal dev server, worker subprocesses, same N and concurrency."""
     task_queue = f"bench-{shape}-{time.time_ns()}"
@@ -476,6 +510,8 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
                 "ratio_vs_commit_bound": round(steps4["workflows_per_s"] * steps4["commits_per_workflow"]
                                                / pgbench["tps"], 3),
                 "effect_overhead_p50_ms": serial_effect["overhead_p50_ms"]})
+        say("the machine after an idle wait (one round trip, one commit) ...")
+        report["wake_floor"] = run_wake_floor(50 if quick else 200)
         # Against the targets: the median round of each figure (all rounds are in the report).
         by_ratio = _median_item(report["round_results"], "ratio_vs_commit_bound")
         by_effect = _median_item(report["round_results"], "effect_overhead_p50_ms")
@@ -584,6 +620,7 @@ def write(report: dict, out_dir: Path | None = None) -> None:
         "client code in the same worker process, both timed there; the difference is T_dispatch, the watchdog, the "
         "response log and T_commit. "
         "Under load the figure also holds queueing at the single-process target.", "",
+        *_wake_floor_lines(report),
         *_profile_lines(report), 
         "Where the time goes (4-step shape): worker CPU "
         f"{report['runtime_steps4'].get('worker_cpu_s_per_workflow')} s/workflow (Python: the workers and their "
@@ -628,6 +665,19 @@ def _rounds_lines(report: dict) -> list[str]:
                   f"Gated effect overhead: range {effects[0]} to {effects[-1]} ms, "
                   f"{sum(x <= 3 for x in effects)} of {len(effects)} rounds at or below 3 ms.", ""]
     return lines
+
+
+def _wake_floor_lines(report: dict) -> list[str]:
+    w = report.get("wake_floor")
+    if not w:
+        return []
+    return [f"The machine after an idle wait ({w['n']} of each, one psycopg connection from the bench process): "
+            f"`select 1` takes p50 {w['select1_hot_p50_ms']} ms back to back and {w['select1_after_idle_p50_ms']} ms "
+            f"after {w['idle_ms']} ms idle; a one-row INSERT in autocommit (one round trip, one WAL flush) takes "
+            f"{w['commit_hot_p50_ms']} ms back to back and {w['commit_after_idle_p50_ms']} ms after the same idle "
+            "wait. A gated effect commits twice (T_dispatch before the send, T_commit after it), each after a "
+            "round trip that reads what its entries seal, and T_commit starts right after the send's idle wait.",
+            ""]
 
 
 def _gap_sentence(report: dict) -> str:

@@ -36,6 +36,7 @@ def test_bench_quick_reports_every_figure(tmp_path):
     for key in ("temporal_steps4", "temporal_refund"):
         assert report[key]["n"] == 200 and report[key]["workflows_per_s"] > 0, report[key]
     assert report["runtime_serial_effect"]["committed"] == 50
+    assert report["wake_floor"]["n"] == 50 and report["wake_floor"]["commit_after_idle_p50_ms"] > 0
     assert report["scale"]["claims_per_s_due_backlog"] > 0 and report["scale"]["explain"]
     md = (tmp_path / "results" / "runtime_bench.md").read_text()
     assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md
