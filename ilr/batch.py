@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import re
 import select
+import sys
 import weakref
 from collections import deque
 from functools import lru_cache
@@ -40,6 +41,8 @@ _COMMAND_OK = pq.ExecStatus.COMMAND_OK
 _SYNC = pq.ExecStatus.PIPELINE_SYNC
 _ABORTED = pq.ExecStatus.PIPELINE_ABORTED
 _IDLE = pq.TransactionStatus.IDLE
+_DUPLICATE_PREPARED = "42P05"
+_UNKNOWN_PREPARED = "26000"
 
 _prepared: weakref.WeakKeyDictionary[psycopg.Connection, set[bytes]] = weakref.WeakKeyDictionary()
 """The statement names prepared on each connection (prepared statements live as long as the
@@ -143,6 +146,11 @@ class Batch:
             COMMIT) ahead of the batch, in its first round trip; an error in the batch cannot
             undo them, and if one of them fails nothing after it runs and its error is raised.
 
+    The batch holds the connection's lock from start to end: code inside the block (a local
+    premise, say) must use the batch, not the connection. Statements are prepared by name
+    once per connection, so a connection used here should not let psycopg prepare its own
+    (``db.connect`` turns that off): psycopg answers a rollback with DEALLOCATE ALL.
+
     Raises:
         psycopg.ProgrammingError: the connection is not idle in autocommit mode.
         psycopg.Error: the first server error of the batch, at the read that meets it or at
@@ -174,10 +182,14 @@ class Batch:
             self.conn.lock.release()
             raise
         if self._before:
-            self.execute("begin")
-            for sql, params in self._before:
-                self.execute(sql, params)
-            self.execute("commit")
+            try:
+                self.execute("begin")
+                for sql, params in self._before:
+                    self.execute(sql, params)
+                self.execute("commit")
+            except BaseException:
+                self.__exit__(*sys.exc_info())  # leave pipeline mode and release the lock
+                raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -205,6 +217,8 @@ class Batch:
                 self.conn.rollback()
         if exc_type is None and self._error is not None:
             raise self._error
+        if exc_type is None and self.pg.status != pq.ConnStatus.OK:
+            raise e.OperationalError("the connection broke before the batch committed")
 
     # -- statements -------------------------------------------------------------------------
 
@@ -289,8 +303,13 @@ class Batch:
             self._parsing.discard(item)
             if status == _COMMAND_OK:
                 self._names.add(item)
-            elif status != _ABORTED and self._error is None:
-                self._error = e.error_from_result(res, encoding=self.conn.info.encoding)
+            elif status != _ABORTED:
+                error = e.error_from_result(res, encoding=self.conn.info.encoding)
+                if error.sqlstate == _DUPLICATE_PREPARED:
+                    # Prepared by a batch that ended before reading the answer (an interrupt).
+                    self._names.add(item)
+                if self._error is None:
+                    self._error = error
             return
         if status in (_TUPLES_OK, _COMMAND_OK):
             item._res = res
@@ -298,6 +317,10 @@ class Batch:
             item._aborted = True
         else:
             item._error = e.error_from_result(res, encoding=self.conn.info.encoding)
+            if item._error.sqlstate == _UNKNOWN_PREPARED:
+                # Something dropped this session's prepared statements (DEALLOCATE ALL, say):
+                # this batch fails, and the next prepares afresh.
+                self._names.clear()
             if self._error is None:
                 self._error = item._error
 

@@ -378,7 +378,9 @@ class WorkflowContext:
             local_premises: callables ``f(cur) -> [violation strings]`` run inside T_dispatch,
                 under its locks: ``cur.execute(sql, params)`` returns a result whose
                 ``fetchone()`` / ``fetchall()`` give dict rows (an ``ilr.batch.Batch``; each
-                first read costs a round trip).
+                first read costs a round trip). Parameters go as text typed by the statement:
+                cast one the statement does not type (``%s::int``). Use ``cur``, not the
+                workflow's connection, which the transaction holds.
             compensation: allowed after a cancel (NoSendAfterCancel exempts it).
             raise_on_refusal: raise EffectRefused instead of returning a REFUSED result.
             decision: a Decision.ref to cite in PROPOSED.

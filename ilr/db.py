@@ -66,10 +66,15 @@ def conninfo(alias: str = "default") -> str:
 def connect(dsn: str | None = None, *, application_name: str = "ilr", **kwargs: Any) -> psycopg.Connection:
     """Open an autocommit connection with dict rows and the infinity-aware timestamptz loader.
 
+    psycopg's own statement preparation is off (``prepare_threshold=None``): the hot paths
+    prepare their statements through ``ilr.batch``, and psycopg answers any rollback of a
+    connection on which it prepared something with DEALLOCATE ALL, which would drop those too.
+
     Args:
         dsn: a conninfo string or URL; default: Django's DATABASES["default"].
         application_name: shown in pg_stat_activity.
     """
+    kwargs.setdefault("prepare_threshold", None)
     conn = psycopg.connect(
         dsn or conninfo(), autocommit=True, row_factory=dict_row, application_name=application_name, **kwargs
     )

@@ -193,3 +193,72 @@ def test_without_parameters_the_text_goes_as_written(conn):
     # As psycopg's execute: no placeholder processing when no parameters are passed.
     with Batch(conn) as b:
         assert b.execute("select '100%' as v, '%s' as w").fetchone() == {"v": "100%", "w": "%s"}
+
+
+def test_psycopgs_rollback_cannot_drop_the_batch_statements(conn):
+    # psycopg answers a rollback with DEALLOCATE ALL once it has prepared statements of its
+    # own; db.connect turns its preparation off, so a Batch's named statements survive.
+    sql = "select x from public.ptx where x = %s"
+    with Batch(conn) as b:
+        b.execute(sql, (1,))
+    for _ in range(8):  # past psycopg's default prepare_threshold of 5
+        conn.execute("select count(*) from public.ptx where x > %s", (0,)).fetchone()
+    with pytest.raises(KeyError):
+        with conn.transaction():
+            conn.execute("insert into public.ptx values (1)")
+            raise KeyError("fenced, say")
+    with Batch(conn) as b:
+        assert b.execute(sql, (1,)).fetchall() == []
+    assert prepared(conn, sql) == 1
+
+
+def test_after_a_deallocate_the_next_batch_prepares_again(conn):
+    sql = "select %s::int as v"
+    with Batch(conn) as b:
+        b.execute(sql, (1,))
+    conn.execute("deallocate all")
+    with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+        with Batch(conn) as b:
+            b.execute(sql, (2,))
+    with Batch(conn) as b:
+        assert b.execute(sql, (3,)).fetchone() == {"v": 3}
+
+
+def test_a_statement_prepared_but_not_recorded_is_taken_as_prepared(conn):
+    # An interrupt between the server's ParseComplete and the batch reading it leaves the
+    # statement prepared on the server and unknown here: its next Parse fails with 42P05.
+    sql = "select %s::int + 10 as v"
+    name, query, _ = batch._statement(sql)
+    conn.execute(f'prepare "{name.decode()}" as {query.decode()}')
+    with pytest.raises(psycopg.errors.DuplicatePreparedStatement):
+        with Batch(conn) as b:
+            b.execute(sql, (1,))
+    with Batch(conn) as b:
+        assert b.execute(sql, (1,)).fetchone() == {"v": 11}
+
+
+def test_a_before_that_cannot_be_queued_releases_the_connection(conn):
+    with pytest.raises(psycopg.ProgrammingError):
+        with Batch(conn, before=[("insert into public.ptx values (%s)", (object(),))]):
+            pass
+    assert conn.lock.acquire(blocking=False), "the batch kept the connection's lock"
+    conn.lock.release()
+    assert conn.pgconn.pipeline_status == psycopg.pq.PipelineStatus.OFF
+    assert conn.execute("select 1 as one").fetchone() == {"one": 1}
+
+
+def test_a_connection_that_broke_inside_the_block_does_not_look_committed(conn, test_dsn):
+    victim = db.connect(test_dsn)
+    try:
+        with pytest.raises(psycopg.OperationalError):
+            with Batch(victim) as b:
+                b.execute("insert into public.ptx values (%s)", (1,))
+                pid = b.execute("select pg_backend_pid() as pid").fetchone()["pid"]
+                conn.execute("select pg_terminate_backend(%s)", (pid,))
+                try:  # a block that swallows the error of the broken connection
+                    b.execute("select 1").fetchone()
+                except psycopg.OperationalError:
+                    pass
+        assert rows(conn) == []
+    finally:
+        victim.close()
