@@ -233,7 +233,7 @@ class Batch:
         """
         name, query, keys = _statement(sql, params is not None)
         if isinstance(keys, tuple):
-            values = [params[k] for k in keys] if keys else []
+            values = [params[k] for k in keys]
         else:
             values = list(params) if params is not None else []
             if len(values) != keys:

@@ -389,16 +389,15 @@ def run_wake_floor(n: int = 200, idle_s: float = TARGET_DELAY_S) -> dict:
     out: dict = {"n": n, "idle_ms": round(idle_s * 1000, 1)}
     with db.connect(base.replace(f"dbname={name}", f"dbname={BENCH_DB}")) as conn:
         conn.execute("create table if not exists public.bench_wake_floor (id bigserial primary key, at timestamptz)")
-        statements = {"select1": ("select 1", None),
-                      "commit": ("insert into public.bench_wake_floor (at) values (now())", None)}
-        for key, (sql, params) in statements.items():
+        statements = {"select1": "select 1", "commit": "insert into public.bench_wake_floor (at) values (now())"}
+        for key, sql in statements.items():
             for label, pause in (("hot", 0.0), ("after_idle", idle_s)):
                 took = []
                 for _ in range(n):
                     if pause:
                         time.sleep(pause)
                     t = time.perf_counter()
-                    conn.execute(sql, params)
+                    conn.execute(sql)
                     took.append((time.perf_counter() - t) * 1000)
                 out[f"{key}_{label}_p50_ms"] = round(statistics.median(took), 3)
         conn.execute("drop table public.bench_wake_floor")
