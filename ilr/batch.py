@@ -253,11 +253,19 @@ class Batch:
         self._unsent = True
         return result
 
+    def send(self) -> None:
+        """Send what is queued without waiting for the answers: the server works on it while
+        the caller does something else, and the first read then waits for what is left."""
+        if self._unsent:
+            self.pg.send_flush_request()
+            self._flush()
+
     def fetch(self) -> None:
         """Send what is queued and read every answer to it: one round trip."""
         if not self._awaiting:
             return
-        self.pg.send_flush_request()
+        if self._unsent:  # else send() has sent it all, with its flush request
+            self.pg.send_flush_request()
         self._read_all()
 
     # -- the wire ---------------------------------------------------------------------------

@@ -72,9 +72,19 @@ def dumps(value: Any, field: str) -> str:
     return text
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# One encoder, not one per call: json.dumps builds a new encoder whenever it is given options.
+canonical_string = json.encoder.encode_basestring
+"""The canonical text of a str (what canonical gives for a str, faster)."""
+
+
 def canonical(value: Any) -> str:
-    """The canonical JSON text: sorted keys, no spaces, UTF-8 kept (design-notes §4)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    """The canonical JSON text: sorted keys, no spaces, UTF-8 kept (design-notes §4).
+
+    Raises:
+        ValueError: NaN or an infinity. TypeError: a value that is not plain JSON.
+    """
+    return _CANONICAL.encode(value)
 
 
 def sha256_hex(text: str) -> str:

@@ -21,7 +21,7 @@ import inspect
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields as dataclass_fields
 from typing import Any, Callable, Iterable
 
 import psycopg
@@ -305,6 +305,12 @@ class EffectCall:
             # commit, and a revoke that committed first is seen here (RevokeLinearizable,
             # NoSendUnderRevokedGrant).
             grant_cur = cur.execute(GRANT_FOR_SHARE, (self.grant,)) if self.grant else None
+            # While the reads are on the wire: encode the entries' fields that do not depend on them.
+            cur.send()
+            proposed = journal.Encoded(self._proposed_fields())
+            dispatched = journal.Encoded({
+                "effect": self.payload, "lease": self.grant, "premises": self.premises, "by": self._by(),
+                "settle_margin": self.settle_margin, **({"compensation": True} if self.compensation else {})})
             fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
             eff = eff_cur.fetchone()
             tail = tail_cur.fetchone()
@@ -332,7 +338,7 @@ class EffectCall:
                 if eff["state"] == "committed":
                     return self._record_in(cur, "DUPLICATE_IGNORED")
                 # 6. PROPOSED
-                chain.append(cur, "PROPOSED", ts, self._proposed_fields())
+                chain.append(cur, "PROPOSED", ts, proposed)
                 # 7. cancel (NoSendAfterCancel): compensation sends are the only ones allowed.
                 if cancelled and not self.compensation:
                     chain.append(cur, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
@@ -364,10 +370,8 @@ class EffectCall:
                     "send_deadline = %s, settle_margin = make_interval(secs => %s), "
                     "sends = sends + 1 where effect_id = %s",
                     (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id))
-                chain.append(cur, "DISPATCHED", ts, {
-                    "effect": self.payload, "lease": self.grant, "premises": self.premises, "checks": checks,
-                    "by": self._by(), "send_deadline": deadline_at.timestamp(), "settle_margin": self.settle_margin,
-                    **({"compensation": True} if self.compensation else {})})
+                chain.append(cur, "DISPATCHED", ts, dispatched.merged({
+                    "checks": checks, "send_deadline": deadline_at.timestamp()}))
         run.renewed(t_fence, None)
         return None
 
@@ -385,7 +389,9 @@ class EffectCall:
         takeovers, unless the caller's fence already did). ``execute``: run the insert with
         it instead of ``cur.execute`` (``Chain.also``)."""
         out = EffectResult(status, self.effect_id, result)
-        store._insert_step(cur, self.run, self.seq, "effect", self.name, json.dumps(asdict(out)),
+        # asdict(out) without its deep copy of the result, which is encoded at once anyway.
+        output = {f.name: getattr(out, f.name) for f in dataclass_fields(out)}
+        store._insert_step(cur, self.run, self.seq, "effect", self.name, json.dumps(output),
                            fingerprint=self.fingerprint, reset_takeovers=reset_takeovers, execute=execute)
         return out
 
@@ -480,15 +486,18 @@ class EffectCall:
             # transaction makes anyway.
             cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
             tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
-            fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
-            tail = tail_cur.fetchone()
+            # While the reads are on the wire: encode the entry's fields (none depends on them).
+            cur.send()
             fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
             if rechecked is not None:
                 fields["rechecked"] = rechecked
+            committed = journal.Encoded(fields)
+            fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
+            tail = tail_cur.fetchone()
             # The entry and the step row in one statement (Chain.also).
             chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
             with chain.batched(cur):
-                chain.append(cur, "COMMITTED", _ts(fence["now"]), fields)
+                chain.append(cur, "COMMITTED", _ts(fence["now"]), committed)
                 out = (self._record_in(cur, status, result, reset_takeovers=False, execute=chain.also)
                        if take_status else None)
         run.renewed(t_fence, fence["cancel_requested_at"])

@@ -22,9 +22,47 @@ KINDS = ("PROPOSED", "AUTHORIZED", "DISPATCHED", "COMMITTED", "REFUSED", "AMBIGU
 def seal(entry: dict, signing_key=None) -> dict:
     """Return ``entry`` with ``hash`` and ``sig`` set."""
     unsigned = {k: v for k, v in entry.items() if k not in ("hash", "sig")}
-    digest = codec.sha256_hex(codec.canonical(unsigned))
-    sig = signing_key.sign(digest.encode()).hex() if signing_key is not None else None
+    _, digest, sig = _sealed_text(Encoded(unsigned).parts, signing_key)
     return {**unsigned, "hash": digest, "sig": sig}
+
+
+class Encoded:
+    """An entry's fields with each top-level value already in canonical text.
+
+    The canonical text of an object is its sorted members, so an entry's text can be put
+    together from its members' texts: what an appender knows before its transaction reads the
+    tail and the clock is encoded while that read is on the wire (issue 9), and the sealed
+    body is not encoded a second time for its hash and signature.
+
+    Args:
+        fields: plain JSON values by key (codec.canonical's rules apply to each).
+    """
+
+    __slots__ = ("fields", "parts")
+
+    def __init__(self, fields: dict[str, Any]):
+        self.fields = fields
+        self.parts = {k: codec.canonical(v) for k, v in fields.items()}
+
+    def merged(self, more: dict[str, Any]) -> "Encoded":
+        """These fields plus ``more`` (which wins on a shared key); encodes only ``more``."""
+        out = Encoded.__new__(Encoded)
+        out.fields = {**self.fields, **more}
+        out.parts = {**self.parts, **{k: codec.canonical(v) for k, v in more.items()}}
+        return out
+
+
+def _object_text(parts: dict[str, str]) -> str:
+    """codec.canonical of the object whose members' canonical texts are ``parts``."""
+    return "{" + ",".join(f"{codec.canonical_string(k)}:{parts[k]}" for k in sorted(parts)) + "}"
+
+
+def _sealed_text(parts: dict[str, str], signing_key) -> tuple[str, str, str | None]:
+    """(canonical sealed body, hash, sig) of the unsigned entry whose members are ``parts``."""
+    digest = codec.sha256_hex(_object_text(parts))
+    sig = signing_key.sign(digest.encode()).hex() if signing_key is not None else None
+    body = _object_text({**parts, "hash": codec.canonical(digest), "sig": codec.canonical(sig)})
+    return body, digest, sig
 
 
 LAST_HASH_SQL = "select hash from ilr.journal where effect_id = %s order by seq desc limit 1"
@@ -90,22 +128,29 @@ class Chain:
         row = cur.execute(LAST_HASH_SQL, (effect_id,)).fetchone()
         return cls(effect_id, row["hash"] if row else None)
 
-    def append(self, cur, kind: str, ts: float, fields: dict[str, Any]) -> dict:
+    def append(self, cur, kind: str, ts: float, fields: dict[str, Any] | Encoded) -> dict:
         """Seal and insert one entry after the current tail; returns the sealed entry.
 
         Args:
             cur: a cursor inside the caller's transaction, or its ilr.batch.Batch.
             kind: one of KINDS. ts: database clock, seconds since the epoch (now() of this
                 transaction).
+            fields: the kind's fields, as a dict or already Encoded.
 
         Raises:
             ValueError: an unknown kind.
         """
         if kind not in KINDS:
             raise ValueError(f"journal kind {kind!r} is not one of {KINDS}")
-        entry = seal({"kind": kind, "effect_id": self.effect_id, "ts": ts, "prev": self.last_hash, **fields},
-                     keys.signing_key())
-        row = (self.effect_id, kind, codec.canonical(entry), entry["prev"], entry["hash"])
+        encoded = fields if isinstance(fields, Encoded) else Encoded(fields)
+        head = {"kind": kind, "effect_id": self.effect_id, "ts": ts, "prev": self.last_hash}
+        # The fields win over the head on a shared key, as in {**head, **fields}.
+        parts = {**{k: codec.canonical(v) for k, v in head.items()}, **encoded.parts}
+        parts.pop("hash", None)  # as seal(): a field named hash or sig is not sealed
+        parts.pop("sig", None)
+        body, digest, sig = _sealed_text(parts, keys.signing_key())
+        entry = {**head, **encoded.fields, "hash": digest, "sig": sig}
+        row = (self.effect_id, kind, body, entry["prev"], digest)
         if self._staged is not None:
             self._staged.append(row)
         else:

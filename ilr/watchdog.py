@@ -6,9 +6,10 @@ resolver); only a process exit guarantees that no byte of a send leaves after it
 Other runs in the process then count as crashed and are recovered like any crash.
 
 One daemon thread per process watches every open send. It is started by the first send, so
-a send costs a dict insert and a notify, not a thread start (issue 9: the gated effect's
-overhead). It wakes at the earliest deadline; a send that ended meanwhile has left the table,
-and the thread waits again.
+a send costs a dict insert, not a thread start (issue 9: the gated effect's overhead). It
+wakes at the earliest deadline; a send that ended meanwhile has left the table, and the
+thread waits again. A send whose deadline is later than the one the thread waits for does
+not wake it.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ _tokens = itertools.count()
 _thread: threading.Thread | None = None
 
 
+_wakes_at: float | None = None  # the monotonic time the thread waits until; None: no deadline
+
+
 def _watch() -> None:
+    global _wakes_at
     with _cond:
         while True:
             if not _open:
+                _wakes_at = None
                 _cond.wait()
                 continue
             at, effect_id, seconds = min(_open.values())
@@ -40,6 +46,7 @@ def _watch() -> None:
                 sys.stderr.write(f"ilr watchdog: send of {effect_id} outlived its {seconds:.3f}s deadline; exiting\n")
                 sys.stderr.flush()
                 os._exit(WATCHDOG_EXIT_CODE)
+            _wakes_at = at
             _cond.wait(left)
 
 
@@ -60,11 +67,15 @@ class Watchdog:
     def __enter__(self) -> Watchdog:
         global _thread
         with _cond:
-            _open[self._token] = (time.monotonic() + self.seconds, self.effect_id, self.seconds)
+            at = time.monotonic() + self.seconds
+            _open[self._token] = (at, self.effect_id, self.seconds)
             if _thread is None or not _thread.is_alive():
                 _thread = threading.Thread(target=_watch, name="ilr-watchdog", daemon=True)
                 _thread.start()
-            _cond.notify()
+            elif _wakes_at is None or at < _wakes_at:
+                # Woken only for a deadline earlier than the one it waits for: one send after
+                # another with the same timeout never wakes it (a thread switch saved per send).
+                _cond.notify()
         return self
 
     def __exit__(self, *exc) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from ilr import batch, db
 from ilr.batch import Batch
+from tests.conftest import wait_for
 
 
 @pytest.fixture
@@ -262,3 +263,23 @@ def test_a_connection_that_broke_inside_the_block_does_not_look_committed(conn, 
         assert rows(conn) == []
     finally:
         victim.close()
+
+
+def test_send_puts_the_queued_statements_on_the_wire_before_any_read(conn, test_dsn):
+    # What send() is for: the server runs the statements while the caller does other work
+    # (the effect path encodes its entries then). Before send() nothing has left the client.
+    other = db.connect(test_dsn)
+    held = ("select count(*) as n from pg_locks "
+            "where locktype = 'advisory' and classid = 0 and objid = 4242 and granted")
+    try:
+        with Batch(conn) as b:
+            lock = b.execute("select true as taken from pg_advisory_xact_lock(%s)", (4242,))
+            assert other.execute(held).fetchone()["n"] == 0
+            b.send()
+            wait_for(lambda: other.execute(held).fetchone()["n"] == 1, timeout=10, message="the lock, with no read")
+            assert lock.fetchone() == {"taken": True}
+            b.execute("insert into public.ptx values (%s)", (7,))
+        assert other.execute(held).fetchone()["n"] == 0  # the transaction ended
+        assert rows(conn) == [7]
+    finally:
+        other.close()

@@ -3,10 +3,14 @@ INSERT with ``Chain.also`` (issue 9), which the effect path's T_dispatch and T_c
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import psycopg
 import pytest
+from hypothesis import given, settings, strategies as st
 
-from ilr import db, journal
+from ilr import db, journal, keys
 
 
 @pytest.fixture
@@ -84,3 +88,39 @@ def test_the_tail_read_is_one_backward_index_step_even_with_a_generic_plan(conn)
     assert "Index Scan Backward using journal_tail" in plan, plan
     assert "Sort" not in plan, plan
     assert conn.execute("execute tail('eff_j')").fetchone()["hash"] == chain.last_hash
+
+
+# -- the sealed text, put together from its members' texts --------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
+    max_leaves=8)
+_fields = st.dictionaries(st.sampled_from(["kind", "ts", "prev", "hash", "sig", "a", "é", "b\u2028", "z"]) | st.text(),
+                          _json, max_size=6)
+
+
+def _oracle(value) -> str:
+    # The canonical text as design-notes §4 defines it, spelled with json.dumps here so the
+    # test does not lean on codec's own encoder.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(fields=_fields, more=_fields, ts=st.floats(0, 4e9), prev=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64))
+def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole(fields, more, ts, prev):
+    # Chain.append puts the body together from each member's canonical text (journal.Encoded,
+    # issue 9); it must be byte for byte the canonical text of the whole entry, with the hash
+    # over the entry without hash and sig, whether the fields came as a dict or Encoded.
+    for given_fields in ({**fields, **more}, journal.Encoded(fields).merged(more)):
+        chain = journal.Chain("eff_p", prev)
+        chain._staged = []  # as inside Chain.batched: the row is staged, not inserted
+        entry = chain.append(None, "PROPOSED", ts, given_fields)
+        (_, kind, body, row_prev, digest), = chain._staged
+        unsigned = {k: v for k, v in {"kind": "PROPOSED", "effect_id": "eff_p", "ts": ts, "prev": prev,
+                                      **fields, **more}.items() if k not in ("hash", "sig")}
+        assert digest == hashlib.sha256(_oracle(unsigned).encode()).hexdigest()
+        assert body == _oracle({**unsigned, "hash": digest, "sig": entry["sig"]})
+        assert json.loads(body) == entry
+        assert (kind, row_prev, chain.last_hash) == ("PROPOSED", unsigned["prev"], digest)
+        assert journal.seal(unsigned, keys.signing_key()) == entry

@@ -55,3 +55,17 @@ def test_a_shorter_deadline_registered_later_still_fires_on_time():
     assert rc == 70, err
     assert "eff_short" in err
     assert took < 15
+
+
+def test_a_later_deadline_that_does_not_wake_the_thread_still_fires():
+    """A send whose deadline is later than the one the thread waits for does not notify it
+    (issue 9); the thread finds that send when it wakes for the earlier one, which ended."""
+    rc, err, took = _run("""
+        with Watchdog(1.0, "eff_first"):
+            pass
+        with Watchdog(2.0, "eff_second"):
+            time.sleep(120)
+    """, timeout=60)
+    assert rc == 70, err
+    assert "eff_second" in err and "eff_first" not in err
+    assert took < 15
