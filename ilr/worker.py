@@ -100,6 +100,26 @@ owner's later write is refused by its fence. Rows of another transaction with th
 value would only add rows for ids this claim did not take; the caller keeps only its ids.
 """
 
+
+def claim_due(conn, params: dict) -> tuple[list[dict], list[dict]]:
+    """The claim transaction: CLAIM_SQL, then STEPS_OF_THIS_CLAIM_SQL, in one Batch (one round
+    trip, one commit, both statements prepared on ``conn``).
+
+    Args:
+        conn: an idle autocommit connection from db.connect.
+        params: CLAIM_SQL's parameters (names, versions, n, owner, ttl in seconds).
+
+    Returns:
+        (the claimed workflow rows, their step rows ordered by workflow and seq); no step rows
+        when nothing was claimed.
+    """
+    with Batch(conn) as claim:
+        claim_cur = claim.execute(CLAIM_SQL, params)
+        steps_cur = claim.execute(STEPS_OF_THIS_CLAIM_SQL, params)
+    rows = claim_cur.fetchall()
+    return rows, (steps_cur.fetchall() if rows else [])
+
+
 WAKEUP_CHANNEL = "ilr_claimable"
 """The NOTIFY channel of ilr.notify_claimable() (migration 0003)."""
 
@@ -298,14 +318,11 @@ class Worker:
         params = {"names": [d.name for d in self.definitions], "versions": [d.version for d in self.definitions],
                   "n": n, "owner": self.worker_id, "ttl": self.lease_ttl}
         t0 = time.monotonic()  # before the claim transaction: the local lease starts here
-        with Batch(conn) as claim:
-            claim_cur = claim.execute(CLAIM_SQL, params)
-            steps_cur = claim.execute(STEPS_OF_THIS_CLAIM_SQL, params)
-        rows = claim_cur.fetchall()
+        rows, step_rows = claim_due(conn, params)
         if not rows:
             return []
         steps: dict[str, dict[int, dict]] = {row["id"]: {} for row in rows}
-        for step in steps_cur.fetchall():
+        for step in step_rows:
             if step["workflow_id"] in steps:
                 steps[step["workflow_id"]][step["seq"]] = step
         killpoints.hit("claimed")

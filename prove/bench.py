@@ -155,8 +155,11 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     time the claim statement (nothing due), measure claim throughput (workflows claimed per
     second, in batches of params["n"], each batch then finished) against the same measure on
     the empty table and with ``backlog`` workflows due at once, and capture the plan (EXPLAIN
-    ANALYZE inside a rolled-back transaction, since the claim updates what it selects)."""
-    from ilr.worker import CLAIM_SQL
+    ANALYZE inside a rolled-back transaction, since the claim updates what it selects).
+
+    Every claim is the worker's own claim transaction (ilr.worker.claim_due: the claim and the
+    step rows of what it took, prepared, in one round trip)."""
+    from ilr.worker import CLAIM_SQL, claim_due
 
     base = db.conninfo()
     name = base.split("dbname=")[1].split()[0]
@@ -179,7 +182,7 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
         timings = []
         for _ in range(200):
             t = time.perf_counter()
-            conn.execute(CLAIM_SQL, params).fetchall()
+            claim_due(conn, params)
             timings.append((time.perf_counter() - t) * 1000)
         rate_history = _claim_rate(conn, params, "history")
         rate_backlog = _claim_rate(conn, params, "backlog", k=backlog)
@@ -198,8 +201,9 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
 
 def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
     """Claims per second: insert ``k`` due workflows, claim them in batches of params["n"] with
-    CLAIM_SQL and finish each batch in one UPDATE, one connection, until none is left."""
-    from ilr.worker import CLAIM_SQL
+    the worker's claim transaction (claim_due) and finish each batch in one UPDATE, one
+    connection, until none is left."""
+    from ilr.worker import claim_due
 
     conn.execute("insert into ilr.workflows (id, name, version, input) select %s || g, 'bench_steps3', '1', '{}' "
                  "from generate_series(1, %s) g", (f"due-{tag}-", k))
@@ -207,7 +211,7 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
     claimed = 0
     t = time.perf_counter()
     while True:
-        rows = conn.execute(CLAIM_SQL, params).fetchall()
+        rows, _ = claim_due(conn, params)
         if not rows:
             break
         claimed += len(rows)
