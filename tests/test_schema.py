@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 from django.core.management import call_command
 
 from tests.conftest import ROOT
