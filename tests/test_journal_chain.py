@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ilr import db, journal, keys
+from ilr import codec, db, journal, keys
 
 
 @pytest.fixture
@@ -124,3 +124,17 @@ def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole
         assert json.loads(body) == entry
         assert (kind, row_prev, chain.last_hash) == ("PROPOSED", unsigned["prev"], digest)
         assert journal.seal(unsigned, keys.signing_key()) == entry
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_json)
+def test_canonical_is_json_dumps_with_the_design_notes_options(value):
+    # codec.canonical writes scalars itself (issue 9); every value must come out as the
+    # design notes' json.dumps call writes it.
+    assert codec.canonical(value) == _oracle(value)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), {"a": [float("nan")]}])
+def test_canonical_refuses_what_json_refuses(bad):
+    with pytest.raises(ValueError, match="Out of range float"):
+        codec.canonical(bad)
