@@ -82,7 +82,9 @@ def canonical(value: Any) -> str:
     """The canonical JSON text: sorted keys, no spaces, UTF-8 kept (design-notes §4).
 
     Raises:
-        ValueError: NaN or an infinity. TypeError: a value that is not plain JSON.
+        ValueError: NaN or an infinity (or what json.dumps refuses so: an int too long to
+            convert, a circular reference). TypeError: a value that is not plain JSON, or an
+            object whose keys are not all str (or all of one sortable type).
     """
     # A scalar's text directly, as json writes it: the encoder costs more to set up per call
     # than a journal entry's scalar members cost to write (issue 9).

@@ -188,6 +188,8 @@ class EffectCall:
             if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
                 raise InvalidInput("payload.amount", f"an amount is a non-negative integer of cents, got {amount!r}")
         codec.check_plain(premises, "premises")
+        # Checked here like the payload: it is sealed into PROPOSED, encoded before the fence.
+        codec.check_plain(decision, "decision")
         if grant is not None and not isinstance(grant, str):
             raise InvalidInput("grant", "a grant is a grant id string or None")
         check_target(target)

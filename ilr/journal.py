@@ -35,7 +35,8 @@ class Encoded:
     body is not encoded a second time for its hash and signature.
 
     Args:
-        fields: plain JSON values by key (codec.canonical's rules apply to each).
+        fields: plain JSON values by str key (codec.canonical's rules apply to each value; a
+            key that is not a str fails when the entry is put together, in Chain.append).
     """
 
     __slots__ = ("fields", "parts")

@@ -103,7 +103,7 @@ value would only add rows for ids this claim did not take; the caller keeps only
 
 def claim_due(conn, params: dict) -> tuple[list[dict], list[dict]]:
     """The claim transaction: CLAIM_SQL, then STEPS_OF_THIS_CLAIM_SQL, in one Batch (one round
-    trip, one commit, both statements prepared on ``conn``).
+    trip, one commit; both statements prepared on ``conn`` as Batch prepares, below its cap).
 
     Args:
         conn: an idle autocommit connection from db.connect.

@@ -157,8 +157,9 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     the empty table and with ``backlog`` workflows due at once, and capture the plan (EXPLAIN
     ANALYZE inside a rolled-back transaction, since the claim updates what it selects).
 
-    Every claim is the worker's own claim transaction (ilr.worker.claim_due: the claim and the
-    step rows of what it took, prepared, in one round trip)."""
+    Every claim, the timed one with nothing due included, is the worker's own claim transaction
+    (ilr.worker.claim_due: the claim and the step rows of what it took, prepared, in one round
+    trip); results from before that change timed the claim statement alone, unprepared."""
     from ilr.worker import CLAIM_SQL, claim_due
 
     base = db.conninfo()

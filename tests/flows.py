@@ -82,6 +82,15 @@ def bad_output(ctx, input):
     return ctx.step("nan", lambda: {"x": float("nan")})
 
 
+@workflow(name="effect_bad_decision", version="1")
+def effect_bad_decision(ctx, input):
+    """ctx.effect citing a decision that is not plain JSON: InvalidInput before any transaction."""
+    from prove.targets_client import LocalRefunds
+
+    return ctx.effect(LocalRefunds("http://127.0.0.1:9"), key="bad-decision", payload={"payment": "p", "amount": 1},
+                      decision={"workflow_id": "w", "seq": (1, 2)}).status
+
+
 @workflow(name="any_input", version="1", input_object=False)
 def any_input(ctx, input):
     return input

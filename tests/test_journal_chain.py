@@ -96,7 +96,7 @@ _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
     max_leaves=8)
-_fields = st.dictionaries(st.sampled_from(["kind", "ts", "prev", "hash", "sig", "a", "é", "b\u2028", "z"]) | st.text(),
+_fields = st.dictionaries(st.sampled_from(["kind", "effect_id", "ts", "prev", "hash", "sig", "a", "é", "b\u2028", "z"]) | st.text(),
                           _json, max_size=6)
 
 

@@ -89,6 +89,19 @@ def test_swallowed_suspend_marks_stuck(rt, workers):
     assert "Suspend swallowed" in err.value.error["message"]
 
 
+def test_an_effect_citing_a_non_plain_decision_fails_naming_it_and_writes_nothing(rt, workers):
+    # The decision is sealed into PROPOSED, and its fields are encoded before T_dispatch's
+    # fence is read (issue 9): it is checked with the payload and premises, before any
+    # transaction, so the error names it whatever state the effect row is in.
+    workers.start("w1")
+    rt.start("effect_bad_decision", "ebd", {})
+    with pytest.raises(WorkflowFailed) as err:
+        rt.result("ebd", timeout=20)
+    assert err.value.status == "failed"
+    assert err.value.error["type"] == "InvalidInput" and "decision.seq" in err.value.error["message"]
+    assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
+
+
 def test_bad_step_output_fails_workflow_naming_field(rt, workers):
     workers.start("w1")
     rt.start("bad_output", "bo", {})

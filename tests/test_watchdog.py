@@ -62,7 +62,7 @@ def test_a_later_deadline_that_does_not_wake_the_thread_still_fires():
     (issue 9); the thread finds that send when it wakes for the earlier one, which ended."""
     rc, err, took = _run("""
         with Watchdog(1.0, "eff_first"):
-            pass
+            time.sleep(0.3)  # the thread has started and waits for eff_first's deadline
         with Watchdog(2.0, "eff_second"):
             time.sleep(120)
     """, timeout=60)
