@@ -171,6 +171,17 @@ def workers(rt, tmp_path, request, test_dsn):
     assert not bad, f"invariants violated: {bad}"
 
 
+def failure_of(rt, workflow_id: str, timeout: float = 30.0) -> dict:
+    """Wait for ``workflow_id`` to end as failed; return its recorded error (type, message,
+    and for InvalidInput the field and rule)."""
+    from ilr import WorkflowFailed
+
+    with pytest.raises(WorkflowFailed) as err:
+        rt.result(workflow_id, timeout=timeout)
+    assert err.value.status == "failed", err.value.error
+    return err.value.error
+
+
 def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):
     """Poll ``predicate()`` until it returns a truthy value; return that value."""
     deadline = time.monotonic() + timeout

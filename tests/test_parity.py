@@ -13,7 +13,7 @@ import pytest
 from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr.invariants import check_all
 from prove.targets_client import http_json
-from tests.conftest import wait_for
+from tests.conftest import failure_of, wait_for
 from tests.flows_versions import code_sha256, write_module
 from tests.refund_harness import approve, refund_env
 from tests.test_runtime_core import invocations
@@ -498,10 +498,7 @@ def test_bad_fork_and_migrate_write_nothing(rt, workers):
 def test_a_patch_id_at_two_places_fails_the_workflow_and_records_nothing_more(rt, workers):
     workers.start("w1")
     rt.start("patch_twice", "pt", {})
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result("pt", timeout=30)
-    assert err.value.status == "failed"
-    e = err.value.error
+    e = failure_of(rt, "pt")
     assert e["type"] == "InvalidInput" and e["field"] == "patch_id" and "two places" in e["rule"], e
     assert shape(rt, "pt") == [("patch", "dup"), ("step", "between")]  # no second patch row
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import WorkflowFailed
-from tests.conftest import wait_for
+from tests.conftest import failure_of, wait_for
 
 
 def invocations(rt, wf_id, name=None):
@@ -95,10 +95,8 @@ def test_an_effect_citing_a_non_plain_decision_fails_naming_it_and_writes_nothin
     # transaction, so the error names it whatever state the effect row is in.
     workers.start("w1")
     rt.start("effect_bad_decision", "ebd", {})
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result("ebd", timeout=20)
-    assert err.value.status == "failed"
-    assert err.value.error["type"] == "InvalidInput" and "decision.seq" in err.value.error["message"]
+    error = failure_of(rt, "ebd")
+    assert error["type"] == "InvalidInput" and "decision.seq" in error["message"], error
     assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
 
 
