@@ -18,6 +18,18 @@ from ilr.errors import InvalidInput
 MAX_JSON_BYTES = 1_000_000
 """Largest encoded value accepted in one jsonb field (1 MB): an oversized input is refused."""
 
+MAX_DEPTH = 256
+"""Deepest nesting of lists and objects accepted: Python's json encoder and decoder recurse
+once per level and stop near 1000."""
+
+MAX_INT_DIGITS = 4000
+"""Most digits an int may have: Python refuses to read or write one past 4300 (its
+int_max_str_digits), so a longer one could be stored but never read back."""
+_MAX_INT = 10 ** MAX_INT_DIGITS
+
+MAX_CENTS = 2**63 - 1
+"""Largest amount of cents: a bigint, as ilr.grants.max_cents stores it."""
+
 
 def check_plain(value: Any, field: str) -> None:
     """Raise InvalidInput naming the path of the first value that is not plain JSON.
@@ -28,35 +40,58 @@ def check_plain(value: Any, field: str) -> None:
 
     Raises:
         InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str with
-            a NUL character, or any other non-JSON type.
+            a NUL character, or any other non-JSON type; a float that PostgreSQL's jsonb would
+            not give back as written (-0.0, or 1e16 and beyond, which it keeps as exact
+            decimals: 1e+16 reads back as the int 10000000000000000, so the payload hash and
+            a replay would differ); an int of more than MAX_INT_DIGITS digits; nesting deeper
+            than MAX_DEPTH.
     """
-    stack = [(value, field)]
+    stack = [(value, field, 0)]
     while stack:
-        v, path = stack.pop()
+        v, path, depth = stack.pop()
         if v is None or isinstance(v, bool):
             continue
         if isinstance(v, int):
+            if not -_MAX_INT < v < _MAX_INT:
+                raise InvalidInput(path, f"an int may have at most {MAX_INT_DIGITS} digits")
             continue
         if isinstance(v, float):
             if not math.isfinite(v):
                 raise InvalidInput(path, f"{v!r} is not plain JSON (NaN and Infinity are not allowed)")
+            if abs(v) >= 1e16 or (v == 0.0 and math.copysign(1.0, v) < 0):
+                raise InvalidInput(path, f"{v!r} would not read back as written: PostgreSQL's jsonb keeps numbers "
+                                         "as exact decimals (-0.0 becomes 0.0, 1e+16 the int 10000000000000000); "
+                                         "send an int or a string")
             continue
         if isinstance(v, str):
             if "\x00" in v:
                 raise InvalidInput(path, "a string may not hold a NUL character (PostgreSQL jsonb refuses it)")
             continue
+        if depth >= MAX_DEPTH:
+            raise InvalidInput(path, f"nested deeper than {MAX_DEPTH} levels")
         if isinstance(v, dict):
             for k, item in v.items():
                 if not isinstance(k, str):
                     raise InvalidInput(path, f"object keys must be strings, got {type(k).__name__} {k!r}")
                 if "\x00" in k:
                     raise InvalidInput(path, "an object key may not hold a NUL character")
-                stack.append((item, f"{path}.{k}"))
+                stack.append((item, f"{path}.{k}", depth + 1))
             continue
         if isinstance(v, list):
-            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(v))
+            stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(v))
             continue
         raise InvalidInput(path, f"{type(v).__name__} is not plain JSON (use dict, list, str, int, float, bool or None)")
+
+
+def check_cents(value: Any, field: str) -> int:
+    """``value`` as an amount of cents: a non-negative int up to MAX_CENTS (no bool).
+
+    Raises:
+        InvalidInput: naming ``field`` and the rule.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_CENTS:
+        raise InvalidInput(field, f"an amount is a non-negative integer of cents up to {MAX_CENTS}, got {value!r}")
+    return value
 
 
 def dumps(value: Any, field: str) -> str:

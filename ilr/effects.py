@@ -182,14 +182,13 @@ class EffectCall:
                  local_premises: Iterable[Callable], compensation: bool, decision: dict | None = None):
         if not isinstance(key, str) or not key:
             raise InvalidInput("key", "an effect needs a non-empty idempotency key string")
-        codec.check_plain(payload, "payload")
+        # Plain JSON and at most MAX_JSON_BYTES each: the three are stored and sealed into the
+        # journal; the decision's fields are encoded before T_dispatch reads the fence.
+        self.payload_text = codec.dumps(payload, "payload")
         if isinstance(payload, dict) and "amount" in payload:
-            amount = payload["amount"]
-            if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
-                raise InvalidInput("payload.amount", f"an amount is a non-negative integer of cents, got {amount!r}")
-        codec.check_plain(premises, "premises")
-        # Checked here like the payload: it is sealed into PROPOSED, encoded before the fence.
-        codec.check_plain(decision, "decision")
+            codec.check_cents(payload["amount"], "payload.amount")
+        codec.dumps(premises, "premises")
+        codec.dumps(decision, "decision")
         if grant is not None and not isinstance(grant, str):
             raise InvalidInput("grant", "a grant is a grant id string or None")
         check_target(target)
@@ -300,7 +299,7 @@ class EffectCall:
                 "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
                 "values (%s, %s, %s, %s, %s::jsonb, %s) "
                 "on conflict (effect_id) do update set effect_id = excluded.effect_id returning *",
-                (self.effect_id, run.workflow_id, self.target_name, self.target.tier, json.dumps(self.payload),
+                (self.effect_id, run.workflow_id, self.target_name, self.target.tier, self.payload_text,
                  self.payload_hash))
             tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
             # 8 (read now, used below). The grant, FOR SHARE: a concurrent revoke waits for this

@@ -57,10 +57,7 @@ def _seconds(value: Any, field: str) -> float | None:
 
 def _amount(payload: Any) -> int | None:
     if isinstance(payload, dict) and "amount" in payload:
-        amount = payload["amount"]
-        if not isinstance(amount, int) or isinstance(amount, bool) or amount < 0:
-            raise InvalidInput("payload.amount", f"an amount is a non-negative integer of cents, got {amount!r}")
-        return amount
+        return codec.check_cents(payload["amount"], "payload.amount")
     return None
 
 
@@ -85,8 +82,8 @@ def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | Non
     _who(principal, "principal")
     _who(action, "action")
     _who(by)
-    if max_cents is not None and (not isinstance(max_cents, int) or isinstance(max_cents, bool) or max_cents < 0):
-        raise InvalidInput("max_cents", f"must be None or a non-negative integer of cents, got {max_cents!r}")
+    if max_cents is not None:
+        codec.check_cents(max_cents, "max_cents")
     seconds = _seconds(expires_in, "expires_in")
     grant_id = grant_id or new_grant_id()
     cur = conn.cursor(row_factory=dict_row)
@@ -118,8 +115,8 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     """
     check_workflow_id(wf_id)
     _who(by)
-    codec.check_plain(payload, "payload")
-    codec.check_plain(facts_seen, "facts_seen")
+    codec.dumps(payload, "payload")  # plain JSON, and not over MAX_JSON_BYTES
+    codec.dumps(facts_seen, "facts_seen")
     amount = _amount(payload)
     seconds = _seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
@@ -140,9 +137,10 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
         "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
         (grant_id, principal or wf["name"], action, amount, codec.payload_hash(payload), json.dumps(facts_seen), by,
          seconds))
-    signal = {"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by}
+    signal = codec.dumps({"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by},
+                         "payload and facts_seen")
     cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, 'approve', %s::jsonb, %s)",
-                (wf_id, json.dumps(signal), by))
+                (wf_id, signal, by))
     cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf_id,))
     return grant_id
 

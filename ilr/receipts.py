@@ -111,7 +111,10 @@ def verify(bundle: dict, public_key=None) -> dict:
     Returns:
         {"valid", "tamper_evident", "happened" (True, False or "unknown"), "happened_once"
         (True, False or "unknown"), "authorized_when_fired" (None when nothing was dispatched),
-        "assumptions_held", "sends", "problems": [sentence]}.
+        "assumptions_held", "sends", "problems": [sentence]}. ``valid`` says only that the
+        bundle can be read (at least one entry, each a JSON object); ``tamper_evident`` (P5)
+        that nothing was found altered: each entry canonical, its hash recomputing, the chain
+        linked, every entry this effect's, and with a key every signature verifying.
 
     The rules, each from the bundle's entries alone:
 

@@ -82,13 +82,19 @@ def bad_output(ctx, input):
     return ctx.step("nan", lambda: {"x": float("nan")})
 
 
-@workflow(name="effect_bad_decision", version="1")
-def effect_bad_decision(ctx, input):
-    """ctx.effect citing a decision that is not plain JSON: InvalidInput before any transaction."""
+@workflow(name="effect_bad_input", version="1")
+def effect_bad_input(ctx, input):
+    """ctx.effect with one bad argument (input["bad"]): InvalidInput before any transaction."""
     from prove.targets_client import LocalRefunds
 
-    return ctx.effect(LocalRefunds("http://127.0.0.1:9"), key="bad-decision", payload={"payment": "p", "amount": 1},
-                      decision={"workflow_id": "w", "seq": (1, 2)}).status
+    kwargs = {"payload": {"payment": "p", "amount": 1}}
+    kwargs.update({
+        "decision": {"decision": {"workflow_id": "w", "seq": (1, 2)}},
+        "payload_size": {"payload": {"payment": "p", "amount": 1, "note": "x" * 1_100_000}},
+        "premises_size": {"premises": {"note": "x" * 1_100_000}},
+        "amount": {"payload": {"payment": "p", "amount": 2 ** 63}},
+    }[input["bad"]])
+    return ctx.effect(LocalRefunds("http://127.0.0.1:9"), key="bad-input", **kwargs).status
 
 
 @workflow(name="any_input", version="1", input_object=False)

@@ -31,7 +31,11 @@ def test_approve_errors_write_nothing(rt, workers, tmp_path):
         for payload, field in (({"payment": "p", "amount": -5}, "payload.amount"),
                                ({"payment": "p", "amount": 12.5}, "payload.amount"),
                                ({"payment": "p", "amount": float("nan")}, "payload.amount"),
-                               ({"payment": b"p", "amount": 5}, "payload.payment")):
+                               ({"payment": b"p", "amount": 5}, "payload.payment"),
+                               # a fresh user's finds: what a bigint or jsonb would not keep, and size
+                               ({"payment": "p", "amount": 10 ** 30}, "payload.amount"),
+                               ({"payment": "p", "amount": 5, "f": 1e16}, "payload.f"),
+                               ({"payment": "p", "amount": 5, "note": "x" * 1_100_000}, "payload")):
             with pytest.raises(InvalidInput) as err:
                 rt.approve("bad1", payload, facts, by="alice")
             assert err.value.field == field
@@ -75,6 +79,7 @@ def test_revoke_unknown_and_twice(rt):
 
 def test_grant_bad_input(rt):
     for kwargs, field in (({"max_cents": -1}, "max_cents"), ({"max_cents": 1.5}, "max_cents"),
+                          ({"max_cents": 2 ** 63}, "max_cents"),
                           ({"expires_in": -3}, "expires_in"), ({"by": ""}, "by")):
         with pytest.raises(InvalidInput) as err:
             rt.grant("agent", "refund", **{"by": "policy", **kwargs})

@@ -89,14 +89,17 @@ def test_swallowed_suspend_marks_stuck(rt, workers):
     assert "Suspend swallowed" in err.value.error["message"]
 
 
-def test_an_effect_citing_a_non_plain_decision_fails_naming_it_and_writes_nothing(rt, workers):
-    # The decision is sealed into PROPOSED, and its fields are encoded before T_dispatch's
-    # fence is read (issue 9): it is checked with the payload and premises, before any
-    # transaction, so the error names it whatever state the effect row is in.
+@pytest.mark.parametrize("bad, field", [("decision", "decision.seq"), ("payload_size", "payload"),
+                                        ("premises_size", "premises"), ("amount", "payload.amount")])
+def test_an_effects_bad_argument_fails_the_workflow_naming_it_and_writes_nothing(rt, workers, bad, field):
+    # The payload, premises and decision are sealed into the journal, and the decision's
+    # fields are encoded before T_dispatch's fence is read (issue 9): each is checked (plain
+    # JSON, at most MAX_JSON_BYTES; the amount a bigint of cents) before any transaction, so
+    # the error names it whatever state the effect row is in.
     workers.start("w1")
-    rt.start("effect_bad_decision", "ebd", {})
-    error = failure_of(rt, "ebd")
-    assert error["type"] == "InvalidInput" and "decision.seq" in error["message"], error
+    rt.start("effect_bad_input", "ebi", {"bad": bad})
+    error = failure_of(rt, "ebi")
+    assert error["type"] == "InvalidInput" and error["field"] == field, error
     assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
 
 
