@@ -116,7 +116,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     check_workflow_id(wf_id)
     _who(by)
     codec.dumps(payload, "payload")  # plain JSON, and not over MAX_JSON_BYTES
-    codec.dumps(facts_seen, "facts_seen")
+    facts_text = codec.dumps(facts_seen, "facts_seen")
     amount = _amount(payload)
     seconds = _seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
@@ -135,7 +135,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     cur.execute(
         "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
         "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
-        (grant_id, principal or wf["name"], action, amount, codec.payload_hash(payload), json.dumps(facts_seen), by,
+        (grant_id, principal or wf["name"], action, amount, codec.payload_hash(payload), facts_text, by,
          seconds))
     signal = codec.dumps({"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by},
                          "payload and facts_seen")
