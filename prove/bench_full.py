@@ -185,10 +185,11 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
             machine1 = _machine_cpu()
             if profiler is not None:
                 _stop_profiler(profiler)
-            failed = conn.execute("select count(*) as c from ilr.workflows where status <> 'completed'").fetchone()["c"]
-            if shape == "bench_refund":  # a refused effect is not a refund: count it as a failure
-                failed += conn.execute("select count(*) as c from ilr.steps where kind = 'effect' and "
-                                       "output->>'status' <> 'COMMITTED'").fetchone()["c"]
+            failures = _failures(conn, shape)
+            effect_statuses = _effect_statuses(conn)
+            # A claim of a workflow that was running is a takeover: its owner's lease had lapsed.
+            takeovers = conn.execute("select count(*) as c from ilr.claims where prev_status = 'running'"
+                                     ).fetchone()["c"]
             rss = max(_peak_rss_mb(p.pid) for p in procs)
             worker_cpu = sum(_cpu_seconds(p.pid) for p in procs) - worker_cpu0
             for p in procs:
@@ -214,7 +215,8 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
                 p.kill()
                 p.wait(10)
     return {
-        "system": "runtime", "shape": shape, "n": n, "failed": failed, "wall_s": round(wall, 3),
+        "system": "runtime", "shape": shape, "n": n, "failed": len(failures), "failures": failures[:10],
+        "effect_statuses": effect_statuses, "takeovers": takeovers, "wall_s": round(wall, 3),
         "workflows_per_s": round(n / wall, 1), "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
         "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1),
         "durable_call_p50_ms": round(statistics.median(per_call) * 1000, 2) if per_call else None,
@@ -227,6 +229,35 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
         "heartbeat_schedule_s": round(BENCH_LEASE_TTL / 3, 3),
         "e2e_ms": [round(x * 1000, 2) for x in e2e], "effect_ms": effect_ms,
     }
+
+
+def _failures(conn, shape: str) -> list[dict]:
+    """Every workflow of the run that did not complete, and for the refund shape every effect
+    that did not land (a refused or ambiguous effect is not a refund), each with what it
+    recorded: the workflow's status and error, or the effect's output. Kept in the report so a
+    failure can be read after the run, whose database the next run drops.
+
+    An effect that landed once by another way than the first send (COMMITTED_BY_RETRY after an
+    unknown outcome, DUPLICATE_IGNORED after a takeover whose fenced-out sender late-committed)
+    is a refund, not a failure: ``_effect_statuses`` counts those.
+    """
+    from ilr.effects import EffectResult
+
+    rows = [{"workflow_id": r["id"], "status": r["status"], "error": r["error"]} for r in conn.execute(
+        "select id, status, error from ilr.workflows where status <> 'completed' order by id")]
+    if shape == "bench_refund":
+        rows += [{"workflow_id": r["workflow_id"], "effect_status": r["output"].get("status"), "output": r["output"]}
+                 for r in conn.execute("select workflow_id, output from ilr.steps where kind = 'effect' "
+                                       "order by workflow_id")
+                 if not EffectResult(r["output"].get("status", ""), "").committed]
+    return rows
+
+
+def _effect_statuses(conn) -> dict[str, int]:
+    """{EffectResult status: count} over the run's recorded effect steps."""
+    return {r["status"]: r["n"] for r in conn.execute(
+        "select output->>'status' as status, count(*) as n from ilr.steps where kind = 'effect' "
+        "group by 1 order by 1")}
 
 
 def _start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
@@ -613,6 +644,7 @@ def write(report: dict, out_dir: Path | None = None) -> None:
         f"| pgbench -N tps at {report['pgbench']['clients']} clients | {report['pgbench']['tps']} | |", "",
         *_rounds_lines(report),
         f"Worst heartbeat gap: {_gap_sentence(report)}", "",
+        f"Outcomes: {_outcome_sentence(report)}", "",
         f"Gated effect, one at a time ({report['runtime_serial_effect']['n']} refunds, one worker, concurrency 1): "
         f"the ctx.effect call p50 {report['runtime_serial_effect']['effect_p50_ms']} ms against "
         f"{report['runtime_serial_effect']['direct_call_p50_ms']} ms for a straight call of the target by the same "
@@ -679,6 +711,18 @@ def _wake_floor_lines(report: dict) -> list[str]:
             "wait. A gated effect commits twice (T_dispatch before the send, T_commit after it), each after a "
             "round trip that reads what its entries seal, and T_commit starts right after the send's idle wait.",
             ""]
+
+
+def _outcome_sentence(report: dict) -> str:
+    """Failures, takeovers and the refund shape's effect statuses, in one sentence."""
+    parts = []
+    for key in ("runtime_steps4", "runtime_refund"):
+        r = report[key]
+        text = f"{r['shape']}: {r['failed']} failed, {r.get('takeovers', 0)} takeovers"
+        if r.get("effect_statuses"):
+            text += " (effects: " + ", ".join(f"{n} {status}" for status, n in r["effect_statuses"].items()) + ")"
+        parts.append(text)
+    return "; ".join(parts) + "."
 
 
 def _gap_sentence(report: dict) -> str:

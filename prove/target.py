@@ -476,6 +476,10 @@ class TargetServer(ThreadingHTTPServer):
             definition).
     """
 
+    # socketserver's default listen backlog is 5. Sixteen workflows connecting at once overflow
+    # it, and the kernel drops the SYNs past it: the client retries after 1 s, 3 s, 7 s, so a
+    # send could time out before it was ever accepted (seen as TcpExtListenOverflows).
+    request_queue_size = 128
     daemon_threads = True
     allow_reuse_address = True
 

@@ -42,3 +42,27 @@ def test_bench_quick_reports_every_figure(tmp_path):
     assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md
     assert (tmp_path / "results" / "runtime_bench_latency.png").stat().st_size > 10_000
     assert committed.stat().st_mtime_ns == before, "a scratch run rewrote the committed results"
+
+
+def test_an_effect_that_landed_by_recovery_is_a_refund_not_a_failure(rt):
+    """The bench's failure count (``failed``, which the test above requires to be 0): a workflow
+    that did not complete, or a refund effect that did not land. COMMITTED_BY_RETRY and
+    DUPLICATE_IGNORED landed once, after a takeover (a worker stalled past its lease) or an
+    unknown outcome: the bench counted them as failures, and a CI run failed on one."""
+    from prove.bench_full import _effect_statuses, _failures
+
+    conn = rt.connection()
+    conn.execute("insert into ilr.deployments (name, version, code_sha256) values ('bench_refund', '1', 'sha')")
+    outcomes = {"a": "COMMITTED", "b": "COMMITTED_BY_RETRY", "c": "DUPLICATE_IGNORED", "d": "REFUSED:lease",
+                "e": "AMBIGUOUS"}
+    for wf, status in [*outcomes.items(), ("f", None)]:
+        conn.execute("insert into ilr.workflows (id, name, version, input, status, epoch) "
+                     "values (%s, 'bench_refund', '1', '{}', %s, 1)", (wf, "failed" if status is None else "completed"))
+        if status:
+            conn.execute("insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
+                         "values (%s, 1, 'effect', 'effect', %s::jsonb, 1)", (wf, json.dumps({"status": status})))
+    failures = _failures(conn, "bench_refund")
+    assert [(f["workflow_id"], f.get("effect_status", f.get("status"))) for f in failures] == [
+        ("f", "failed"), ("d", "REFUSED:lease"), ("e", "AMBIGUOUS")]
+    assert _effect_statuses(conn) == {"AMBIGUOUS": 1, "COMMITTED": 1, "COMMITTED_BY_RETRY": 1,
+                                      "DUPLICATE_IGNORED": 1, "REFUSED:lease": 1}

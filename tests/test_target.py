@@ -359,3 +359,30 @@ def test_local_refunds_capture_and_validate_premises(t2):
     assert t.validate_premises({"payment": "gone", "eligible": True}, "eff_1") == [
         "payment gone no longer exists at local-refunds"
     ]
+
+
+@pytest.mark.parametrize("server", ["target", "model_stub"])
+def test_a_burst_of_connections_is_queued_not_dropped(tmp_path, server):
+    """Thirty-two clients connecting while the server is not accepting (its accept loop not
+    started) all complete their handshake: the listen backlog holds them. With socketserver's
+    default backlog of 5 the kernel dropped every SYN past the sixth, and those clients
+    retried after 1 s, 3 s, 7 s: a refund's send could time out before it was accepted."""
+    import socket
+
+    from prove.model_stub import StubServer
+    from prove.target import TargetServer
+
+    if server == "target":
+        srv = TargetServer(("127.0.0.1", 0), tier=1, queryable=False, ledger=tmp_path / "l.sqlite",
+                           access_log=tmp_path / "a.jsonl")
+    else:
+        srv = StubServer(("127.0.0.1", 0))
+    clients = []
+    try:
+        for _ in range(32):
+            clients.append(socket.create_connection(srv.server_address, timeout=0.5))
+    finally:
+        for c in clients:
+            c.close()
+        srv.server_close()
+    assert len(clients) == 32
