@@ -497,7 +497,8 @@ class GrantAdmin(admin.ModelAdmin):
     """Grants: create a policy grant (``grant_in``); revoke with a confirmation page that then
     lists the effect ids revoke returned. Grants are otherwise read-only."""
 
-    list_display = ("id", "principal", "action", "cap", "kind", "granted_by", "created_at", "expires_at", "revoked_at")
+    list_display = ("id", "principal", "action", "cap", "kind", "granted_by", "created_at", "expires_at", "revoked_at",
+                    "revoked_by")
     list_filter = (GrantStateFilter, GrantKindFilter, "action")
     search_fields = ("id", "principal", "granted_by")
     search_help_text = "A grant id (or its start), a principal or a person."
@@ -507,7 +508,7 @@ class GrantAdmin(admin.ModelAdmin):
     actions = ["revoke_selected"]
     change_form_template = "admin/approvals/grant_change_form.html"
     detail_fields = ("id", "principal", "action", "cap", "kind", "payload_hash", "facts_pretty", "granted_by",
-                     "created_at", "expires_at", "revoked_at", "effects_table")
+                     "created_at", "expires_at", "revoked_at", "revoked_by", "effects_table")
 
     def has_add_permission(self, request):
         """approvals.grant: create a policy grant."""
@@ -615,8 +616,11 @@ class GrantAdmin(admin.ModelAdmin):
                     results.append({"grant": g, "landing": services.grant_revoke(user=request.user, grant_id=g.id)})
                 except GrantNotFound:
                     raise Http404(f"no grant {g.id}") from None
-            return TemplateResponse(request, "admin/approvals/revoke_done.html",
-                                    {**context, "title": "Revoked", "results": results})
+                except InvalidInput as exc:  # revoked already (by someone else since the confirmation page)
+                    results.append({"grant": g, "refused": exc.rule})
+            return TemplateResponse(request, "admin/approvals/revoke_done.html", {
+                **context, "title": "Revoked", "results": results,
+                "revoked": [r for r in results if "refused" not in r]})
         in_flight = {g.id: list(Effect.objects.filter(grant_id=g.id, state="dispatched")
                                 .values_list("effect_id", flat=True)) for g in grants}
         return TemplateResponse(request, "admin/approvals/confirm_revoke.html", {

@@ -276,11 +276,13 @@ def grant_revoke(*, user, grant_id: str) -> list[str]:
 
     Returns:
         exactly the effect ids that may still land (dispatched under the grant when the revoke
-        committed); a second revoke returns the same list.
+        committed).
 
     Raises:
         PermissionDenied: no approvals.revoke permission.
         GrantNotFound: unknown grant.
+        InvalidInput: the grant was revoked already (field grant_id; the message names who
+            revoked it, when, and what may still land). Nothing is written, no LogEntry either.
     """
     _require(user, "revoke")
     with transaction.atomic():

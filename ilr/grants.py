@@ -146,30 +146,46 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
 
 
 def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
-    """Revoke a grant and return exactly the effect ids that may still land (spec §6).
+    """Revoke a grant, recording when and by whom, and return exactly the effect ids that may
+    still land (spec §6).
 
     The UPDATE waits for every T_dispatch or T_resolve holding the grant FOR SHARE; once it
-    commits, no later one authorizes a send under it (RevokeLinearizable). A second revoke
-    keeps the first revoked_at and returns the same list, no error.
+    commits, no later one authorizes a send under it (RevokeLinearizable).
+
+    A grant is revoked once. A second revoke is refused and changes nothing: the first
+    revoked_at and revoked_by stand, and the refusal names them and the effects still
+    dispatched under the grant (the list the first revoke returned, less what has resolved
+    since), so a caller who lost the first answer loses nothing.
 
     Returns:
         effect ids in state dispatched under this grant, sorted.
 
     Raises:
         GrantNotFound: unknown grant id.
-        InvalidInput: by is empty.
+        InvalidInput: by is empty; grant_id is not a non-empty string; or the grant was
+            revoked already (field ``grant_id``).
     """
     _who(by)
     if not isinstance(grant_id, str) or not grant_id:
         raise InvalidInput("grant_id", "must be a non-empty string")
     cur = conn.cursor(row_factory=dict_row)
-    row = cur.execute("update ilr.grants set revoked_at = coalesce(revoked_at, now()) where id = %s returning id",
-                      (grant_id,)).fetchone()
-    if row is None:
+    # The row lock the UPDATE would take: it waits for every T_dispatch and T_resolve holding the
+    # grant FOR SHARE (so the list below sees their dispatches), and two revokes of one grant
+    # serialize here, so exactly one of them records itself.
+    grant = cur.execute("select revoked_at, revoked_by from ilr.grants where id = %s for no key update",
+                        (grant_id,)).fetchone()
+    if grant is None:
         raise GrantNotFound(grant_id)
-    return [r["effect_id"] for r in cur.execute(
+    landing = [r["effect_id"] for r in cur.execute(
         "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id",
         (grant_id,)).fetchall()]
+    if grant["revoked_at"] is not None:
+        raise InvalidInput("grant_id", f"grant {grant_id} was already revoked by {grant['revoked_by'] or 'someone'} "
+                                       f"at {grant['revoked_at'].isoformat()}; a grant is revoked once. Nothing was "
+                                       f"changed. Effects still dispatched under it, which may land: "
+                                       f"{', '.join(landing) if landing else 'none'}")
+    cur.execute("update ilr.grants set revoked_at = now(), revoked_by = %s where id = %s", (by, grant_id))
+    return landing
 
 
 def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:

@@ -145,6 +145,7 @@ class Grant(ReadOnlyModel):
     granted_by = models.TextField()
     expires_at = models.DateTimeField(null=True)
     revoked_at = models.DateTimeField(null=True)
+    revoked_by = models.TextField(null=True)
     created_at = models.DateTimeField()
 
     class Meta:

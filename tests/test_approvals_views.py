@@ -483,9 +483,17 @@ def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
     assert counts(rt) == before  # the confirmation page writes nothing
     done = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
     assert done.status_code == 200 and "These may still land" in text(done) and "eff_flying" in text(done)
-    assert sql(rt, "select revoked_at from ilr.grants").fetchone()["revoked_at"] is not None
+    revoked = sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone()
+    assert revoked["revoked_at"] is not None and revoked["revoked_by"] == "ops"
     assert "eff_flying" in LogEntry.objects.get().change_message
     assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "grant_nope"}).status_code == 404
+    # The confirmation page of a revoked grant names who revoked it; confirming again (a second
+    # tab, say) is refused on the page, and nothing is written: not the grant, not a LogEntry.
+    assert "already revoked" in text(c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}))
+    again = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
+    assert again.status_code == 200 and "already revoked by ops" in text(again) and "Revoked 1 grant" not in text(again)
+    assert sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone() == revoked
+    assert LogEntry.objects.count() == 1
 
 
 def admin_client_with_revoke():

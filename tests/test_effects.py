@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from ilr import receipts
+from ilr import InvalidInput, receipts
 from tests.refund_harness import approve, refund_env
 
 
@@ -62,7 +62,13 @@ def test_s02_hand_refund_during_outage(rt, workers, tmp_path, tier, expected):
 
 
 def _revoke(rt, env, case, grant_id):
-    assert rt.revoke(grant_id, by="bob") == [rt.describe(case["id"])["effects"][0]["effect_id"]]
+    effect_id = rt.describe(case["id"])["effects"][0]["effect_id"]
+    assert rt.revoke(grant_id, by="bob") == [effect_id]
+    # Revoked once: a second revoke is refused, and its error still names what may land.
+    with pytest.raises(InvalidInput) as err:
+        rt.revoke(grant_id, by="carol")
+    assert err.value.field == "grant_id" and "already revoked by bob" in err.value.rule
+    assert err.value.rule.endswith(f"which may land: {effect_id}")
 
 
 @pytest.mark.parametrize("tier, expected", [(1, "REFUSED:lease_at_recovery"), (2, "REFUSED:lease_at_recovery"),

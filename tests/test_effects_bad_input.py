@@ -70,11 +70,18 @@ def test_revoke_unknown_and_twice(rt):
     with pytest.raises(GrantNotFound):
         rt.revoke("grant_nope", by="bob")
     g = rt.grant("agent", "refund", max_cents=100, by="policy")
-    first = rt.revoke(g, by="bob")
-    revoked_at = rt.connection().execute("select revoked_at from ilr.grants where id = %s", (g,)).fetchone()
-    assert rt.revoke(g, by="bob") == first == []
-    again = rt.connection().execute("select revoked_at from ilr.grants where id = %s", (g,)).fetchone()
-    assert again == revoked_at  # the first revoke's time stands
+    assert rt.revoke(g, by="bob") == []
+    first = rt.connection().execute("select revoked_at, revoked_by from ilr.grants where id = %s", (g,)).fetchone()
+    assert first["revoked_at"] is not None and first["revoked_by"] == "bob"
+    # A second revoke is refused, names the first one, and changes nothing (the guide: a revoke
+    # of a revoked grant is bad input).
+    with pytest.raises(InvalidInput) as err:
+        rt.revoke(g, by="carol")
+    assert err.value.field == "grant_id"
+    assert "already revoked by bob" in err.value.rule and first["revoked_at"].isoformat() in err.value.rule
+    assert "may land: none" in err.value.rule
+    assert rt.connection().execute("select revoked_at, revoked_by from ilr.grants where id = %s",
+                                   (g,)).fetchone() == first
 
 
 def test_grant_bad_input(rt):

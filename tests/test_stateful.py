@@ -118,6 +118,11 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def revoke_a_grant(self, data):
         grant = data.draw(st.sampled_from(self.grants))
+        if any(r["grant_id"] == grant for r in self.revokes):
+            # Revoked once: a second revoke is refused and changes nothing.
+            with pytest.raises(InvalidInput, match="already revoked by bob"):
+                self.rt.revoke(grant, by="bob")
+            return
         returned = self.rt.revoke(grant, by="bob")
         self.revokes.append({"grant_id": grant, "returned": returned, "returned_at": time.time()})
 

@@ -85,7 +85,9 @@ create table if not exists ilr.grants (     -- policy grants and human approvals
   granted_by text not null,
   expires_at timestamptz,
   revoked_at timestamptz,
-  created_at timestamptz not null default now()
+  created_at timestamptz not null default now(),
+  revoked_by text,                          -- who revoked it (migration 0006); set with revoked_at, once
+  constraint grants_revoked_by_with_revoked_at check (revoked_by is null or revoked_at is not null)
 );
 
 create table if not exists ilr.effects (
