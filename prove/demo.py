@@ -54,6 +54,7 @@ class Demo:
     out: object = sys.stdout
     workdir: Path = field(default_factory=lambda: Path(settings.DATA_DIR) / "demo" / time.strftime("%Y%m%d-%H%M%S"))
     procs: list = field(default_factory=list)
+    worker_ids: set = field(default_factory=set)
 
     def say(self, text: str = "") -> None:
         self.out.write(text + "\n")
@@ -83,6 +84,7 @@ class Demo:
             return self._scenario(target_url, model_url, started)
 
     def _worker(self, worker_id: str, model_url: str, kill_at: str | None) -> subprocess.Popen:
+        self.worker_ids.add(worker_id)
         env = {**os.environ, "ILR_MODEL_BASE_URL": model_url, "PYTHONUNBUFFERED": "1"}
         env.pop("ILR_KILL_AT", None)
         if kill_at:
@@ -116,7 +118,11 @@ class Demo:
         w1 = self._worker("demo-w1", model_url, self.crash if self.crash not in (None, "none") else None)
         rt.start("refund", case_id, case)
         self.say(f"\n1. started workflow {case_id} (payment {payment}, paid ${PAID / 100:.2f})")
-        proposal, decision = self._wait_for_approval(rt, case_id)
+        try:
+            proposal, decision = self._wait_for_approval(rt, case_id)
+        except (RuntimeError, TimeoutError) as exc:
+            self.say(f"\nFAILED: {exc}")
+            return 1
         self.say(f"2. the model decided {proposal['amount']} cents: {decision['response']['reasoning']!r}")
         self.say(f"   premises it rested on: {decision['premises']}")
         grant_id = rt.approve(case_id, proposal, decision["premises"], by=self.approve_as)
@@ -127,16 +133,47 @@ class Demo:
                      f"(exit {w1.returncode}); starting demo-w2 to recover")
             self._worker("demo-w2", model_url, None)
         try:
-            result = rt.result(case_id, timeout=90)
+            result = self._result(rt, case_id, timeout=90)
         except Exception as exc:  # noqa: BLE001 - reported, and the exit status says so
             self.say(f"\nFAILED: the workflow did not complete: {exc}")
             return 1
         return self._report(rt, case_id, payment, target_url, result, proposal, started)
 
-    @staticmethod
-    def _wait_for_approval(rt: Runtime, case_id: str) -> tuple[dict, dict]:
+    def _check_claims(self, rt: Runtime, case_id: str) -> None:
+        """Raise when a worker that is not the demo's claimed the demo's workflow.
+
+        The demo shares the database's work queue: a worker of the user's own that serves the
+        refund workflow on the same database can claim the case first. It has not the demo's
+        model stub, target or kill point, so the demo would wait for something that never
+        comes. Every claim is in ilr.claims with its owner.
+
+        Raises:
+            RuntimeError: naming the other worker and what to do.
+        """
+        row = rt.connection().execute(
+            "select owner from ilr.claims where workflow_id = %s and owner <> all(%s) order by epoch limit 1",
+            (case_id, sorted(self.worker_ids))).fetchone()
+        if row is not None:
+            raise RuntimeError(
+                f"workflow {case_id} was claimed by worker {row['owner']!r}, not by the demo's workers "
+                f"({', '.join(sorted(self.worker_ids))}): another worker serving the refund workflow polls this "
+                "database. Stop it, or give the demo a database of its own (ILR_DB_NAME or DATABASE_URL)")
+
+    def _result(self, rt: Runtime, case_id: str, timeout: float) -> dict:
+        """rt.result, watching for a foreign claim (``_check_claims``) once a second."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self._check_claims(rt, case_id)
+            try:
+                return rt.result(case_id, timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+            except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise
+
+    def _wait_for_approval(self, rt: Runtime, case_id: str) -> tuple[dict, dict]:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
+            self._check_claims(rt, case_id)
             d = rt.describe(case_id)
             if d["status"] in ("failed", "stuck"):
                 raise RuntimeError(f"workflow {case_id} ended {d['status']}: {d['error']}")
@@ -273,7 +310,11 @@ class ServeDemo(Demo):
                 self.say(f"  payment target: {target_url} (tier {self.tier}); model stub: {model_url} (EMULATED model)")
                 for worker_id in ("demo-w1", "demo-w2"):
                     self._worker(worker_id, model_url, None)
-                case_id = self._waiting_case(target_url)
+                try:
+                    case_id = self._waiting_case(target_url)
+                except (RuntimeError, TimeoutError) as exc:
+                    self.say(f"FAILED: {exc}")
+                    return 1
                 port = self.port or free_port()
                 web = self._gunicorn(port)
                 stack.callback(self._stop, web)

@@ -19,3 +19,22 @@ def test_demo_tier1_exit_status(test_dsn, tmp_path):
     assert "OK: the ledger and the receipt agree" in proc.stdout
     assert "COMMITTED_BY_RETRY" in proc.stdout
     assert "SIGKILLed at kill point effect_after_send" in proc.stdout
+
+
+def test_demo_names_a_foreign_worker_that_claimed_its_case(workers, tmp_path):
+    """A worker that is not the demo's and serves the refund workflow on the same database
+    claims the demo's case first. The demo fails at once and names it: before, it waited 60 s
+    and said only that the workflow did not ask for approval (a fresh user's find)."""
+    import time
+
+    from tests.conftest import wait_for
+
+    workers.start("intruder", poll=0.05, concurrency=2)
+    wait_for(lambda: "running" in workers.log("intruder"), timeout=60, message="the intruder polls")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, str(ROOT / "manage.py"), "demo", "--tier", "1"], cwd=ROOT,
+                          env=workers.env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "FAILED: workflow case-" in proc.stdout and "was claimed by worker 'intruder'" in proc.stdout, proc.stdout
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert time.monotonic() - started < 45
