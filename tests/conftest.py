@@ -22,6 +22,36 @@ ILR_TABLES = "ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, 
              "ilr.responses, ilr.workflows, ilr.deployments"
 
 
+_STARTED_BY_US = pytest.StashKey[bool]()
+
+
+def _embedded_cluster():
+    """The embedded PostgreSQL the settings point at, or None under DATABASE_URL."""
+    from django.conf import settings
+
+    from interlock_project.embedded_pg import EmbeddedPostgres
+
+    pgdata = getattr(settings, "ILR_EMBEDDED_PGDATA", None)
+    return EmbeddedPostgres(pgdata) if pgdata else None
+
+
+def pytest_sessionstart(session):
+    # Whether the embedded cluster was up before the tests: a cluster this session started is
+    # this session's to stop (a fresh clone's test run leaves no postmaster behind); one that
+    # was already running (a developer's, a demo's) is left as it was.
+    cluster = _embedded_cluster()
+    session.config.stash[_STARTED_BY_US] = cluster is not None and not cluster.running()
+
+
+def pytest_sessionfinish(session):
+    cluster = _embedded_cluster()
+    if session.config.stash.get(_STARTED_BY_US, False) and cluster is not None and cluster.running():
+        from django.db import connections
+
+        connections.close_all()
+        cluster.stop()
+
+
 def pytest_collection_modifyitems(items):
     # Tests that reach the database through our own connections (test_dsn) need pytest-django
     # to create the test database even when no test in the run asks for `db`; the transaction
