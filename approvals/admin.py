@@ -36,6 +36,7 @@ from approvals import selectors, services
 from approvals.forms import GrantCreateForm
 from approvals.models import Approval
 from approvals.templatetags.approvals_extras import as_json, cents, pretty_json
+from ilr.codec import MAX_TEXT_LENGTH
 from ilr.errors import InvalidInput
 from ilr.grants import GrantNotFound
 from ilr.models import Deployment, Effect, Grant, JournalEntry, LlmCall, Response, Signal, Workflow
@@ -144,7 +145,7 @@ class WorkflowAdmin(ReadOnlyAdmin):
     change_list_template = "admin/approvals/workflow_change_list.html"
     fieldsets = [
         (None, {"fields": ("id", "name", "version", "status", "review_link", "waiting_state", "available",
-                           "cancel_requested_at", "result_pretty", "error_pretty", "input_pretty")}),
+                           "cancel_requested_at", "cancel_requested_by", "result_pretty", "error_pretty", "input_pretty")}),
         ("Lease", {"fields": ("epoch", "owner", "lease_expires_at", "takeovers")}),
         ("Lineage", {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at",
                                 "updated_at")}),
@@ -500,8 +501,8 @@ class GrantAdmin(admin.ModelAdmin):
     list_display = ("id", "principal", "action", "cap", "kind", "granted_by", "created_at", "expires_at", "revoked_at",
                     "revoked_by")
     list_filter = (GrantStateFilter, GrantKindFilter, "action")
-    search_fields = ("id", "principal", "granted_by")
-    search_help_text = "A grant id (or its start), a principal or a person."
+    search_fields = ("id", "principal", "granted_by", "revoked_by")
+    search_help_text = "A grant id (or its start), a principal, or a person who granted or revoked."
     ordering = ("-created_at",)
     list_per_page = 50
     show_full_result_count = False
@@ -528,7 +529,7 @@ class GrantAdmin(admin.ModelAdmin):
 
     def get_search_results(self, request, queryset, search_term):
         """Exact id, principal or person, or an id prefix."""
-        return _indexed_search(queryset, search_term, ("id", "principal", "granted_by"), "id")
+        return _indexed_search(queryset, search_term, ("id", "principal", "granted_by", "revoked_by"), "id")
 
     def get_fields(self, request, obj=None):
         """The create form's fields, or every detail field."""
@@ -604,7 +605,8 @@ class GrantAdmin(admin.ModelAdmin):
         if not self.has_revoke_permission(request):
             raise PermissionDenied
         data = request.POST if request.method == "POST" else request.GET
-        ids = data.getlist("ids")[:MAX_SELECTED]
+        # Only what could be a grant id reaches the query (a NUL is a database error, not a 404).
+        ids = [i for i in data.getlist("ids")[:MAX_SELECTED] if len(i) <= MAX_TEXT_LENGTH and "\x00" not in i]
         grants = list(Grant.objects.filter(id__in=ids).order_by("id"))
         if not grants:
             raise Http404("no such grants")
@@ -618,13 +620,15 @@ class GrantAdmin(admin.ModelAdmin):
                     raise Http404(f"no grant {g.id}") from None
                 except InvalidInput as exc:  # revoked already (by someone else since the confirmation page)
                     results.append({"grant": g, "refused": exc.rule})
+            revoked = [r for r in results if "refused" not in r]
             return TemplateResponse(request, "admin/approvals/revoke_done.html", {
-                **context, "title": "Revoked", "results": results,
-                "revoked": [r for r in results if "refused" not in r]})
+                **context, "title": "Revoked" if revoked else "Not revoked", "results": results,
+                "revoked": revoked})
         in_flight = {g.id: list(Effect.objects.filter(grant_id=g.id, state="dispatched")
                                 .values_list("effect_id", flat=True)) for g in grants}
         return TemplateResponse(request, "admin/approvals/confirm_revoke.html", {
-            **context, "title": "Revoke grants?", "rows": [{"grant": g, "in_flight": in_flight[g.id]} for g in grants]})
+            **context, "title": "Revoke grants?", "rows": [{"grant": g, "in_flight": in_flight[g.id]} for g in grants],
+            "revocable": [g for g in grants if g.revoked_at is None]})
 
 
 # -- signals, model calls, responses -------------------------------------------------------------

@@ -94,6 +94,29 @@ def check_cents(value: Any, field: str) -> int:
     return value
 
 
+MAX_TEXT_LENGTH = 200
+"""Characters in an id or a name (workflow ids, grant ids, effect ids, who acted)."""
+
+
+def check_text(value: Any, field: str, rule: str = "must be a non-empty string") -> str:
+    """``value`` as an id or a name: a str with something besides whitespace, at most
+    MAX_TEXT_LENGTH characters, without NUL (PostgreSQL text cannot hold one).
+
+    Args:
+        rule: the words for an empty or non-str value.
+
+    Raises:
+        InvalidInput: naming ``field`` and the rule.
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidInput(field, rule)
+    if len(value) > MAX_TEXT_LENGTH:
+        raise InvalidInput(field, f"must be at most {MAX_TEXT_LENGTH} characters, got {len(value)}")
+    if "\x00" in value:
+        raise InvalidInput(field, "may not hold a NUL character")
+    return value
+
+
 def dumps(value: Any, field: str) -> str:
     """Check ``value`` is plain JSON and encode it for a jsonb parameter.
 

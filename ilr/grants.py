@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import secrets
 from typing import Any
 
@@ -40,9 +41,11 @@ class EffectNotFound(InterlockError, LookupError):
 
 
 def _who(by: Any, field: str = "by") -> str:
-    if not isinstance(by, str) or not by.strip():
-        raise InvalidInput(field, "must name the person or service acting (a non-empty string)")
-    return by
+    return codec.check_text(by, field, "must name the person or service acting (a non-empty string)")
+
+
+MAX_LIFETIME_S = 100 * 365 * 86400
+"""Seconds: the longest expires_in (a hundred years); None is the way to say never."""
 
 
 def _seconds(value: Any, field: str) -> float | None:
@@ -50,8 +53,10 @@ def _seconds(value: Any, field: str) -> float | None:
         return None
     if isinstance(value, dt.timedelta):
         value = value.total_seconds()
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value or value <= 0:
-        raise InvalidInput(field, f"must be a positive number of seconds, got {value!r}")
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or not 0 < value <= MAX_LIFETIME_S):
+        raise InvalidInput(field, f"must be a positive number of seconds up to {MAX_LIFETIME_S} (None: never "
+                                  f"expires), got {value!r}")
     return float(value)
 
 
@@ -85,7 +90,7 @@ def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | Non
     if max_cents is not None:
         codec.check_cents(max_cents, "max_cents")
     seconds = _seconds(expires_in, "expires_in")
-    grant_id = grant_id or new_grant_id()
+    grant_id = new_grant_id() if grant_id is None else codec.check_text(grant_id, "grant_id")
     cur = conn.cursor(row_factory=dict_row)
     row = cur.execute(
         "insert into ilr.grants (id, principal, action, max_cents, granted_by, expires_at) values "
@@ -166,8 +171,7 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
             revoked already (field ``grant_id``).
     """
     _who(by)
-    if not isinstance(grant_id, str) or not grant_id:
-        raise InvalidInput("grant_id", "must be a non-empty string")
+    codec.check_text(grant_id, "grant_id")
     cur = conn.cursor(row_factory=dict_row)
     # The row lock the UPDATE would take: it waits for every T_dispatch and T_resolve holding the
     # grant FOR SHARE (so the list below sees their dispatches), and two revokes of one grant
@@ -180,7 +184,7 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
         "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id",
         (grant_id,)).fetchall()]
     if grant["revoked_at"] is not None:
-        raise InvalidInput("grant_id", f"grant {grant_id} was already revoked by {grant['revoked_by'] or 'someone'} "
+        raise InvalidInput("grant_id", f"grant {grant_id!r} was already revoked by {grant['revoked_by'] or 'someone'} "
                                        f"at {grant['revoked_at'].isoformat()}; a grant is revoked once. Nothing was "
                                        f"changed. Effects still dispatched under it, which may land: "
                                        f"{', '.join(landing) if landing else 'none'}")
@@ -204,10 +208,12 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
 
     Raises:
         EffectNotFound: unknown effect id.
-        InvalidInput: empty evidence or by; applied that is not True, False or None; the
-            effect is not ambiguous; or it was reconciled already. Nothing is written.
+        InvalidInput: empty evidence or by; an effect_id that is not an id (codec.check_text);
+            applied that is not True, False or None; the effect is not ambiguous; or it was
+            reconciled already. Nothing is written.
     """
     _who(by)
+    codec.check_text(effect_id, "effect_id")
     if applied is not None and not isinstance(applied, bool):
         raise InvalidInput("applied", f"must be True (it landed), False (it did not) or None (unsure), "
                                       f"got {applied!r}")

@@ -75,6 +75,7 @@ class Workflow(ReadOnlyModel):
     available_at = TimestampText()
     waiting = models.JSONField(null=True)
     cancel_requested_at = models.DateTimeField(null=True)
+    cancel_requested_by = models.TextField(null=True)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)

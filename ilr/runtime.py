@@ -9,6 +9,7 @@ Lock order everywhere: workflow row, then effect row, then grant row.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from typing import Any
@@ -20,8 +21,10 @@ from ilr import codec, db, registry
 from ilr.errors import InvalidInput, UnknownWorkflow, WorkflowConflict, WorkflowFailed, WorkflowNotFound
 from ilr.store import successor_id
 
-MAX_ID_LENGTH = 200
 TERMINAL = ("completed", "failed", "cancelled", "stuck")
+STATUSES = ("pending", "running", "sleeping", "completed", "failed", "cancelled", "stuck", "continued")
+"""A workflow's statuses (spec §2)."""
+MAX_LIST_LIMIT = 10_000
 ACTIVE = ("pending", "running", "sleeping")
 """Statuses of a workflow that has not ended: a version is drained when it has none."""
 FORK_OWNER = "$fork"
@@ -29,14 +32,16 @@ MIGRATE_OWNER = "$migrate"
 
 
 def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
-    """Raise InvalidInput unless ``wf_id`` is a non-empty str of at most 200 characters."""
-    if not isinstance(wf_id, str) or not wf_id.strip():
-        raise InvalidInput(field, "must be a non-empty string")
-    if len(wf_id) > MAX_ID_LENGTH:
-        raise InvalidInput(field, f"must be at most {MAX_ID_LENGTH} characters, got {len(wf_id)}")
-    if "\x00" in wf_id:
-        raise InvalidInput(field, "may not hold a NUL character")
-    return wf_id
+    """Raise InvalidInput unless ``wf_id`` is a non-empty str of at most 200 characters
+    without NUL (codec.check_text)."""
+    return codec.check_text(wf_id, field)
+
+
+def _finite_seconds(value: Any, *, minimum_open: bool) -> bool:
+    """A real number of seconds: finite, >= 0 (> 0 with ``minimum_open``), not a bool."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return False
+    return value > 0 if minimum_open else value >= 0
 
 
 def _lock_workflow(cur, wf_id: str) -> dict:
@@ -159,7 +164,8 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
 def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bool:
     """Request cancellation of ``wf_id`` inside the caller's transaction.
 
-    Sets cancel_requested_at once (the first cancel wins) and wakes a sleeping or pending
+    Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
+    wins) and wakes a sleeping or pending
     workflow, so the Cancelled exception is delivered at its next durable call. Running
     children are cancelled too (spec §5.8; lock order parent, then children), and a workflow
     that continued-as-new is cancelled in its current run. From the commit on, T_dispatch
@@ -171,16 +177,19 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
 
     Raises:
         WorkflowNotFound: no workflow has this id.
+        InvalidInput: a bad workflow id, or a ``by`` that does not name who cancels.
     """
     check_workflow_id(wf_id)
+    if by is not None:
+        codec.check_text(by, "by", "must name the person or service acting (a non-empty string)")
     cur = conn.cursor(row_factory=dict_row)
     wf = _lock_current_run(cur, wf_id)
     if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
         return False
     cur.execute(
-        "update ilr.workflows set cancel_requested_at = now(), updated_at = now(), "
+        "update ilr.workflows set cancel_requested_at = now(), cancel_requested_by = %s, updated_at = now(), "
         "available_at = case when status in ('sleeping','pending') then now() else available_at end "
-        "where id = %s", (wf["id"],))
+        "where id = %s", (by, wf["id"]))
     children = cur.execute(
         "select id from ilr.workflows where parent_id = %s and status not in "
         "('completed','failed','cancelled','stuck','continued') order by id", (wf["id"],)).fetchall()
@@ -311,12 +320,24 @@ class Runtime:
 
     def list(self, status: str | None = None, name: str | None = None, version: str | None = None,
              limit: int = 100) -> list[dict]:
-        """Workflow rows (no steps), newest first, filtered by status, name and version."""
+        """Workflow rows (no steps), newest first, filtered by status, name and version.
+
+        Args:
+            status: one of STATUSES, or None for any.
+            limit: at most this many rows, 1 to MAX_LIST_LIMIT.
+
+        Raises:
+            InvalidInput: an unknown status, a name or version that is not an id, a bad limit.
+        """
+        if status is not None and status not in STATUSES:
+            raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidInput("limit", f"must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}")
         clauses, params = [], []
         for column, value in (("status", status), ("name", name), ("version", version)):
             if value is not None:
                 clauses.append(f"{column} = %s")
-                params.append(value)
+                params.append(codec.check_text(value, column))
         where = f"where {' and '.join(clauses)}" if clauses else ""
         with self._lock:
             return self.connection().execute(
@@ -328,7 +349,8 @@ class Runtime:
         """Wait for the workflow to end and return its result, following continue-as-new.
 
         Args:
-            timeout: seconds to wait; None waits forever.
+            timeout: seconds to wait (a finite number >= 0); None waits forever.
+            poll: seconds between reads (a finite number > 0).
 
         Returns:
             the workflow's result.
@@ -337,8 +359,13 @@ class Runtime:
             WorkflowFailed: it ended failed, stuck or cancelled.
             TimeoutError: not ended within ``timeout`` seconds.
             WorkflowNotFound: no workflow has this id.
+            InvalidInput: a bad workflow id, timeout or poll.
         """
         check_workflow_id(wf_id)
+        if timeout is not None and not _finite_seconds(timeout, minimum_open=False):
+            raise InvalidInput("timeout", f"must be a finite number of seconds >= 0, or None, got {timeout!r}")
+        if not _finite_seconds(poll, minimum_open=True):
+            raise InvalidInput("poll", f"must be a finite number of seconds > 0, got {poll!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         current = wf_id
         while True:
@@ -597,10 +624,12 @@ class Runtime:
 
         Raises:
             EffectNotFound: unknown effect id.
+            InvalidInput: effect_id is not an id (codec.check_text).
         """
         from ilr import receipts
         from ilr.grants import EffectNotFound
 
+        codec.check_text(effect_id, "effect_id")
         with self._lock:
             try:
                 return receipts.bundle(self.connection(), effect_id, public_key)

@@ -489,11 +489,17 @@ def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
     assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "grant_nope"}).status_code == 404
     # The confirmation page of a revoked grant names who revoked it; confirming again (a second
     # tab, say) is refused on the page, and nothing is written: not the grant, not a LogEntry.
-    assert "already revoked" in text(c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}))
+    confirm = text(c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}))
+    assert "already revoked" in confirm and "by ops" in confirm
+    assert "Yes, revoke" not in confirm and "nothing to revoke" in confirm
     again = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
     assert again.status_code == 200 and "already revoked by ops" in text(again) and "Revoked 1 grant" not in text(again)
+    assert again.context_data["title"] == "Not revoked"
     assert sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone() == revoked
     assert LogEntry.objects.count() == 1
+    # Found by who revoked it; an id no grant can have is a 404, not a database error.
+    assert grant in text(c.get(reverse("admin:ilr_grant_changelist"), {"q": "ops"}))
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "a\x00b"}).status_code == 404
 
 
 def admin_client_with_revoke():

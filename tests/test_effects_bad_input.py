@@ -153,3 +153,48 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
             "select owner from ilr.claims where workflow_id = 'orphan' order by epoch").fetchall()]
         assert owners[-1] == "$recovery"
         assert len([r for r in env.ledger(case["payment"]) if r["source"] == "api"]) == 1
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda rt, g: rt.revoke("gr\x00ant", by="bob"), "grant_id"),
+    (lambda rt, g: rt.revoke(g, by="bo\x00b"), "by"),
+    (lambda rt, g: rt.revoke("g" * 100_000, by="bob"), "grant_id"),
+    (lambda rt, g: rt.revoke("   ", by="bob"), "grant_id"),
+    (lambda rt, g: rt.revoke(g, by="b" * 100_000), "by"),
+    (lambda rt, g: rt.reconcile("eff\x00", "ledger", by="carol"), "effect_id"),
+    (lambda rt, g: rt.reconcile(5, "ledger", by="carol"), "effect_id"),
+    (lambda rt, g: rt.reconcile("eff_x", "ledger", by="ca\x00rol"), "by"),
+    (lambda rt, g: rt.receipt("a\x00"), "effect_id"),
+    (lambda rt, g: rt.receipt(None), "effect_id"),
+    (lambda rt, g: rt.grant("p\x00", "refund", by="x"), "principal"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="g\x00"), "grant_id"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id=5), "grant_id"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="   "), "grant_id"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id=""), "grant_id"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="g" * 201), "grant_id"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", expires_in=float("inf")), "expires_in"),
+    (lambda rt, g: rt.grant("p", "refund", by="x", expires_in=1e300), "expires_in"),
+    (lambda rt, g: rt.list(status="bogus"), "status"),
+    (lambda rt, g: rt.list(status=5), "status"),
+    (lambda rt, g: rt.list(limit=-1), "limit"),
+    (lambda rt, g: rt.list(limit="x"), "limit"),
+    (lambda rt, g: rt.list(name="n\x00"), "name"),
+    (lambda rt, g: rt.result("wf", timeout="5"), "timeout"),
+    (lambda rt, g: rt.result("wf", timeout=float("nan")), "timeout"),
+    (lambda rt, g: rt.result("wf", timeout=1, poll=0), "poll"),
+    (lambda rt, g: rt.cancel("wf", by=""), "by"),
+    (lambda rt, g: rt.cancel("wf", by=5), "by"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_ids_names_and_numbers_are_checked_before_the_database(rt, call, field):
+    """An id or a name with a NUL, over 200 characters, blank or not a str, a lifetime past a
+    hundred years, an unknown status, a bad limit or timeout: InvalidInput naming the field,
+    nothing written. Each was a raw psycopg error, a silent empty answer, a TypeError or a wait
+    that never ended (a fresh user's finds)."""
+    g = rt.grant("agent", "refund", max_cents=100, by="policy")
+    before = rt.connection().execute("select count(*) as n, count(revoked_at) as revoked from ilr.grants").fetchone()
+    with pytest.raises(InvalidInput) as err:
+        call(rt, g)
+    assert err.value.field == field, err.value
+    assert len(str(err.value)) < 400  # a 100 kB id is not repeated back
+    assert rt.connection().execute("select count(*) as n, count(revoked_at) as revoked from ilr.grants"
+                                   ).fetchone() == before

@@ -265,6 +265,9 @@ def test_cancelling_the_parent_cancels_its_running_child(rt, workers):
     steps = rt.describe("pc/1")["steps"]
     assert [(s["kind"], s["error"]["type"]) for s in steps] == [("sleep", "Cancelled")]
     assert invocations(rt, "pc/1", "work") == 0
+    # Who asked is recorded with the request, on the child as well; a second cancel changes nothing.
+    assert rt.cancel("pc", by="someone-else") is False
+    assert [rt.describe(w)["cancel_requested_by"] for w in ("pc", "pc/1")] == ["ops", "ops"]
 
 
 # -- continue-as-new ------------------------------------------------------------------------------

@@ -35,7 +35,9 @@ create table if not exists ilr.workflows (
   forked_from text,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
-  foreign key (name, version) references ilr.deployments
+  cancel_requested_by text,                 -- who requested the cancel (migration 0007); set once, with cancel_requested_at
+  foreign key (name, version) references ilr.deployments,
+  constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null)
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
 -- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).
