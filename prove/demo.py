@@ -115,29 +115,55 @@ class Demo:
         case = {"id": case_id, "payment": payment, "paid": PAID, "reason": "package arrived damaged",
                 "verify_after": 0, "target": {"url": target_url, "tier": self.tier, "queryable": self.tier == 1,
                                               "send_timeout": SEND_TIMEOUT, "settle_margin": SETTLE_MARGIN}}
-        w1 = self._worker("demo-w1", model_url, self.crash if self.crash not in (None, "none") else None)
+        w1_id, w2_id = self._worker_id("w1"), self._worker_id("w2")
+        w1 = self._worker(w1_id, model_url, self.crash if self.crash not in (None, "none") else None)
         rt.start("refund", case_id, case)
         self.say(f"\n1. started workflow {case_id} (payment {payment}, paid ${PAID / 100:.2f})")
         try:
             proposal, decision = self._wait_for_approval(rt, case_id)
+            self.say(f"2. the model decided {proposal['amount']} cents: {decision['response']['reasoning']!r}")
+            self.say(f"   premises it rested on: {decision['premises']}")
+            grant_id = rt.approve(case_id, proposal, decision["premises"], by=self.approve_as)
+            self.say(f"3. {self.approve_as} approved exactly {proposal} as grant {grant_id}")
+            if self.crash not in (None, "none"):
+                self._wait_for_exit(rt, case_id, w1, timeout=60)
+                self.say(f"4. worker {w1_id} was SIGKILLed at kill point {self.crash} "
+                         f"(exit {w1.returncode}); starting {w2_id} to recover")
+                self._worker(w2_id, model_url, None)
         except (RuntimeError, TimeoutError) as exc:
             self.say(f"\nFAILED: {exc}")
             return 1
-        self.say(f"2. the model decided {proposal['amount']} cents: {decision['response']['reasoning']!r}")
-        self.say(f"   premises it rested on: {decision['premises']}")
-        grant_id = rt.approve(case_id, proposal, decision["premises"], by=self.approve_as)
-        self.say(f"3. {self.approve_as} approved exactly {proposal} as grant {grant_id}")
-        if self.crash not in (None, "none"):
-            w1.wait(60)
-            self.say(f"4. worker demo-w1 was SIGKILLed at kill point {self.crash} "
-                     f"(exit {w1.returncode}); starting demo-w2 to recover")
-            self._worker("demo-w2", model_url, None)
         try:
             result = self._result(rt, case_id, timeout=90)
+        except RuntimeError as exc:  # a foreign claim
+            self.say(f"\nFAILED: {exc}")
+            return 1
         except Exception as exc:  # noqa: BLE001 - reported, and the exit status says so
             self.say(f"\nFAILED: the workflow did not complete: {exc}")
             return 1
         return self._report(rt, case_id, payment, target_url, result, proposal, started)
+
+    @staticmethod
+    def _worker_id(name: str) -> str:
+        # This run's own: a worker left behind by an earlier demo (killed with kill -9) has
+        # another id, so a claim of its counts as a foreign one (_check_claims).
+        return f"demo-{name}-{os.getpid()}"
+
+    def _wait_for_exit(self, rt: Runtime, case_id: str, proc: subprocess.Popen, timeout: float) -> None:
+        """Wait for the worker that carries the kill point to die there, watching for a foreign
+        claim (``_check_claims``) meanwhile.
+
+        Raises:
+            RuntimeError: a foreign claim.
+            TimeoutError: the worker still runs after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None:
+            self._check_claims(rt, case_id)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"worker {proc.args[proc.args.index('--id') + 1]} did not reach kill point "
+                                   f"{self.crash} within {timeout:.0f} s")
+            time.sleep(0.1)
 
     def _check_claims(self, rt: Runtime, case_id: str) -> None:
         """Raise when a worker that is not the demo's claimed the demo's workflow.
@@ -157,7 +183,8 @@ class Demo:
             raise RuntimeError(
                 f"workflow {case_id} was claimed by worker {row['owner']!r}, not by the demo's workers "
                 f"({', '.join(sorted(self.worker_ids))}): another worker serving the refund workflow polls this "
-                "database. Stop it, or give the demo a database of its own (ILR_DB_NAME or DATABASE_URL)")
+                "database. Stop it, or give the demo an embedded PostgreSQL of its own "
+                "(ILR_DATA_DIR=.data/demo-only python manage.py demo)")
 
     def _result(self, rt: Runtime, case_id: str, timeout: float) -> dict:
         """rt.result, watching for a foreign claim (``_check_claims``) once a second."""
@@ -165,10 +192,13 @@ class Demo:
         while True:
             self._check_claims(rt, case_id)
             try:
-                return rt.result(case_id, timeout=min(1.0, max(0.0, deadline - time.monotonic())))
+                result = rt.result(case_id, timeout=min(1.0, max(0.0, deadline - time.monotonic())))
             except TimeoutError:
                 if time.monotonic() >= deadline:
                     raise
+                continue
+            self._check_claims(rt, case_id)  # a foreign worker may have finished it
+            return result
 
     def _wait_for_approval(self, rt: Runtime, case_id: str) -> tuple[dict, dict]:
         deadline = time.monotonic() + 60
@@ -308,8 +338,8 @@ class ServeDemo(Demo):
                     tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite"))
                 model_url = stack.enter_context(model_stub_process())
                 self.say(f"  payment target: {target_url} (tier {self.tier}); model stub: {model_url} (EMULATED model)")
-                for worker_id in ("demo-w1", "demo-w2"):
-                    self._worker(worker_id, model_url, None)
+                for name in ("w1", "w2"):
+                    self._worker(self._worker_id(name), model_url, None)
                 try:
                     case_id = self._waiting_case(target_url)
                 except (RuntimeError, TimeoutError) as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -21,20 +23,23 @@ def test_demo_tier1_exit_status(test_dsn, tmp_path):
     assert "SIGKILLed at kill point effect_after_send" in proc.stdout
 
 
-def test_demo_names_a_foreign_worker_that_claimed_its_case(workers, tmp_path):
+@pytest.mark.parametrize("intruder", ["intruder", "demo-w1"])
+def test_demo_names_a_foreign_worker_that_claimed_its_case(workers, tmp_path, intruder):
     """A worker that is not the demo's and serves the refund workflow on the same database
     claims the demo's case first. The demo fails at once and names it: before, it waited 60 s
-    and said only that the workflow did not ask for approval (a fresh user's find)."""
+    and said only that the workflow did not ask for approval (a fresh user's find). "demo-w1"
+    is a worker left behind by an earlier demo (killed with kill -9), whose id the demo's own
+    first worker had too."""
     import time
 
     from tests.conftest import wait_for
 
-    workers.start("intruder", poll=0.05, concurrency=2)
-    wait_for(lambda: "running" in workers.log("intruder"), timeout=60, message="the intruder polls")
+    workers.start(intruder, poll=0.05, concurrency=2)
+    wait_for(lambda: "running" in workers.log(intruder), timeout=60, message="the intruder polls")
     started = time.monotonic()
     proc = subprocess.run([sys.executable, str(ROOT / "manage.py"), "demo", "--tier", "1"], cwd=ROOT,
                           env=workers.env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "FAILED: workflow case-" in proc.stdout and "was claimed by worker 'intruder'" in proc.stdout, proc.stdout
+    assert "FAILED: workflow case-" in proc.stdout and f"was claimed by worker '{intruder}'" in proc.stdout, proc.stdout
     assert "Traceback" not in proc.stderr, proc.stderr
     assert time.monotonic() - started < 45

@@ -9,11 +9,19 @@ serves until Ctrl-C (or ``--serve-for SECONDS``). ``--approve-as`` and ``--crash
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 from django.core.management.base import BaseCommand
 
 from ilr.killpoints import POINTS
+
+
+def _approver(value: str) -> str:
+    """--approve-as: refused before anything starts, as rt.approve would refuse it later."""
+    if not value.strip():
+        raise argparse.ArgumentTypeError("must name the approver (a non-empty string)")
+    return value
 
 
 class Command(BaseCommand):
@@ -22,7 +30,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         """--tier, --approve-as, --crash; --serve, --port, --serve-for."""
         parser.add_argument("--tier", type=int, choices=[1, 2, 3], default=1)
-        parser.add_argument("--approve-as", default="demo-approver",
+        parser.add_argument("--approve-as", default="demo-approver", type=_approver,
                             help="the approver's name (stands in for a person)")
         parser.add_argument("--crash", default="effect_after_send", choices=[*POINTS, "none"],
                             help="kill point at which the first worker is SIGKILLed (default effect_after_send)")
