@@ -117,6 +117,15 @@ def check_text(value: Any, field: str, rule: str = "must be a non-empty string")
     return value
 
 
+def check_who(by: Any, field: str = "by") -> str:
+    """``by`` as the person or service acting (check_text with that rule).
+
+    Raises:
+        InvalidInput: naming ``field``.
+    """
+    return check_text(by, field, "must name the person or service acting (a non-empty string)")
+
+
 def dumps(value: Any, field: str) -> str:
     """Check ``value`` is plain JSON and encode it for a jsonb parameter.
 

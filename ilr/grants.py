@@ -40,10 +40,6 @@ class EffectNotFound(InterlockError, LookupError):
         super().__init__(f"effect_id: no effect with id {effect_id!r}")
 
 
-def _who(by: Any, field: str = "by") -> str:
-    return codec.check_text(by, field, "must name the person or service acting (a non-empty string)")
-
-
 MAX_LIFETIME_S = 100 * 365 * 86400
 """Seconds: the longest expires_in (a hundred years); None is the way to say never."""
 
@@ -84,9 +80,9 @@ def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | Non
         InvalidInput: empty principal, action or by; a negative max_cents; a bad expiry; an id
             that exists already.
     """
-    _who(principal, "principal")
-    _who(action, "action")
-    _who(by)
+    codec.check_who(principal, "principal")
+    codec.check_who(action, "action")
+    codec.check_who(by)
     if max_cents is not None:
         codec.check_cents(max_cents, "max_cents")
     seconds = _seconds(expires_in, "expires_in")
@@ -119,7 +115,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
             or has a bad amount. Nothing is written.
     """
     check_workflow_id(wf_id)
-    _who(by)
+    codec.check_who(by)
     codec.dumps(payload, "payload")  # plain JSON, and not over MAX_JSON_BYTES
     facts_text = codec.dumps(facts_seen, "facts_seen")
     amount = _amount(payload)
@@ -170,7 +166,7 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
         InvalidInput: by is empty; grant_id is not a non-empty string; or the grant was
             revoked already (field ``grant_id``).
     """
-    _who(by)
+    codec.check_who(by)
     codec.check_text(grant_id, "grant_id")
     cur = conn.cursor(row_factory=dict_row)
     # The row lock the UPDATE would take: it waits for every T_dispatch and T_resolve holding the
@@ -212,7 +208,7 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
             applied that is not True, False or None; the effect is not ambiguous; or it was
             reconciled already. Nothing is written.
     """
-    _who(by)
+    codec.check_who(by)
     codec.check_text(effect_id, "effect_id")
     if applied is not None and not isinstance(applied, bool):
         raise InvalidInput("applied", f"must be True (it landed), False (it did not) or None (unsure), "

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from ilr.runtime import STATUSES as WORKFLOW_STATUSES
+
 
 class ReadOnlyQuerySet(models.QuerySet):
     """Refuses ORM writes: the runtime's SQL is the only writer of ilr.* tables."""
@@ -59,7 +61,7 @@ class Deployment(ReadOnlyModel):
 
 
 class Workflow(ReadOnlyModel):
-    STATUSES = ["pending", "running", "sleeping", "completed", "failed", "cancelled", "stuck", "continued"]
+    STATUSES = list(WORKFLOW_STATUSES)
 
     id = models.TextField(primary_key=True)
     name = models.TextField()

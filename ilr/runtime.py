@@ -165,8 +165,8 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
     """Request cancellation of ``wf_id`` inside the caller's transaction.
 
     Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
-    wins) and wakes a sleeping or pending
-    workflow, so the Cancelled exception is delivered at its next durable call. Running
+    wins) and wakes a sleeping or pending workflow, so the Cancelled exception is delivered at
+    its next durable call. Running
     children are cancelled too (spec §5.8; lock order parent, then children), and a workflow
     that continued-as-new is cancelled in its current run. From the commit on, T_dispatch
     refuses every non-compensation send (NoSendAfterCancel).
@@ -181,7 +181,7 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
     """
     check_workflow_id(wf_id)
     if by is not None:
-        codec.check_text(by, "by", "must name the person or service acting (a non-empty string)")
+        codec.check_who(by)
     cur = conn.cursor(row_factory=dict_row)
     wf = _lock_current_run(cur, wf_id)
     if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:

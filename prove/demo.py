@@ -126,7 +126,7 @@ class Demo:
             grant_id = rt.approve(case_id, proposal, decision["premises"], by=self.approve_as)
             self.say(f"3. {self.approve_as} approved exactly {proposal} as grant {grant_id}")
             if self.crash not in (None, "none"):
-                self._wait_for_exit(rt, case_id, w1, timeout=60)
+                self._wait_for_exit(rt, case_id, w1, w1_id, timeout=60)
                 self.say(f"4. worker {w1_id} was SIGKILLed at kill point {self.crash} "
                          f"(exit {w1.returncode}); starting {w2_id} to recover")
                 self._worker(w2_id, model_url, None)
@@ -149,7 +149,8 @@ class Demo:
         # another id, so a claim of its counts as a foreign one (_check_claims).
         return f"demo-{name}-{os.getpid()}"
 
-    def _wait_for_exit(self, rt: Runtime, case_id: str, proc: subprocess.Popen, timeout: float) -> None:
+    def _wait_for_exit(self, rt: Runtime, case_id: str, proc: subprocess.Popen, worker_id: str,
+                       timeout: float) -> None:
         """Wait for the worker that carries the kill point to die there, watching for a foreign
         claim (``_check_claims``) meanwhile.
 
@@ -161,7 +162,7 @@ class Demo:
         while proc.poll() is None:
             self._check_claims(rt, case_id)
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"worker {proc.args[proc.args.index('--id') + 1]} did not reach kill point "
+                raise TimeoutError(f"worker {worker_id} did not reach kill point "
                                    f"{self.crash} within {timeout:.0f} s")
             time.sleep(0.1)
 
