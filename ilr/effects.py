@@ -29,6 +29,7 @@ import psycopg
 from ilr import codec, db, journal, killpoints, store
 from ilr.batch import Batch
 from ilr.errors import Fenced, InterlockError, InvalidInput, Suspend, TargetRejected
+from ilr.retry import RetryPolicy
 from ilr.targets import DEDUP_MARGIN, attr, check_target
 from ilr.watchdog import WATCHDOG_EXIT_CODE, Watchdog  # noqa: F401 - re-exported
 
@@ -40,6 +41,12 @@ STATUSES = (
     "REFUSED:lease_at_recovery", "REFUSED:stale_premise_at_recovery", "REFUSED:target",
 )
 """EffectResult statuses (design-notes §2). IN_FLIGHT is never returned: the workflow suspends."""
+
+LOOKUP_RETRY = RetryPolicy()
+"""How recovery waits out a target it cannot read (its premises or its lookup): Temporal's
+defaults, 1 s doubling to 100 s, without end. The spec names no rule for a failed re-check; a
+failed read leaves the outcome unknown, so recovery writes nothing and tries again later, as a
+failed activity attempt would be retried."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +70,16 @@ class EffectResult:
     @property
     def refused(self) -> bool:
         return self.status.startswith("REFUSED")
+
+
+class LookupFailed(Exception):
+    """Recovery could not read the target (validate_premises or query raised); nothing was
+    written. ``__cause__`` is the target's exception."""
+
+    def __init__(self, effect_id: str, exc: BaseException):
+        super().__init__(f"recovery of {effect_id} could not read the target: {type(exc).__name__}: {exc}")
+        self.effect_id = effect_id
+        self.error = f"{type(exc).__name__}: {exc}"[:500]
 
 
 class EffectRefused(InterlockError):
@@ -242,7 +259,10 @@ class EffectCall:
                 # else's, or another payload: resolve it without taking its status, then go
                 # round (spec §13.3.6); the next pass returns DUPLICATE_IGNORED or refuses.
                 take = eff["dispatch_workflow_id"] == self.run.workflow_id and eff["payload_hash"] == self.payload_hash
-                result = self._recover(take_status=take)
+                try:
+                    result = self._recover(take_status=take)
+                except LookupFailed as exc:
+                    self._suspend_for_lookup(exc)
                 if take and result is not None:
                     return result
                 continue
@@ -564,10 +584,42 @@ class EffectCall:
         self.ctx.suspended = True
         raise Suspend()
 
+    def _suspend_for_lookup(self, failed: LookupFailed) -> None:
+        """Release the workflow until the next lookup attempt (LOOKUP_RETRY), writing nothing
+        to the effect or its journal: the send's outcome stays unknown and the effect stays
+        dispatched, so the next claim goes round to recovery again. ``waiting`` carries the
+        attempt and the target's error, for describe() and the admin."""
+        run = self.run
+        waiting = run.waiting or {}
+        attempt = (waiting.get("lookup_attempt") or 0) + 1 if waiting.get("effect_id") == self.effect_id else 1
+        delay = LOOKUP_RETRY.interval(attempt)
+        log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, run.workflow_id, delay)
+        row = self.conn.execute(
+            "update ilr.workflows set status = 'pending', owner = null, lease_expires_at = null, "
+            "available_at = now() + make_interval(secs => %(delay)s), updated_at = now(), "
+            "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
+            "'until', to_jsonb(now() + make_interval(secs => %(delay)s)), 'lookup_attempt', %(attempt)s::int, "
+            "'lookup_error', %(error)s::text) "
+            "where id = %(wf)s and epoch = %(epoch)s and status = 'running' and lease_expires_at > now() "
+            "returning id",
+            {"delay": delay, "seq": self.seq, "eid": self.effect_id, "attempt": attempt, "error": failed.error,
+             "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
+        if row is None:
+            raise Fenced(f"workflow {run.workflow_id}: lost its claim while its lookup of {self.effect_id} failed")
+        run.released = True
+        self.ctx.suspended = True
+        raise Suspend()
+
     # -- recovery path -------------------------------------------------------------------------
 
     def _recover(self, take_status: bool) -> EffectResult:
-        """Resolve a dispatched effect whose outcome is unknown (spec §5.7 recovery)."""
+        """Resolve a dispatched effect whose outcome is unknown (spec §5.7 recovery).
+
+        Raises:
+            LookupFailed: the re-check of premises or the lookup raised; nothing was written.
+            Suspend: not settled yet (the workflow was released until send_deadline +
+                settle_margin).
+        """
         force_query = False
         while True:
             # (a) a short read: nothing may query or resend before send_deadline + settle_margin.
@@ -584,21 +636,25 @@ class EffectCall:
             window_passed = eff["age"] > self.dedup_window - DEDUP_MARGIN
             tier = eff["tier"]
             eff_tier = effective_tier(tier, window_passed, self.queryable)
-            # (c) outside any transaction: premises against what the decision rested on, a
-            # preliminary grant read, and the lookup where the table needs one.
-            violations: list[str] = []
-            if eff_tier != 3:
-                validate = getattr(self.target, "validate_premises", None)
-                if validate and dispatched.get("premises") is not None:
-                    violations = list(validate(dispatched["premises"], self.effect_id))
+            # (c) outside any transaction: a preliminary grant read, premises against what the
+            # decision rested on, and the lookup where the table needs one. A target that
+            # cannot be read leaves the outcome unknown: LookupFailed, nothing written.
             grant_id = eff["grant_id"]
             prelim = self.conn.execute(
                 "select revoked_at is null and (expires_at is null or expires_at > now()) as live "
                 "from ilr.grants where id = %s", (grant_id,)).fetchone() if grant_id else None
-            stale_guess = bool(violations) or not (prelim and prelim["live"])
+            violations: list[str] = []
             found = None
-            if eff_tier != 3 and (force_query or needs_query(tier, window_passed, self.queryable, stale_guess)):
-                found = bool(self.target.query(self.effect_id, eff["payload"]))
+            try:
+                if eff_tier != 3:
+                    validate = getattr(self.target, "validate_premises", None)
+                    if validate and dispatched.get("premises") is not None:
+                        violations = list(validate(dispatched["premises"], self.effect_id))
+                stale_guess = bool(violations) or not (prelim and prelim["live"])
+                if eff_tier != 3 and (force_query or needs_query(tier, window_passed, self.queryable, stale_guess)):
+                    found = bool(self.target.query(self.effect_id, eff["payload"]))
+            except Exception as exc:  # noqa: BLE001 - any failure to read the target
+                raise LookupFailed(self.effect_id, exc) from exc
             # (d) T_resolve, with the stopwatch for a resend started before it begins (finding 2).
             t0 = time.monotonic()
             try:

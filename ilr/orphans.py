@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from ilr import db
-from ilr.effects import EffectCall
+from ilr.effects import EffectCall, LookupFailed
 from ilr.errors import Fenced, Suspend
 from ilr.targets import attr, registered_targets
 
@@ -49,6 +49,26 @@ def _call_for(ctx, target, effect: dict) -> EffectCall:
     return call
 
 
+ORPHANS_SQL = (
+    "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
+    "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
+    "where e.state = 'dispatched' and w.status in ('stuck', 'failed', 'cancelled') "
+    "order by e.first_dispatched_at")
+
+
+def find_orphans(conn) -> list[dict]:
+    """The orphaned effects, oldest dispatch first; reads only.
+
+    Args:
+        conn: a psycopg connection with dict rows (``db.connect``'s).
+
+    Returns:
+        ilr.effects rows plus ``wf_status`` and ``wf_name`` (the dispatching workflow's) and
+        ``settled`` (database now() is past send_deadline + settle_margin).
+    """
+    return conn.execute(ORPHANS_SQL).fetchall()
+
+
 def recover_orphans(dsn: str | None = None, targets: dict[str, Any] | None = None, lease_ttl: float = 30.0
                     ) -> list[dict]:
     """Resolve every orphaned dispatched effect that recovery may act on now.
@@ -63,17 +83,13 @@ def recover_orphans(dsn: str | None = None, targets: dict[str, Any] | None = Non
 
     Returns:
         one {"effect_id", "workflow_id", "outcome"} per orphan; outcome is an EffectResult
-        status, "not settled yet", "no target registered named X", or "fenced".
+        status, "not settled yet", "no target registered named X", "fenced", or "lookup failed,
+        left dispatched: <the target's error>" (nothing written; run it again later).
     """
     targets = registered_targets() if targets is None else targets
     report = []
     with db.connect(dsn or db.conninfo(), application_name="ilr-orphans") as conn:
-        orphans = conn.execute(
-            "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
-            "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
-            "where e.state = 'dispatched' and w.status in ('stuck', 'failed', 'cancelled') "
-            "order by e.first_dispatched_at").fetchall()
-        for eff in orphans:
+        for eff in find_orphans(conn):
             entry = {"effect_id": eff["effect_id"], "workflow_id": eff["dispatch_workflow_id"]}
             target = targets.get(eff["target"])
             if target is None:
@@ -104,6 +120,8 @@ def _recover_one(conn, eff: dict, target, lease_ttl: float) -> str:
         return result.status if result is not None else "resolved meanwhile"
     except (Fenced, Suspend):
         return "fenced"
+    except LookupFailed as exc:
+        return f"lookup failed, left dispatched: {exc.error}"
     finally:
         # Restore the workflow's previous status, guarded by the synthetic epoch.
         conn.execute("update ilr.workflows set status = %s, owner = null, lease_expires_at = null, "

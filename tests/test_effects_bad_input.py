@@ -127,8 +127,12 @@ def test_receipt_for_unknown_effect(rt):
 
 def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path):
     """A worker dies after the send; the crash-loop guard (max_takeovers 0) marks the
-    workflow stuck; recover_orphans resolves the effect by lookup and restores the status."""
+    workflow stuck; ilr_check lists the orphan; recover_orphans leaves it alone while the
+    target cannot be read (it raised ConnectionRefusedError before), then resolves the effect
+    by lookup and restores the status."""
+    from prove.demo import free_port
     from prove.workflows import target_for
+    from tests.test_check_command import check
 
     with refund_env(tmp_path, 2) as env:
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
@@ -140,15 +144,25 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         from tests.conftest import wait_for
         wait_for(lambda: rt.describe("orphan")["status"] == "stuck", timeout=30, message="stuck")
         eff = rt.describe("orphan")["effects"][0]
+        listed = check(workers)
+        assert "1 orphaned dispatch(es)" in listed.stdout, listed.stdout
+        assert f"{eff['effect_id']}  workflow orphan (stuck)" in listed.stdout
         target = target_for(case)
         first = rt.recover_orphans({target.name: target})
         if first[0]["outcome"] == "not settled yet":
             import time
             time.sleep(env.send_timeout + env.settle_margin)
+        down = target_for({**case, "target": {**case["target"], "url": f"http://127.0.0.1:{free_port()}"}})
+        unread = rt.recover_orphans({down.name: down})
+        assert len(unread) == 1 and unread[0]["outcome"].startswith("lookup failed, left dispatched: "
+                                                                    "ConnectionRefusedError"), unread
+        assert rt.describe("orphan")["status"] == "stuck"
+        assert rt.describe("orphan")["effects"][0]["state"] == "dispatched"
         report = rt.recover_orphans({target.name: target})
         assert report == [{"effect_id": eff["effect_id"], "workflow_id": "orphan", "outcome": "COMMITTED_ON_QUERY"}]
         assert rt.describe("orphan")["status"] == "stuck"
         assert rt.recover_orphans({target.name: target}) == []
+        assert "orphaned" not in check(workers).stdout
         owners = [c["owner"] for c in rt.connection().execute(
             "select owner from ilr.claims where workflow_id = 'orphan' order by epoch").fetchall()]
         assert owners[-1] == "$recovery"

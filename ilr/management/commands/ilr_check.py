@@ -1,6 +1,7 @@
 """``manage.py ilr_check [--ledger PATH] [--access-log PATH]``: run the invariants registry.
 
-Prints each invariant with held, violated (and the offending rows) or skipped. The ledger is
+Prints each invariant with held, violated (and the offending rows) or skipped, then any
+orphaned dispatches (not a violation: ``rt.recover_orphans()`` resolves them). The ledger is
 the payment target's SQLite file; its access log defaults to ``<ledger>.access.jsonl`` (skipped
 when that default is absent; an --access-log given explicitly must exist).
 
@@ -19,6 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ilr import db
 from ilr.invariants import check_all
+from ilr.orphans import find_orphans
 
 
 def _bad(flag: str, path: str, problem: str) -> CommandError:
@@ -94,6 +96,7 @@ class Command(BaseCommand):
         evidence = load_target_evidence(ledger, access_log)  # bad files: exit 2 before any database work
         with db.connect(application_name="ilr-check") as conn:
             results = check_all(conn, evidence)
+            orphans = find_orphans(conn)
         bad = False
         if json:
             self.stdout.write(_json.dumps(results, indent=2, default=str))
@@ -107,5 +110,13 @@ class Command(BaseCommand):
                 line = f"{name:30s} held"
             if not json:
                 self.stdout.write(line)
+        if orphans and not json:
+            # Not a violation: an orphan is an unknown outcome that recovery resolves (spec §5.7).
+            self.stdout.write(f"\n{len(orphans)} orphaned dispatch(es): effects still dispatched under a workflow "
+                              "that ended stuck, failed or cancelled; rt.recover_orphans() resolves them")
+            for eff in orphans[:10]:
+                self.stdout.write(f"    {eff['effect_id']}  workflow {eff['dispatch_workflow_id']} ({eff['wf_status']})")
+            if len(orphans) > 10:
+                self.stdout.write(f"    ... and {len(orphans) - 10} more")
         if bad:
             sys.exit(1)
