@@ -178,6 +178,9 @@ class WorkflowAdmin(ReadOnlyAdmin):
             return "—"
         if w.get("kind") == "signal":
             return f"signal {w.get('signal')}"
+        if w.get("kind") == "effect" and w.get("lookup_error"):
+            # Recovery could not read the target (effects.LOOKUP_RETRY): say so in the list.
+            return f"effect lookup, attempt {w.get('lookup_attempt')} failed: {str(w['lookup_error'])[:80]}"
         return w.get("kind") or as_json(w)
 
     @admin.display(description="waiting")

@@ -428,6 +428,16 @@ def test_admin_shows_a_sleeping_forever_workflow(rt):
     assert r.status_code == 200 and "case-1" in text(r)
 
 
+def test_admin_says_when_recovery_could_not_read_the_target(rt):
+    make_waiting(rt, status="pending")
+    sql(rt, "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'", (json.dumps({
+        "seq": 2, "kind": "effect", "effect_id": "eff_1", "until": "2026-11-30T05:00:00+00:00", "lookup_attempt": 3,
+        "lookup_error": "ConnectionRefusedError: [Errno 111] Connection refused"}),))
+    r = admin_client().get(reverse("admin:ilr_workflow_changelist"))
+    assert r.status_code == 200
+    assert "effect lookup, attempt 3 failed: ConnectionRefusedError: [Errno 111] Connection refused" in text(r)
+
+
 def test_admin_ilr_tables_are_read_only(rt):
     make_waiting(rt)
     make_effect(rt, "eff_1", state="committed")
