@@ -1,5 +1,9 @@
-"""Orphaned effects: dispatched effects whose workflow ended stuck, failed or cancelled
-(spec §5.7 "Orphans"). Each is resolved by the recovery path under a synthetic claim.
+"""Orphaned effects: dispatched effects whose workflow ended (spec §5.7 "Orphans"). Each is
+resolved by the recovery path under a synthetic claim.
+
+The spec names stuck, failed and cancelled. A workflow can also complete (or continue as new)
+with its effect still dispatched: its code caught the Cancelled delivered while recovery was
+waiting on the target. Nothing else would ever resolve that effect, so every ended status counts.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ def _call_for(ctx, target, effect: dict) -> EffectCall:
 ORPHANS_SQL = (
     "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
     "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
-    "where e.state = 'dispatched' and w.status in ('stuck', 'failed', 'cancelled') "
+    "where e.state = 'dispatched' and w.status not in ('pending', 'running', 'sleeping') "
     "order by e.first_dispatched_at")
 
 

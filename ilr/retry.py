@@ -30,7 +30,10 @@ class RetryPolicy:
         """Seconds to wait after failed attempt ``attempt`` (1-based):
         ``min(initial * backoff**(attempt-1), max_interval)``."""
         cap = self.max_interval if self.max_interval is not None else 100 * self.initial
-        return min(self.initial * self.backoff ** (attempt - 1), cap)
+        try:
+            return min(self.initial * self.backoff ** (attempt - 1), cap)
+        except OverflowError:  # backoff ** n past a float (attempt ~1025 at 2.0): the cap long since
+            return cap
 
     def retries(self, exc: BaseException, attempt: int) -> bool:
         """Whether failed attempt ``attempt`` is followed by another."""

@@ -637,8 +637,16 @@ class Runtime:
                 raise EffectNotFound(effect_id) from None
 
     def recover_orphans(self, targets: dict | None = None) -> list[dict]:
-        """Resolve dispatched effects whose workflow ended stuck, failed or cancelled (see
-        ilr.orphans.recover_orphans). Returns one report row per orphan."""
+        """Resolve dispatched effects whose workflow ended: stuck, failed, cancelled, or
+        completed after catching a Cancelled (see ilr.orphans.recover_orphans).
+
+        Args:
+            targets: target name -> target object, for every target the orphans were sent to;
+                default the targets registered with ``register_target``. A target built per
+                case (the demo's LocalRefunds) must be passed here.
+
+        Returns:
+            one report row per orphan (recover_orphans')."""
         from ilr.orphans import recover_orphans
 
         return recover_orphans(self._dsn, targets)

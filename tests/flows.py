@@ -97,6 +97,20 @@ def effect_bad_input(ctx, input):
     return ctx.effect(LocalRefunds("http://127.0.0.1:9"), key="bad-input", **kwargs).status
 
 
+@workflow(name="refund_catching_cancel", version="1")
+def refund_catching_cancel(ctx, input):
+    """One tier-1 refund under input["grant_id"]; a Cancelled delivered at the effect is caught and
+    the workflow completes ("compensated"), whatever became of the effect."""
+    from prove.workflows import target_for
+
+    try:
+        return ctx.effect(target_for(input), key=f"catch:{ctx.workflow_id}",
+                          payload={"payment": input["payment"], "amount": 500}, premises={"payment": input["payment"]},
+                          grant=input["grant_id"]).status
+    except Cancelled:
+        return "compensated"
+
+
 @workflow(name="any_input", version="1", input_object=False)
 def any_input(ctx, input):
     return input

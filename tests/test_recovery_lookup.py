@@ -9,8 +9,11 @@ in ``waiting``, and the next attempt, once the target is back, resolves the effe
 
 from __future__ import annotations
 
+import json
 import signal
 
+from ilr import RetryPolicy
+from ilr.effects import LOOKUP_RETRY
 from prove.demo import free_port
 from prove.model_stub import model_stub_process
 from prove.target import target_process
@@ -56,3 +59,53 @@ def test_recovery_waits_out_an_unreachable_target_instead_of_failing(rt, workers
             result = rt.result(case["id"], timeout=120)
             assert result["status"] == "COMMITTED_BY_RETRY"
             assert len(our_refunds(env, case)) == 1 and total(env, case) == 2000
+
+
+def test_lookup_backoff_reaches_its_cap_and_stays_there():
+    """1 s doubling to 100 s without end: attempt 1025 computed 2.0 ** 1024, an OverflowError
+    that failed the workflow (about 28 hours into an outage) and orphaned its effect."""
+    assert [LOOKUP_RETRY.interval(n) for n in (1, 2, 7, 8)] == [1.0, 2.0, 64.0, 100.0]
+    assert LOOKUP_RETRY.interval(1025) == LOOKUP_RETRY.interval(10 ** 6) == 100.0
+    assert RetryPolicy(initial=0.5, max_interval=7.0).interval(5000) == 7.0
+
+
+def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan(rt, workers, tmp_path):
+    """A cancel while recovery waits on an unreachable target is delivered at the effect; the
+    workflow catches it and completes. Its effect is still dispatched: ilr_check lists it and
+    recover_orphans resolves it (before, only stuck, failed and cancelled workflows counted, so
+    nothing ever surfaced it)."""
+    from ilr.grants import grant_in
+    from prove.workflows import target_for
+    from tests.test_check_command import check
+
+    port = free_port()
+    ledger = tmp_path / "ledger.sqlite"
+    with rt.connection().transaction():
+        grant_id = grant_in(rt.connection(), "refund_catching_cancel", "refund", by="policy", max_cents=10_000)
+    with model_stub_process() as model_url:
+        with target_process(tier=1, queryable=True, ledger=ledger, port=port) as url:
+            env = RefundEnv(url, model_url, 1, True)
+            case = {**env.case("catch"), "grant_id": grant_id}
+            a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
+            rt.start("refund_catching_cancel", "catch", case)
+            a.wait(30)
+            assert a.returncode == -signal.SIGKILL, workers.log("A")
+        workers.start("B", lease_ttl=2, env=env.worker_env())
+        wait_for(lambda: (rt.describe("catch")["waiting"] or {}).get("lookup_attempt"), timeout=60,
+                 message="a failed lookup")
+        rt.cancel("catch", by="test")
+        assert rt.result("catch", timeout=60) == "compensated"
+        effect_id = rt.describe("catch")["effects"][0]["effect_id"]
+        listed = check(workers)
+        assert "1 orphaned dispatch(es)" in listed.stdout, listed.stdout
+        assert f"{effect_id}  workflow catch (completed), target local-refunds" in listed.stdout
+        as_json = check(workers, "--json")
+        assert "NoSendAfterCancel" in json.loads(as_json.stdout) and "1 orphaned dispatch(es)" in as_json.stderr
+        target = target_for(case)
+        assert rt.recover_orphans({target.name: target})[0]["outcome"].startswith("lookup failed, left dispatched")
+        with target_process(tier=1, queryable=True, ledger=ledger, port=port):
+            assert rt.recover_orphans({target.name: target}) == [
+                {"effect_id": effect_id, "workflow_id": "catch", "outcome": "COMMITTED_BY_RETRY"}]
+            assert [r["amount"] for r in env.ledger(case["payment"])] == [500]
+        assert rt.describe("catch")["status"] == "completed"
+        assert "orphaned" not in check(workers).stdout

@@ -1,7 +1,8 @@
 """``manage.py ilr_check [--ledger PATH] [--access-log PATH]``: run the invariants registry.
 
 Prints each invariant with held, violated (and the offending rows) or skipped, then any
-orphaned dispatches (not a violation: ``rt.recover_orphans()`` resolves them). The ledger is
+orphaned dispatches (not a violation: ``rt.recover_orphans()`` resolves them; with --json
+they go to stderr). The ledger is
 the payment target's SQLite file; its access log defaults to ``<ledger>.access.jsonl`` (skipped
 when that default is absent; an --access-log given explicitly must exist).
 
@@ -110,13 +111,16 @@ class Command(BaseCommand):
                 line = f"{name:30s} held"
             if not json:
                 self.stdout.write(line)
-        if orphans and not json:
+        if orphans:
             # Not a violation: an orphan is an unknown outcome that recovery resolves (spec §5.7).
-            self.stdout.write(f"\n{len(orphans)} orphaned dispatch(es): effects still dispatched under a workflow "
-                              "that ended stuck, failed or cancelled; rt.recover_orphans() resolves them")
+            # With --json, on stderr, so stdout stays the invariants' JSON.
+            out = self.stderr if json else self.stdout
+            out.write(f"\n{len(orphans)} orphaned dispatch(es): effects still dispatched under a workflow that "
+                      "ended; rt.recover_orphans({name: target}) resolves them")
             for eff in orphans[:10]:
-                self.stdout.write(f"    {eff['effect_id']}  workflow {eff['dispatch_workflow_id']} ({eff['wf_status']})")
+                out.write(f"    {eff['effect_id']}  workflow {eff['dispatch_workflow_id']} ({eff['wf_status']}), "
+                          f"target {eff['target']}")
             if len(orphans) > 10:
-                self.stdout.write(f"    ... and {len(orphans) - 10} more")
+                out.write(f"    ... and {len(orphans) - 10} more")
         if bad:
             sys.exit(1)
