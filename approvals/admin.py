@@ -179,7 +179,7 @@ class WorkflowAdmin(ReadOnlyAdmin):
         if w.get("kind") == "signal":
             return f"signal {w.get('signal')}"
         if w.get("kind") == "effect" and w.get("lookup_error"):
-            # Recovery could not read the target (effects.LOOKUP_RETRY): say so in the list.
+            # The effect could not read its target (effects.LOOKUP_RETRY): say so in the list.
             return f"effect lookup, attempt {w.get('lookup_attempt')} failed: {str(w['lookup_error'])[:80]}"
         return w.get("kind") or as_json(w)
 

@@ -43,10 +43,11 @@ STATUSES = (
 """EffectResult statuses (design-notes §2). IN_FLIGHT is never returned: the workflow suspends."""
 
 LOOKUP_RETRY = RetryPolicy()
-"""How recovery waits out a target it cannot read (its premises or its lookup): Temporal's
-defaults, 1 s doubling to 100 s, without end. The spec names no rule for a failed re-check; a
-failed read leaves the outcome unknown, so recovery writes nothing and tries again later, as a
-failed activity attempt would be retried."""
+"""How an effect waits out a target it cannot read (its premises before a send; its premises or
+its lookup during recovery): Temporal's defaults, 1 s doubling to 100 s, without end. The spec
+names no rule for a failed read. Before a send nothing has happened yet; during recovery the
+outcome stays unknown. Either way the runtime writes nothing and tries again later, as a failed
+activity attempt would be retried."""
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,11 @@ class EffectResult:
 
 
 class LookupFailed(Exception):
-    """Recovery could not read the target (validate_premises or query raised); nothing was
-    written. ``__cause__`` is the target's exception."""
+    """The target could not be read (validate_premises or query raised), before a send or during
+    recovery; nothing was written. ``__cause__`` is the target's exception."""
 
     def __init__(self, effect_id: str, exc: BaseException):
-        super().__init__(f"recovery of {effect_id} could not read the target: {type(exc).__name__}: {exc}")
+        super().__init__(f"reading the target for {effect_id} failed: {type(exc).__name__}: {exc}")
         self.effect_id = effect_id
         self.error = f"{type(exc).__name__}: {exc}"[:500]
 
@@ -270,12 +271,22 @@ class EffectCall:
                 return self._submit()
             except _Reroute:
                 continue  # another claim dispatched it meanwhile: go round to the recovery path
+            except LookupFailed as exc:
+                self._suspend_for_lookup(exc)  # the premises could not be read; nothing was sent
 
     # -- submit path ------------------------------------------------------------------------
 
     def _external_violations(self) -> tuple[list[str], float]:
+        """(violations, monotonic read time) of the external premises.
+
+        Raises:
+            LookupFailed: validate_premises raised (nothing was written).
+        """
         validate = getattr(self.target, "validate_premises", None)
-        violations = list(validate(self.premises, self.effect_id)) if (validate and self.premises is not None) else []
+        try:
+            violations = list(validate(self.premises, self.effect_id)) if (validate and self.premises is not None) else []
+        except Exception as exc:  # noqa: BLE001 - any failure to read the target
+            raise LookupFailed(self.effect_id, exc) from exc
         return violations, time.monotonic()
 
     def _submit(self) -> EffectResult:
@@ -585,10 +596,15 @@ class EffectCall:
         raise Suspend()
 
     def _suspend_for_lookup(self, failed: LookupFailed) -> None:
-        """Release the workflow until the next lookup attempt (LOOKUP_RETRY), writing nothing
-        to the effect or its journal: the send's outcome stays unknown and the effect stays
-        dispatched, so the next claim goes round to recovery again. ``waiting`` carries the
-        attempt and the target's error, for describe() and the admin."""
+        """Release the workflow until the next read of the target (LOOKUP_RETRY), writing
+        nothing to the effect or its journal: before a send nothing was dispatched; in recovery
+        the effect stays dispatched with its outcome unknown. The next claim goes round this
+        call again (``waiting.kind`` is "effect"). ``waiting`` carries the attempt and the
+        target's error, for describe() and the admin.
+
+        Raises:
+            Suspend: released. Fenced: the claim was lost meanwhile.
+        """
         run = self.run
         waiting = run.waiting or {}
         attempt = (waiting.get("lookup_attempt") or 0) + 1 if waiting.get("effect_id") == self.effect_id else 1
@@ -605,7 +621,7 @@ class EffectCall:
             {"delay": delay, "seq": self.seq, "eid": self.effect_id, "attempt": attempt, "error": failed.error,
              "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
         if row is None:
-            raise Fenced(f"workflow {run.workflow_id}: lost its claim while its lookup of {self.effect_id} failed")
+            raise Fenced(f"workflow {run.workflow_id}: lost its claim while reading the target for {self.effect_id}")
         run.released = True
         self.ctx.suspended = True
         raise Suspend()

@@ -109,3 +109,32 @@ def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan
             assert [r["amount"] for r in env.ledger(case["payment"])] == [500]
         assert rt.describe("catch")["status"] == "completed"
         assert "orphaned" not in check(workers).stdout
+
+
+def test_a_target_down_before_the_first_send_is_waited_out_too(rt, workers, tmp_path):
+    """The premises are read before T_dispatch; a target that refuses the connection then
+    failed the workflow with the socket's error. Now the workflow waits as recovery does, with
+    nothing written (no journal entry), and sends once the target is back."""
+    from ilr.grants import grant_in
+
+    port = free_port()
+    ledger = tmp_path / "ledger.sqlite"
+    with rt.connection().transaction():
+        grant_id = grant_in(rt.connection(), "refund_catching_cancel", "refund", by="policy", max_cents=10_000)
+    with target_process(tier=1, queryable=True, ledger=ledger, port=port) as url:
+        env = RefundEnv(url, "http://127.0.0.1:9", 1, True)
+        case = {**env.case("down-first"), "grant_id": grant_id}
+    workers.start("A", lease_ttl=2)
+    rt.start("refund_catching_cancel", "down-first", case)
+
+    def waiting_twice():
+        d = rt.describe("down-first")
+        assert d["status"] not in ("failed", "stuck", "completed"), d
+        return d if (d["waiting"] or {}).get("lookup_attempt", 0) >= 2 else None
+
+    d = wait_for(waiting_twice, timeout=60, message="two failed premise reads recorded in waiting")
+    assert "ConnectionRefusedError" in d["waiting"]["lookup_error"]
+    assert rt.connection().execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+    with target_process(tier=1, queryable=True, ledger=ledger, port=port):
+        assert rt.result("down-first", timeout=60) == "COMMITTED"
+        assert [r["amount"] for r in env.ledger(case["payment"])] == [500]
