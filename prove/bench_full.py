@@ -517,7 +517,8 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
             model_stub_process() as model_url:
         http_json("POST", f"{target_url}/admin/delay", {"seconds": TARGET_DELAY_S})
         serial_n = 50 if quick else 200
-        for i in range(max(n, 400 + (rounds + 1) * serial_n)):  # the serial runs use pay400.. too
+        # The serial runs use pay400.. too: per round one with the delay, one without.
+        for i in range(max(n, 400 + (2 * rounds + 1) * serial_n)):
             http_json("POST", f"{target_url}/admin/payments", {"id": f"pay{i}", "paid": 1_000_000})
         LocalRefunds(target_url)  # a well-formed target URL
         tspec = {"url": target_url, "tier": 1, "queryable": True, "send_timeout": 10, "settle_margin": 5}
@@ -534,13 +535,22 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
             pgbench = pgbench_tps(workers * concurrency, 10)
             say(f"  {pgbench['tps']} tps; serial refund shape (the gated effect's own cost) ...")
             serial_effect = run_serial_effect(target_url, serial_n, first_payment=400 + k * serial_n)
-            say(f"  effect overhead {serial_effect['overhead_p50_ms']} ms; the machine after an idle wait ...")
+            say(f"  effect overhead {serial_effect['overhead_p50_ms']} ms; the same with no service delay ...")
+            # The same effects against a target that answers at once: no idle wait before
+            # T_commit, so the difference to the figure above is what the idle wait costs here.
+            http_json("POST", f"{target_url}/admin/delay", {"seconds": 0})
+            try:
+                serial_no_idle = run_serial_effect(target_url, serial_n, first_payment=400 + (rounds + k) * serial_n)
+            finally:
+                http_json("POST", f"{target_url}/admin/delay", {"seconds": TARGET_DELAY_S})
+            say(f"  effect overhead {serial_no_idle['overhead_p50_ms']} ms with no delay; the machine after an "
+                "idle wait ...")
             # Right after the effect it explains: the overhead follows this machine's idle-wake
             # cost from run to run, so each round carries its own.
             wake = run_wake_floor(25 if quick else 100)
             report["round_results"].append({
                 "runtime_steps4": steps4, "pgbench": pgbench, "runtime_serial_effect": serial_effect,
-                "wake_floor": wake,
+                "runtime_serial_effect_no_delay": serial_no_idle, "wake_floor": wake,
                 "ratio_vs_commit_bound": round(steps4["workflows_per_s"] * steps4["commits_per_workflow"]
                                                / pgbench["tps"], 3),
                 "effect_overhead_p50_ms": serial_effect["overhead_p50_ms"]})
@@ -687,17 +697,20 @@ def _rounds_lines(report: dict) -> list[str]:
              "effect, so a ratio compares figures taken minutes apart at most. The 4-step row of the table above "
              "is the median round by `ratio_vs_commit_bound`. The last column is this machine's wake floor, "
              "measured right after the round's gated effects: a one-row commit after an idle wait as long as the "
-             "target's delay (the wait T_commit follows).", "",
+             "target's delay (the wait T_commit follows). The column before it is the same serial gated effect "
+             "against the target with no service delay (no idle wait before T_commit): not a target figure, the "
+             "effect's cost on this machine without the idle wait.", "",
              "| round | 4-step wf/s | commits/wf | PG CPU s/wf | worker CPU s/wf | busy cores | pgbench tps | "
              "ratio vs commit bound | effect p50 ms | direct call p50 ms | effect overhead ms | "
-             "commit after idle ms |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "overhead, no delay ms | commit after idle ms |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for k, r in enumerate(results, 1):
         s4, se = r["runtime_steps4"], r["runtime_serial_effect"]
         lines.append(f"| {k} | {s4['workflows_per_s']} | {s4['commits_per_workflow']} | "
                      f"{s4['postgres_cpu_s_per_workflow']} | {s4.get('worker_cpu_s_per_workflow')} | "
                      f"{s4.get('machine_busy_cores')} | {r['pgbench']['tps']} | {r['ratio_vs_commit_bound']} | "
                      f"{se['effect_p50_ms']} | {se['direct_call_p50_ms']} | {r['effect_overhead_p50_ms']} | "
+                     f"{r.get('runtime_serial_effect_no_delay', {}).get('overhead_p50_ms', '')} | "
                      f"{r.get('wake_floor', {}).get('commit_after_idle_p50_ms', '')} |")
     ratios = sorted(r["ratio_vs_commit_bound"] for r in results)
     effects = sorted(r["effect_overhead_p50_ms"] for r in results)

@@ -39,9 +39,13 @@ def test_bench_quick_reports_every_figure(tmp_path):
     assert report["wake_floor"]["n"] == 50 and report["wake_floor"]["commit_after_idle_p50_ms"] > 0
     assert all(r["wake_floor"]["n"] == 25 and r["wake_floor"]["commit_after_idle_p50_ms"] > 0
                for r in report["round_results"])
+    # The no-delay serial run: every effect committed, against a target that answered at once.
+    assert all(r["runtime_serial_effect_no_delay"]["committed"] == 50
+               and r["runtime_serial_effect_no_delay"]["direct_call_p50_ms"] < 20 for r in report["round_results"])
     assert report["scale"]["claims_per_s_due_backlog"] > 0 and report["scale"]["explain"]
     md = (tmp_path / "results" / "runtime_bench.md").read_text()
     assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md and "commit after idle ms" in md
+    assert "overhead, no delay ms" in md
     assert "Outcomes: bench_steps4: 0 failed" in md
     assert (tmp_path / "results" / "runtime_bench_latency.png").stat().st_size > 10_000
     assert committed.stat().st_mtime_ns == before, "a scratch run rewrote the committed results"
