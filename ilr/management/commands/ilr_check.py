@@ -2,9 +2,9 @@
 
 Prints each invariant with held, violated (and the offending rows) or skipped, then any
 orphaned dispatches (not a violation: ``rt.recover_orphans()`` resolves them; with --json
-they go to stderr). The ledger is
-the payment target's SQLite file; its access log defaults to ``<ledger>.access.jsonl`` (skipped
-when that default is absent; an --access-log given explicitly must exist).
+they go to stderr). The ledger is the payment target's SQLite file; its access log defaults
+to ``<ledger>.access.jsonl`` (skipped when that default is absent; an --access-log given
+explicitly must exist).
 
 Exit status: 0 every invariant held (or was skipped), 1 a violation, 2 bad usage (a --ledger
 that is missing or not the target's SQLite ledger, an unreadable --access-log, a bad flag).
