@@ -78,9 +78,9 @@ class LookupFailed(Exception):
     recovery; nothing was written. ``__cause__`` is the target's exception."""
 
     def __init__(self, effect_id: str, exc: BaseException):
-        super().__init__(f"reading the target for {effect_id} failed: {type(exc).__name__}: {exc}")
         self.effect_id = effect_id
         self.error = f"{type(exc).__name__}: {exc}"[:500]
+        super().__init__(f"reading the target for {effect_id} failed: {self.error}")
 
 
 class EffectRefused(InterlockError):
@@ -580,20 +580,7 @@ class EffectCall:
 
     def _suspend_until_settled(self) -> None:
         """Release the workflow until send_deadline + settle_margin (no effect or journal write)."""
-        run = self.run
-        row = self.conn.execute(
-            "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "
-            "available_at = e.send_deadline + e.settle_margin, updated_at = now(), "
-            "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
-            "'until', to_jsonb(e.send_deadline + e.settle_margin)) "
-            "from ilr.effects e where e.effect_id = %(eid)s and w.id = %(wf)s and w.epoch = %(epoch)s "
-            "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
-            {"seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
-        if row is None:
-            raise Fenced(f"workflow {run.workflow_id}: lost its claim while waiting on {self.effect_id}")
-        run.released = True
-        self.ctx.suspended = True
-        raise Suspend()
+        self._release_until("(select send_deadline + settle_margin from ilr.effects where effect_id = %(eid)s)", {})
 
     def _suspend_for_lookup(self, failed: LookupFailed) -> None:
         """Release the workflow until the next read of the target (LOOKUP_RETRY), writing
@@ -605,23 +592,34 @@ class EffectCall:
         Raises:
             Suspend: released. Fenced: the claim was lost meanwhile.
         """
-        run = self.run
-        waiting = run.waiting or {}
+        waiting = self.run.waiting or {}
         attempt = (waiting.get("lookup_attempt") or 0) + 1 if waiting.get("effect_id") == self.effect_id else 1
         delay = LOOKUP_RETRY.interval(attempt)
-        log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, run.workflow_id, delay)
+        log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, self.run.workflow_id, delay)
+        self._release_until("now() + make_interval(secs => %(delay)s)",
+                            {"delay": delay, "attempt": attempt, "error": failed.error},
+                            "jsonb_build_object('lookup_attempt', %(attempt)s::int, 'lookup_error', %(error)s::text)")
+
+    def _release_until(self, until_sql: str, params: dict, more_waiting_sql: str = "'{}'::jsonb") -> None:
+        """Release the workflow, fenced, until the database time ``until_sql`` gives (an SQL
+        expression over ``params`` and %(eid)s), with ``waiting = {seq, kind: "effect",
+        effect_id, until}`` plus the jsonb object ``more_waiting_sql`` gives. Writes nothing to
+        the effect or its journal.
+
+        Raises:
+            Suspend: released. Fenced: the claim was lost meanwhile.
+        """
+        run = self.run
         row = self.conn.execute(
-            "update ilr.workflows set status = 'pending', owner = null, lease_expires_at = null, "
-            "available_at = now() + make_interval(secs => %(delay)s), updated_at = now(), "
+            "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "
+            "available_at = t.until, updated_at = now(), "
             "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
-            "'until', to_jsonb(now() + make_interval(secs => %(delay)s)), 'lookup_attempt', %(attempt)s::int, "
-            "'lookup_error', %(error)s::text) "
-            "where id = %(wf)s and epoch = %(epoch)s and status = 'running' and lease_expires_at > now() "
-            "returning id",
-            {"delay": delay, "seq": self.seq, "eid": self.effect_id, "attempt": attempt, "error": failed.error,
-             "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
+            f"'until', to_jsonb(t.until)) || {more_waiting_sql} "
+            f"from (select {until_sql} as until) t where w.id = %(wf)s and w.epoch = %(epoch)s "
+            "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
+            {**params, "seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
         if row is None:
-            raise Fenced(f"workflow {run.workflow_id}: lost its claim while reading the target for {self.effect_id}")
+            raise Fenced(f"workflow {run.workflow_id}: lost its claim while waiting on {self.effect_id}")
         run.released = True
         self.ctx.suspended = True
         raise Suspend()

@@ -14,6 +14,7 @@ from typing import Any
 from ilr import db
 from ilr.effects import EffectCall, LookupFailed
 from ilr.errors import Fenced, Suspend
+from ilr.runtime import ACTIVE
 from ilr.targets import attr, registered_targets
 
 RECOVERY_OWNER = "$recovery"
@@ -56,7 +57,7 @@ def _call_for(ctx, target, effect: dict) -> EffectCall:
 ORPHANS_SQL = (
     "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
     "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
-    "where e.state = 'dispatched' and w.status not in ('pending', 'running', 'sleeping') "
+    "where e.state = 'dispatched' and w.status <> all(%s) "
     "order by e.first_dispatched_at")
 
 
@@ -70,7 +71,7 @@ def find_orphans(conn) -> list[dict]:
         ilr.effects rows plus ``wf_status`` and ``wf_name`` (the dispatching workflow's) and
         ``settled`` (database now() is past send_deadline + settle_margin).
     """
-    return conn.execute(ORPHANS_SQL).fetchall()
+    return conn.execute(ORPHANS_SQL, (list(ACTIVE),)).fetchall()
 
 
 def recover_orphans(dsn: str | None = None, targets: dict[str, Any] | None = None, lease_ttl: float = 30.0
