@@ -10,6 +10,9 @@ body plus a LogEntry, in one transaction):
   the effect ids revoke returned: "these may still land";
 - workflows: cancel (``cancel_in``); deployments: retire a version, with its drain report.
 
+The workflow list and the deployments page say when work is due and no live worker serves its
+(name, version) ("due, no live worker serves refund@v1"; ``rt.unserved()``).
+
 Tables with a composite primary key (deployments, steps, claims) cannot be registered in
 Django 5.2's admin; steps and claims are shown in the workflow page (step timeline, claim
 history) and deployments on their own admin page (linked from the workflow list).
@@ -133,9 +136,11 @@ class DeploymentVersionFilter(admin.SimpleListFilter):
 @admin.register(Workflow)
 class WorkflowAdmin(ReadOnlyAdmin):
     """Workflows: filters by status, name and version; search by id; the detail page shows the
-    step timeline, waiting state, effects, signals, children and claim history."""
+    step timeline, waiting state, effects, signals, children and claim history. The list names
+    every (name, version) with due work and no live worker, above it and on each such row."""
 
-    list_display = ("id", "name", "version", "status", "waiting_on", "available", "created_at", "updated_at")
+    list_display = ("id", "name", "version", "status", "served", "waiting_on", "available", "created_at",
+                    "updated_at")
     list_filter = ("status", DeploymentNameFilter, DeploymentVersionFilter)
     search_fields = ("id",)
     search_help_text = "A workflow id, or the start of one."
@@ -157,8 +162,21 @@ class WorkflowAdmin(ReadOnlyAdmin):
     readonly_fields = [f for _, opts in fieldsets for f in opts["fields"]]
 
     def get_queryset(self, request):
-        """Workflows with ``available_at`` deferred and read as text (it may be 'infinity')."""
-        return selectors.workflows()
+        """Workflows with ``available_at`` deferred and read as text (it may be 'infinity'),
+        annotated with ``unserved`` (``selectors.with_unserved``)."""
+        return selectors.with_unserved(selectors.workflows())
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, with the (name, version) pairs that have due work and no live worker."""
+        return super().changelist_view(request, {"unserved": selectors.unserved(), **(extra_context or {})})
+
+    @admin.display(description="served")
+    def served(self, obj):
+        """"due, no live worker serves name@version" for a due workflow that nothing can claim."""
+        if getattr(obj, "unserved", False):
+            return format_html("<strong style='color:#ba2121'>due, no live worker serves {}@{}</strong>",
+                               obj.name, obj.version)
+        return "—"
 
     def get_search_results(self, request, queryset, search_term):
         """Search by exact id or id prefix (the primary key index serves both)."""
@@ -296,10 +314,16 @@ class WorkflowAdmin(ReadOnlyAdmin):
         if not rows:
             raise Http404("no such workflows")
         if request.method == "POST" and request.POST.get("confirm") == "yes":
-            done = [r["id"] for r in rows if services.workflow_cancel(user=request.user, workflow_id=r["id"])]
+            answers = {r["id"]: services.workflow_cancel(user=request.user, workflow_id=r["id"]) for r in rows}
+            done = [wf_id for wf_id, answer in answers.items() if answer]
             skipped = [r["id"] for r in rows if r["id"] not in done]
             if done:
                 messages.success(request, f"Cancellation requested for {', '.join(done)}.")
+            landing = [eid for answer in answers.values() for eid in answer.may_still_land]
+            if landing:
+                # A cancel cannot recall a send already authorized; the operator must hear which.
+                messages.warning(request, f"Sends authorized before the cancel may still land: {', '.join(landing)}. "
+                                          f"Their receipts will say what happened.")
             if skipped:
                 messages.warning(request, f"Nothing to do for {', '.join(skipped)}: already ended or already "
                                           f"cancelled.")

@@ -17,14 +17,16 @@ from typing import Any
 
 from django.conf import settings
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, TextField
-from django.db.models.functions import Cast
+from django.db import connection
+from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Q, TextField, Value, When
+from django.db.models.functions import Cast, Now
 
 from approvals.models import Approval
 from ilr import db, receipts
 from ilr.codec import payload_hash
 from ilr.grants import EffectNotFound
-from ilr.models import Claim, Deployment, Effect, Signal, Step, Workflow
+from ilr.models import Claim, Deployment, Effect, Signal, Step, WorkerDeployment, Workflow
+from ilr.runtime import UNSERVED_SQL
 
 PREMISE_TIMEOUT = 2.0
 """Seconds allowed to re-read a case's premises from its target (APPROVALS_PREMISE_TIMEOUT)."""
@@ -36,6 +38,35 @@ def workflows():
     """``Workflow.objects`` with ``available_at`` deferred and annotated as text
     (``available_at_text``: an ISO timestamp or 'infinity')."""
     return Workflow.objects.defer("available_at").annotate(available_at_text=Cast("available_at", TextField()))
+
+
+def due_q() -> Q:
+    """A workflow a worker would claim now (ilr.runtime.DUE_SQL): pending or sleeping and
+    available, or running with a lapsed lease."""
+    return Q(status__in=("pending", "sleeping"), available_at__lte=Now()) | Q(status="running",
+                                                                              lease_expires_at__lte=Now())
+
+
+def live_workers():
+    """worker_deployments rows whose worker is live (ilr.runtime.LIVE_SQL)."""
+    return WorkerDeployment.objects.filter(live_until__gt=Now())
+
+
+def with_unserved(queryset):
+    """``queryset`` (of workflows) annotated with ``unserved``: True for a workflow that is due
+    (``due_q``) while no live worker serves its (name, version)."""
+    live = live_workers().filter(name=OuterRef("name"), version=OuterRef("version"))
+    return queryset.annotate(unserved=Case(When(due_q() & ~Exists(live), then=Value(True)), default=Value(False),
+                                           output_field=BooleanField()))
+
+
+def unserved() -> list[dict]:
+    """The (name, version) pairs with due work and no live worker (``rt.unserved()``'s SQL):
+    [{"name", "version", "due", "last_seen"}]."""
+    with connection.cursor() as cur:
+        cur.execute(UNSERVED_SQL)
+        columns = [c.name for c in cur.description]
+        return [dict(zip(columns, row)) for row in cur.fetchall()]
 
 
 def waiting_for_approval():
@@ -426,18 +457,23 @@ def receipt(effect_id: str) -> Receipt:
 
 @dataclass
 class DrainReport:
-    """Workflows of a deployment by (name, version, status) and the oldest still active.
+    """Workflows of a deployment by (name, version, status), the oldest still active, and
+    whether a live worker serves it.
 
     Attributes:
         counts: [{"name", "version", "status", "n"}] sorted.
         oldest_active: {"id", "status", "created_at"} of the oldest pending, running or sleeping
             workflow, or None when drained.
+        workers: ids of the workers live for it (``live_workers``), sorted.
+        due: workflows a worker would claim now (``due_q``).
     """
 
     name: str
     version: str | None
     counts: list[dict]
     oldest_active: dict | None
+    workers: list[str] = field(default_factory=list)
+    due: int = 0
 
     @property
     def active(self) -> int:
@@ -449,26 +485,38 @@ class DrainReport:
         """True when no workflow of the deployment is still active."""
         return self.active == 0
 
+    @property
+    def unserved(self) -> bool:
+        """True when work is due and no live worker serves the deployment."""
+        return self.due > 0 and not self.workers
+
+    @property
+    def label(self) -> str:
+        """name@version (name alone for a report over every version)."""
+        return f"{self.name}@{self.version}" if self.version is not None else self.name
+
     def summary(self) -> str:
         """One line: the counts, and the oldest active workflow or "drained"."""
         parts = [f"{c['name']}@{c['version']} {c['status']}: {c['n']}" for c in self.counts] or ["no workflows"]
         tail = (f"oldest active {self.oldest_active['id']} ({self.oldest_active['status']}, since "
                 f"{self.oldest_active['created_at']:%Y-%m-%d %H:%M:%S %Z})" if self.oldest_active else "drained")
+        if self.unserved:
+            tail += f"; due, no live worker serves {self.label}"
         return "; ".join(parts) + f"; {tail}."
 
 
 def drain_report(name: str, version: str | None = None) -> DrainReport:
-    """Counts of a deployment's workflows by (name, version, status), and its oldest active one.
-
-    Both queries filter on (name, version), which the index ``workflows (name, version,
-    status)`` serves.
-    """
+    """Counts of a deployment's workflows by (name, version, status), its oldest active one, its
+    live workers and its due work (``version`` None: every version of ``name``)."""
     qs = Workflow.objects.filter(name=name)
+    live = live_workers().filter(name=name)
     if version is not None:
         qs = qs.filter(version=version)
+        live = live.filter(version=version)
     counts = list(qs.values("name", "version", "status").annotate(n=Count("id")).order_by("name", "version", "status"))
     oldest = qs.filter(status__in=ACTIVE).order_by("created_at", "id").values("id", "status", "created_at").first()
-    return DrainReport(name, version, counts, oldest)
+    workers = sorted(set(live.values_list("worker_id", flat=True)))
+    return DrainReport(name, version, counts, oldest, workers, qs.filter(due_q()).count())
 
 
 def deployments() -> list[dict]:

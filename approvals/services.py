@@ -26,7 +26,7 @@ from psycopg.types.json import JsonbLoader, JsonLoader
 
 from approvals import selectors
 from approvals.models import Approval
-from ilr import cancel_in, signal_in
+from ilr import CancelRequest, cancel_in, signal_in
 from ilr.errors import InvalidInput, WorkflowNotFound
 from ilr.grants import approve_in, grant_in, reconcile_in, revoke_in
 from ilr.models import Deployment, Effect, Grant, Workflow
@@ -329,12 +329,13 @@ def effect_reconcile(*, user, effect_id: str, evidence: str, applied: bool | Non
 
 # -- workflows and deployments ------------------------------------------------------------
 
-def workflow_cancel(*, user, workflow_id: str) -> bool:
+def workflow_cancel(*, user, workflow_id: str) -> CancelRequest:
     """Request cancellation through ``cancel_in``.
 
     Returns:
-        True when this call requested the cancel; False when it had ended or a cancel was
-        already requested (then no LogEntry is written: nothing changed).
+        the CancelRequest: truthy when this call requested the cancel (falsy when it had ended or
+        a cancel was already requested; then no LogEntry is written: nothing changed), with the
+        effects whose sends were authorized before it and may still land.
 
     Raises:
         PermissionDenied: no approvals.cancel permission.
@@ -344,7 +345,9 @@ def workflow_cancel(*, user, workflow_id: str) -> bool:
     with transaction.atomic():
         requested = cancel_in(_ilr_conn(), workflow_id, by=user.get_username())
         if requested:
-            _log(user, Workflow, workflow_id, workflow_id, CHANGE, "Cancellation requested.")
+            landing = (f" Sends authorized before it may still land: {', '.join(requested.may_still_land)}."
+                       if requested.may_still_land else "")
+            _log(user, Workflow, workflow_id, workflow_id, CHANGE, f"Cancellation requested.{landing}")
     return requested
 
 

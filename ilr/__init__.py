@@ -10,6 +10,7 @@ from ilr.errors import (
     InterlockError,
     InvalidInput,
     NonDeterminism,
+    SignalTimeout,
     StepFailed,
     TargetRejected,
     UnknownWorkflow,
@@ -19,10 +20,11 @@ from ilr.errors import (
 )
 from ilr.registry import workflow
 from ilr.retry import RetryPolicy
-from ilr.runtime import Runtime, cancel_in, signal_in
+from ilr.runtime import CancelRequest, Runtime, cancel_in, signal_in
 from ilr.worker import Worker
 
 __all__ = [
+    "CancelRequest",
     "Cancelled",
     "ChildFailed",
     "ChildTimeout",
@@ -33,6 +35,7 @@ __all__ = [
     "NonDeterminism",
     "RetryPolicy",
     "Runtime",
+    "SignalTimeout",
     "StepFailed",
     "TargetRejected",
     "UnknownWorkflow",

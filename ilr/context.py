@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ilr import codec, killpoints, store
-from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, StepFailed, Suspend
+from ilr.errors import (Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, SignalTimeout, StepFailed,
+                        Suspend)
 from ilr.retry import RetryPolicy
 
 MAX_PATCH_ID_LENGTH = 200
@@ -146,6 +147,8 @@ class WorkflowContext:
                 # The cancel was delivered here in the original run; deliver it again, the same way.
                 self._cancel_delivered = True
                 raise Cancelled(error.get("message", "workflow cancelled"))
+            if kind == "signal" and error.get("type") == "SignalTimeout":
+                raise SignalTimeout(name, error.get("timeout"))
             raise StepFailed(name, error.get("type", "Error"), error.get("message", ""), error.get("attempts", 1))
         return row
 
@@ -335,15 +338,24 @@ class WorkflowContext:
         return None
 
     def wait_signal(self, name: str, timeout: float | None = None) -> Any:
-        """Wait for the next signal ``name``; its payload, or None at the timeout (spec §5.6).
+        """Wait for the next signal ``name`` (spec §5.6; Temporal's ``wait_condition``).
 
-        Each signal row is consumed by exactly one wait (SignalExactlyOnceConsumed).
+        Each signal row is consumed by exactly one wait (SignalExactlyOnceConsumed). The step
+        row records a consumed signal as its payload (fingerprint ``signal:<id>``) and a timeout
+        as a SignalTimeout error, so a replay returns or raises the same. A row with neither
+        (recorded before this distinction) whose output reads None replays as a timeout when the
+        wait has a timeout, as that code read it, and as None when it has none.
 
         Args:
-            timeout: seconds, or None to wait forever (available_at = 'infinity').
+            timeout: seconds (database clock), or None to wait forever (available_at = 'infinity').
+
+        Returns:
+            the payload exactly as sent, None included.
 
         Raises:
+            SignalTimeout: ``timeout`` passed with no signal (again on replay).
             InvalidInput: an empty name, or a negative timeout.
+            Cancelled: a cancel is pending (delivered once).
         """
         if not isinstance(name, str) or not name:
             raise InvalidInput("name", "wait_signal needs a non-empty signal name")
@@ -351,14 +363,19 @@ class WorkflowContext:
                                     or timeout != timeout or timeout < 0):
             raise InvalidInput("timeout", f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
         seq = self._next_seq()
-        row = self._replay(seq, "signal", name)
+        row = self._replay(seq, "signal", name)  # a recorded timeout raises SignalTimeout here
         if row is not None:
+            if row["output"] is None and row.get("fingerprint") is None and timeout is not None:
+                raise SignalTimeout(name, timeout)  # unmarked: read as the code that wrote it read it
             return row["output"]
         self._frontier(seq, "signal", name)
         waiting = self._waiting_for(seq, "signal")
         until = waiting["until"] if waiting else None
         seconds = None if (until or timeout is None) else float(timeout)
-        _, payload = self._suspend(seq=seq, kind="signal", name=name, signal=name, until=until, seconds=seconds)
+        outcome, payload = self._suspend(seq=seq, kind="signal", name=name, signal=name, until=until,
+                                         seconds=seconds, timeout=timeout)
+        if outcome == "timeout":
+            raise SignalTimeout(name, timeout)
         return payload
 
     def effect(self, target, key: str, payload: Any, premises: Any = None, grant: str | None = None,
@@ -636,6 +653,9 @@ def dumps_error(exc: BaseException) -> str:
         body["cause_type"] = exc.type
     if isinstance(exc, (ChildFailed, ChildTimeout)):
         body["child"] = exc.child_id
+    if isinstance(exc, SignalTimeout):
+        body["signal"] = exc.name
+        body["timeout"] = exc.timeout
     if isinstance(exc, ChildFailed):
         body["child_status"] = exc.status
         body["child_error"] = exc.error

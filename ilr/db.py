@@ -9,6 +9,7 @@ or an ``ilr.batch.Batch`` on the hot paths.
 from __future__ import annotations
 
 import datetime as dt
+import select
 from typing import Any
 
 import psycopg
@@ -82,17 +83,72 @@ def connect(dsn: str | None = None, *, application_name: str = "ilr", **kwargs: 
     return conn
 
 
+def is_connection_fault(exc: BaseException) -> bool:
+    """True when ``exc`` says the database, not the statement, is at fault: a broken connection
+    (OperationalError), a server shutting down or not yet accepting work (57P01..57P03, class
+    08), or a server that refuses writes (25006 read_only_sql_transaction: a demoted primary
+    answers every write so). A worker treats each as a lost connection: drop it, reconnect,
+    retry, and let the fence decide; never the workflow's failure."""
+    if isinstance(exc, psycopg.OperationalError):
+        return True
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    return sqlstate == "25006" or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+
+
+def usable(conn: psycopg.Connection | None) -> bool:
+    """Whether an idle pooled connection may be handed out: open, not broken, idle, and with
+    nothing waiting on its socket. No round trip: a zero-timeout poll of the socket.
+
+    An idle connection that does not LISTEN receives nothing unprompted unless its server ended
+    the session: a server that stopped or restarted sent the terminating ErrorResponse (57P01,
+    57P02) and closed the socket, so the socket reads as ready. psycopg marks such a connection
+    broken only when a statement meets it, and the first statement of a claimed run would then
+    fail. Any unprompted data counts as dead here: a false alarm costs one reconnect.
+
+    Returns:
+        False for None, a closed or broken connection, one inside a transaction, or one whose
+        socket has data or an error pending.
+    """
+    if conn is None or conn.closed or conn.broken:
+        return False
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return False
+    try:
+        readable, _, failed = select.select([conn.fileno()], [], [conn.fileno()], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return False
+    return not readable and not failed
+
+
+def discard(conn: psycopg.Connection | None) -> None:
+    """Close ``conn`` (None is fine), ignoring the errors of a connection that already died."""
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - closing a dead connection may raise; it is gone either way
+            pass
+
+
+RECOVERY_OWNER = "$recovery"
+"""The owner of an orphan recovery's synthetic claim (ilr.orphans) on a workflow that ended."""
+
 FENCE_SQL = """
 update ilr.workflows
    set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
- where id = %(wf)s and epoch = %(epoch)s and status = 'running' and lease_expires_at > now()
+ where id = %(wf)s and epoch = %(epoch)s and (status = 'running' or owner = '$recovery')
+   and lease_expires_at > now()
 returning cancel_requested_at, now() as now
 """
+"""The fence. A worker's claim is status 'running'; an orphan recovery's is owner '$recovery'
+on a workflow that keeps its ended status (ilr.orphans), so no worker can claim it. Only that
+claim bumps the epoch with this owner and the recovery's restore clears it, so the owner test
+admits no other epoch. Both tests read the row the primary key found: the hot path pays no
+extra index or round trip."""
 
 
 def fence(cur: psycopg.Cursor, wf_id: str, epoch: int, ttl: float) -> dict:
     """The first statement of every worker write (spec §5.2): renew the lease only while this
-    epoch is current and the lease is live, taking the workflow row lock.
+    epoch is current and the lease is live (FENCE_SQL), taking the workflow row lock.
 
     Returns:
         {"cancel_requested_at": datetime | None, "now": datetime} (database clock).

@@ -29,6 +29,7 @@ import psycopg
 from ilr import codec, db, journal, killpoints, store
 from ilr.batch import Batch
 from ilr.errors import Fenced, InterlockError, InvalidInput, Suspend, TargetRejected
+from ilr.receipts import IDEMPOTENT_RESEND_VIA
 from ilr.retry import RetryPolicy
 from ilr.targets import DEDUP_MARGIN, attr, check_target
 from ilr.watchdog import WATCHDOG_EXIT_CODE, Watchdog  # noqa: F401 - re-exported
@@ -304,7 +305,7 @@ class EffectCall:
             return outcome
         killpoints.hit("effect_after_dispatch")
         # (d) send, inside the remaining local time (the stopwatch began before T_dispatch).
-        return self._send(t0, via="first-send", status="COMMITTED", rechecked=None)
+        return self._send(t0, via="first-send", status="COMMITTED", rechecked=None, payload=self.payload)
 
     def _t_dispatch(self, violations: list[str]) -> EffectResult | None:
         """T_dispatch (spec §5.7 (c)). Returns a recorded refusal or duplicate, or None when
@@ -429,8 +430,13 @@ class EffectCall:
 
     # -- send and commit --------------------------------------------------------------------
 
-    def _send(self, t0: float, *, via: str, status: str, rechecked: dict | None, take_status: bool = True
-              ) -> EffectResult:
+    def _send(self, t0: float, *, via: str, status: str, rechecked: dict | None, payload: Any,
+              take_status: bool = True) -> EffectResult:
+        """Send ``payload`` and commit the answer; see the module docstring.
+
+        A recovery passes the payload of the DISPATCHED entry: the bytes bound to the key at the
+        first PROPOSED, whatever this replay offers (PayloadBound).
+        """
         remaining = self.send_timeout - (time.monotonic() - t0)
         if remaining <= 0:
             # The local deadline passed before a byte left: skip the send; recovery resolves it.
@@ -438,8 +444,10 @@ class EffectCall:
         self.run.require_local_lease()
         try:
             with Watchdog(remaining, self.effect_id):
-                result = self.target.apply(self.effect_id, self.payload, **self._timeout_kwargs(remaining))
+                result = self.target.apply(self.effect_id, payload, **self._timeout_kwargs(remaining))
         except TargetRejected as exc:
+            if via == IDEMPOTENT_RESEND_VIA:
+                return self._resolve_rejected_resend(str(exc), payload, rechecked, take_status)
             return self._refuse_after_send(str(exc), take_status)
         except Exception as exc:  # noqa: BLE001 - timeout, reset, 5xx: the outcome is unknown
             # (g) write nothing; no immediate lookup or resend: wait until send_deadline +
@@ -578,6 +586,54 @@ class EffectCall:
             out = self._record_in(cur, "REFUSED:target") if take_status else None
         return out or EffectResult("REFUSED:target", self.effect_id)
 
+    def _resolve_rejected_resend(self, reason: str, payload: Any, rechecked: dict | None,
+                                 take_status: bool) -> EffectResult | None:
+        """The target refused a tier-1 resend: resolve the effect by what a lookup says.
+
+        The refusal speaks of the resend only. The first send's answer never arrived, so it may
+        have been applied; a target whose stored key has lapsed, or that reads the resend as a
+        conflict, refuses the resend of an applied effect. So a rejected resend never returns
+        the effect to proposed on its own word: a queryable target is looked up (found:
+        COMMITTED_ON_QUERY; not found: REFUSED:target, nothing applied), any other is AMBIGUOUS
+        for a person to reconcile. The lookup runs outside the transaction, as in recovery; the
+        first send settled before this resend was authorized, so the lookup sees its outcome.
+
+        Returns:
+            The resolution (None when the effect was resolved meanwhile: the caller goes round).
+
+        Raises:
+            LookupFailed: the lookup raised; nothing was written (the effect stays dispatched).
+            Fenced: the claim was lost.
+        """
+        found = None
+        if self.queryable:
+            try:
+                found = bool(self.target.query(self.effect_id, payload))
+            except Exception as exc:  # noqa: BLE001 - any failure to read the target
+                raise LookupFailed(self.effect_id, exc) from exc
+        run = self.run
+        rejected = {"via": IDEMPOTENT_RESEND_VIA, "detail": reason[:1000]}
+        with self.conn.transaction():
+            cur = self.conn.cursor()
+            fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+            ts = _ts(fence["now"])
+            locked = cur.execute("select state from ilr.effects where effect_id = %s for update",
+                                 (self.effect_id,)).fetchone()
+            if locked["state"] != "dispatched":
+                return None
+            if found is None:
+                return self._resolve_in(cur, "AMBIGUOUS", ts, {
+                    "reason": "the target rejected a resend and has no lookup: the first send may have applied",
+                    "rejected_resend": rejected, "rechecked": rechecked, "by": self._by()},
+                    "ambiguous", "AMBIGUOUS", take_status)
+            if found:
+                return self._resolve_in(cur, "COMMITTED", ts, {
+                    "via": "recovery-query", "found": True, "rejected_resend": rejected, "rechecked": rechecked,
+                    "by": self._by()}, "committed", "COMMITTED_ON_QUERY", take_status)
+            return self._resolve_in(cur, "REFUSED", ts, {
+                "reason": "target rejected", "detail": reason[:1000], "found": False, "resolves": True,
+                "by": self._by()}, "proposed", "REFUSED:target", take_status)
+
     def _suspend_until_settled(self) -> None:
         """Release the workflow until send_deadline + settle_margin (no effect or journal write)."""
         self._release_until("(select send_deadline + settle_margin from ilr.effects where effect_id = %(eid)s)", {})
@@ -680,7 +736,10 @@ class EffectCall:
                 return outcome
             via, status, rechecked = outcome
             killpoints.hit("resolve_after_commit")
-            return self._send(t0, via=via, status=status, rechecked=rechecked, take_status=take_status)
+            # The resend carries the DISPATCHED entry's payload, never this call's: a replay may
+            # offer another payload for the key, which T_dispatch refuses once this is resolved.
+            return self._send(t0, via=via, status=status, rechecked=rechecked, take_status=take_status,
+                              payload=dispatched["effect"])
 
     def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status):
         run = self.run
@@ -706,20 +765,16 @@ class EffectCall:
             if action == "ambiguous":
                 reason = (f"{stale_kind} at recovery, no lookup" if stale and eff["tier"] == 1 and not window_passed
                           else "tier 3: nothing can be learned after a send")
-                journal.append(cur, self.effect_id, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked,
-                                                                      "by": self._by()})
-                cur.execute("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
-                return self._result_in(cur, "AMBIGUOUS", take_status)
+                return self._resolve_in(cur, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked,
+                                                               "by": self._by()}, "ambiguous", "AMBIGUOUS", take_status)
             if action == "commit_on_query":
-                journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "recovery-query", "rechecked": rechecked,
-                                                                      "found": found, "by": self._by()})
-                cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
-                return self._result_in(cur, "COMMITTED_ON_QUERY", take_status)
+                return self._resolve_in(cur, "COMMITTED", ts, {"via": "recovery-query", "rechecked": rechecked,
+                                                               "found": found, "by": self._by()},
+                                        "committed", "COMMITTED_ON_QUERY", take_status)
             if action == "refuse":
-                journal.append(cur, self.effect_id, "REFUSED", ts, {
-                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()})
-                cur.execute("update ilr.effects set state = 'proposed' where effect_id = %s", (self.effect_id,))
-                return self._result_in(cur, f"REFUSED:{stale_kind}_at_recovery", take_status)
+                return self._resolve_in(cur, "REFUSED", ts, {
+                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()},
+                    "proposed", f"REFUSED:{stale_kind}_at_recovery", take_status)
             # resend (tier 1, idempotent) or reapply (tier 2, not found): the durable record of
             # the attempt is this update, committed before any byte goes out; no second DISPATCHED.
             cur.execute(
@@ -730,6 +785,15 @@ class EffectCall:
         if action == "resend":
             return ("retry-idempotent", "COMMITTED_BY_RETRY", rechecked)
         return ("recovery-reapply", "REAPPLIED_AFTER_QUERY", rechecked)
+
+    def _resolve_in(self, cur, kind: str, ts: float, fields: dict, state: str, status: str,
+                    take_status: bool) -> EffectResult:
+        """Append the resolving entry ``kind`` and set the effect's state, in the caller's
+        fenced transaction that holds the effect row lock; return the status (recorded as this
+        call's step when ``take_status``)."""
+        journal.append(cur, self.effect_id, kind, ts, fields)
+        cur.execute("update ilr.effects set state = %s where effect_id = %s", (state, self.effect_id))
+        return self._result_in(cur, status, take_status)
 
     def _result_in(self, cur, status: str, take_status: bool) -> EffectResult:
         if take_status:

@@ -104,6 +104,24 @@ class NonDeterminism(InterlockError):
         super().__init__(f"non-determinism at seq {seq}: recorded {recorded}, offered {offered}")
 
 
+class SignalTimeout(InterlockError, TimeoutError):
+    """``ctx.wait_signal(name, timeout)``: no signal ``name`` arrived before the timeout passed
+    (database clock). Recorded, so a replay raises it again at the same call; a payload, None
+    included, is returned, never raised.
+
+    Attributes:
+        name: the signal waited on.
+        timeout: the wait's timeout in seconds.
+    """
+
+    code = "ILR-016"
+
+    def __init__(self, name: str, timeout: float | None):
+        self.name = name
+        self.timeout = timeout
+        super().__init__(f"no signal {name!r} arrived within the wait's timeout ({timeout} s)")
+
+
 class TargetRejected(InterlockError):
     """Raised by an EffectTarget's apply for a definite no (nothing was applied)."""
 

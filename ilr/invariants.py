@@ -49,7 +49,7 @@ class Snapshot:
                 conn.execute("set transaction isolation level repeatable read, read only")
             q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
             workflows = {r["id"]: r for r in q(
-                "select id, name, version, status, epoch, cancel_requested_at, available_at, waiting, error, "
+                "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, error, "
                 "forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts from ilr.workflows")}
             steps = q("select workflow_id, seq, name, kind, fingerprint, output, error, epoch, created_at, "
                       "extract(epoch from created_at)::float8 as ts from ilr.steps order by workflow_id, seq")
@@ -260,7 +260,8 @@ def committed_implies_applied(s: Snapshot) -> list:
 
 
 def ambiguous_only_when_unknowable(s: Snapshot) -> list:
-    """AMBIGUOUS only at effective tier 3, or tier 1 with a failed re-check and no lookup."""
+    """AMBIGUOUS only at effective tier 3, or tier 1 with no lookup after a failed re-check or
+    after the target rejected a resend (the first send's outcome stays unknown)."""
     out = []
     for eid, entries in s.journal.items():
         tier = s.effects.get(eid, {}).get("tier")
@@ -270,7 +271,8 @@ def ambiguous_only_when_unknowable(s: Snapshot) -> list:
             rc = e.get("rechecked") or {}
             failed = (not rc.get("lease_live")) or bool(rc.get("violations"))
             tier3 = tier == 3 or "tier 3" in str(e.get("reason", ""))
-            if tier == 2 or not (tier3 or (tier == 1 and failed)):
+            rejected_resend = tier == 1 and bool(e.get("rejected_resend"))
+            if tier == 2 or not (tier3 or (tier == 1 and failed) or rejected_resend):
                 out.append(_v(effect_id=eid, tier=tier, reason=e.get("reason")))
     return out
 
@@ -399,8 +401,10 @@ def late_result_preserved(s: Snapshot) -> list:
             by = e.get("by") or {}
             if e.get("kind") in ("COMMITTED", "LATE_RESULT"):
                 written.add((eid, by.get("workflow_id"), by.get("epoch")))
-    # A response whose sender still holds its claim may be between its log write and T_commit.
-    in_flight = {(wf["id"], wf["epoch"]) for wf in s.workflows.values() if wf["status"] == "running"}
+    # A response whose sender still holds its claim may be between its log write and T_commit:
+    # a worker's claim (running) or an orphan recovery's (owner $recovery, the status ended).
+    in_flight = {(wf["id"], wf["epoch"]) for wf in s.workflows.values()
+                 if wf["status"] == "running" or wf["owner"] == "$recovery"}
     return [_v(effect_id=r["effect_id"], workflow_id=r["workflow_id"], epoch=r["epoch"])
             for r in s.responses if (r["effect_id"], r["workflow_id"], r["epoch"]) not in written
             and (r["workflow_id"], r["epoch"]) not in in_flight]
@@ -453,6 +457,9 @@ def timer_not_early(s: Snapshot, conn=None) -> list:
 
 
 def signal_exactly_once_consumed(s: Snapshot) -> list:
+    """Each consumed signal is consumed by one wait, whose ``signal`` step records its payload
+    and no error (a timeout's row carries a SignalTimeout error and a NULL output, which a
+    JSON-null payload would otherwise equal)."""
     steps = {(st["workflow_id"], st["seq"]): st for st in s.steps}
     out = []
     consumed = defaultdict(int)
@@ -461,7 +468,7 @@ def signal_exactly_once_consumed(s: Snapshot) -> list:
             continue
         consumed[(sig["workflow_id"], sig["consumed_seq"])] += 1
         st = steps.get((sig["workflow_id"], sig["consumed_seq"]))
-        if st is None or st["kind"] != "signal" or st["output"] != sig["payload"]:
+        if st is None or st["kind"] != "signal" or st["output"] != sig["payload"] or st["error"] is not None:
             out.append(_v(signal_id=sig["id"], workflow_id=sig["workflow_id"], seq=sig["consumed_seq"],
                           step_output=st and st["output"], payload=sig["payload"]))
     out += [_v(workflow_id=k[0], seq=k[1], consumed_by=n) for k, n in consumed.items() if n > 1]

@@ -60,6 +60,24 @@ class Deployment(ReadOnlyModel):
         return f"{self.name}@{self.version}"
 
 
+
+class WorkerDeployment(ReadOnlyModel):
+    """A worker's heartbeat for one (name, version) it serves: live while live_until > now()."""
+
+    pk = models.CompositePrimaryKey("worker_id", "name", "version")
+    worker_id = models.TextField()
+    name = models.TextField()
+    version = models.TextField()
+    seen_at = models.DateTimeField()
+    live_until = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."worker_deployments'
+
+    def __str__(self):
+        return f"{self.worker_id}: {self.name}@{self.version}"
+
 class Workflow(ReadOnlyModel):
     STATUSES = list(WORKFLOW_STATUSES)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -29,6 +30,43 @@ ACTIVE = ("pending", "running", "sleeping")
 """Statuses of a workflow that has not ended: a version is drained when it has none."""
 FORK_OWNER = "$fork"
 MIGRATE_OWNER = "$migrate"
+
+DUE_SQL = """(w.status in ('pending','sleeping') and w.available_at <= now())
+          or (w.status = 'running' and w.lease_expires_at <= now())"""
+"""A workflow a worker would claim now: pending or sleeping and available, or running with a
+lapsed lease (CLAIM_SQL's two scans)."""
+
+LIVE_SQL = "s.live_until > now()"
+"""A worker_deployments row ``s`` whose worker is live: refreshed within its own staleness bound
+(ilr.worker.DEPLOYMENT_STALE_AFTER refresh periods; the worker writes live_until)."""
+
+UNSERVED_SQL = f"""
+with due as (
+  select w.name, w.version, count(*) as due from (
+    select name, version from ilr.workflows
+     where status in ('pending','sleeping') and available_at <= now()
+    union all
+    select name, version from ilr.workflows
+     where status = 'running' and lease_expires_at <= now()) w
+   group by w.name, w.version)
+select due.name, due.version, due.due,
+       (select max(s.seen_at) from ilr.worker_deployments s
+         where s.name = due.name and s.version = due.version) as last_seen
+  from due
+ where not exists (select 1 from ilr.worker_deployments s
+                    where s.name = due.name and s.version = due.version and {LIVE_SQL})
+ order by due.name, due.version
+"""
+
+
+def unserved_on(conn: psycopg.Connection) -> list[dict]:
+    """The (name, version) pairs with due work (DUE_SQL) and no live worker, on ``conn``.
+
+    Returns:
+        [{"name", "version", "due": n, "last_seen": the latest seen_at of any worker for the
+        pair, or None when no worker row is left}], by name then version.
+    """
+    return conn.execute(UNSERVED_SQL).fetchall()
 
 
 def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
@@ -136,7 +174,7 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
 
     Args:
         conn: a psycopg 3 connection inside a transaction.
-        payload: plain JSON.
+        payload: plain JSON, None included (stored as JSON null; the wait returns it as sent).
 
     Returns:
         the signal id.
@@ -161,19 +199,41 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
     return sig["id"]
 
 
-def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bool:
+@dataclass(frozen=True)
+class CancelRequest:
+    """What a cancel did: whether it requested the cancel, and which sends may still land.
+
+    A cancel stops every send not yet authorized; it cannot recall one already authorized. A
+    send whose T_dispatch (or recovery resend) committed before the cancel goes out, or was
+    already out, when the cancel commits; its effect is listed until it resolves, as
+    ``rt.revoke`` lists the effects a revoke cannot stop.
+
+    Attributes:
+        requested: True when this call requested the cancel; False when the workflow had
+            already ended or a cancel was already requested. The object's truth value.
+        may_still_land: ids of the effects in state dispatched under the workflow or its
+            children (sorted): their sends were authorized before the cancel and may land.
+    """
+
+    requested: bool
+    may_still_land: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.requested
+
+
+def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> CancelRequest:
     """Request cancellation of ``wf_id`` inside the caller's transaction.
 
     Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
     wins) and wakes a sleeping or pending workflow, so the Cancelled exception is delivered at
-    its next durable call. Running
-    children are cancelled too (spec §5.8; lock order parent, then children), and a workflow
-    that continued-as-new is cancelled in its current run. From the commit on, T_dispatch
-    refuses every non-compensation send (NoSendAfterCancel).
+    its next durable call. Running children are cancelled too (lock order parent, then
+    children), and a workflow that continued-as-new is cancelled in its current run. From the
+    commit on, T_dispatch refuses every non-compensation send (NoSendAfterCancel).
 
     Returns:
-        True when this call requested the cancel; False when the workflow had already ended
-        or a cancel was already requested.
+        a CancelRequest: truthy when this call requested the cancel, and the effects whose
+        authorized sends may still land.
 
     Raises:
         WorkflowNotFound: no workflow has this id.
@@ -184,6 +244,21 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
         codec.check_who(by)
     cur = conn.cursor(row_factory=dict_row)
     wf = _lock_current_run(cur, wf_id)
+    requested = _cancel_tree(cur, wf, by)
+    # Read after the workflow rows are locked. T_dispatch's fence updates the same row first, so
+    # a T_dispatch either committed before the lock was granted (its dispatched state is visible
+    # to this later statement: READ COMMITTED) or waits for this commit and then refuses on
+    # cancel_requested_at. What this lists is exactly what the cancel could not stop.
+    landing = cur.execute(
+        "with recursive tree(id) as (select %s::text union "
+        "select w.id from ilr.workflows w join tree t on w.parent_id = t.id) "
+        "select effect_id from ilr.effects where state = 'dispatched' "
+        "and dispatch_workflow_id in (select id from tree) order by effect_id", (wf["id"],)).fetchall()
+    return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
+
+
+def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
+    """Cancel the locked workflow row ``wf`` and its running children; True when it requested."""
     if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
         return False
     cur.execute(
@@ -194,7 +269,7 @@ def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> bo
         "select id from ilr.workflows where parent_id = %s and status not in "
         "('completed','failed','cancelled','stuck','continued') order by id", (wf["id"],)).fetchall()
     for child in children:
-        cancel_in(conn, child["id"], by)
+        _cancel_tree(cur, _lock_current_run(cur, child["id"]), by)
     return True
 
 
@@ -287,11 +362,13 @@ class Runtime:
     # -- messages ----------------------------------------------------------------------------
 
     def signal(self, wf_id: str, name: str, payload: Any = None, sender: str | None = None) -> int:
-        """Send signal ``name`` to ``wf_id`` (see ``signal_in``). Returns the signal id."""
-        return self._tx(signal_in, wf_id, name, {} if payload is None else payload, sender)
+        """Send signal ``name`` to ``wf_id`` (see ``signal_in``): the wait returns ``payload``
+        exactly as sent (default None, stored as JSON null). Returns the signal id."""
+        return self._tx(signal_in, wf_id, name, payload, sender)
 
-    def cancel(self, wf_id: str, by: str | None = None) -> bool:
-        """Request cancellation (see ``cancel_in``)."""
+    def cancel(self, wf_id: str, by: str | None = None) -> CancelRequest:
+        """Request cancellation; truthy when this call requested it, with the effects whose
+        authorized sends may still land (see ``cancel_in`` and ``CancelRequest``)."""
         return self._tx(cancel_in, wf_id, by)
 
     # -- reads -------------------------------------------------------------------------------
@@ -517,8 +594,9 @@ class Runtime:
         return self._tx(body)
 
     def drain_report(self, name: str | None = None, version: str | None = None) -> list[dict]:
-        """Whether each deployed version can retire (spec §5.8): its workflows counted by
-        (name, version, status), and its oldest active (pending, running or sleeping) one.
+        """Whether each deployed version can retire (spec §5.8), and whether anything serves it:
+        its workflows counted by (name, version, status), its oldest active (pending, running
+        or sleeping) one, its live workers and its due work.
 
         Args:
             name, version: filters; default every deployment.
@@ -526,7 +604,10 @@ class Runtime:
         Returns:
             one row per deployment, by name then version: {"name", "version", "retired_at",
             "counts": {status: n}, "active": n, "oldest_pending": {"id", "status",
-            "created_at"} or None, "drained": active == 0}.
+            "created_at"} or None, "drained": active == 0, "workers": [ids of the workers live
+            for it (LIVE_SQL)], "due": n workflows a worker would claim now (DUE_SQL),
+            "unserved": due > 0 and no worker is live for it}. ``unserved()`` lists exactly
+            the unserved pairs.
         """
         clauses, params = [], []
         for column, value in (("d.name", name), ("d.version", version)):
@@ -547,8 +628,17 @@ class Runtime:
                 f"from ilr.workflows w join ilr.deployments d on d.name = w.name and d.version = w.version "
                 f"{where} {'and' if where else 'where'} w.status in ('pending','running','sleeping') "
                 f"order by w.name, w.version, w.created_at, w.id", params).fetchall()
+            due = conn.execute(
+                f"select w.name, w.version, count(*) as n from ilr.workflows w "
+                f"join ilr.deployments d on d.name = w.name and d.version = w.version "
+                f"{where} {'and' if where else 'where'} ({DUE_SQL}) group by w.name, w.version", params).fetchall()
+            live = conn.execute(
+                f"select s.name, s.version, s.worker_id from ilr.worker_deployments s "
+                f"join ilr.deployments d on d.name = s.name and d.version = s.version "
+                f"{where} {'and' if where else 'where'} {LIVE_SQL} order by s.worker_id", params).fetchall()
         by_key = {(d["name"], d["version"]): {"name": d["name"], "version": d["version"], "retired_at": d["retired_at"],
-                                              "counts": {}, "active": 0, "oldest_pending": None, "drained": True}
+                                              "counts": {}, "active": 0, "oldest_pending": None, "drained": True,
+                                              "workers": [], "due": 0, "unserved": False}
                   for d in deps}
         for c in counts:
             row = by_key[(c["name"], c["version"])]
@@ -559,7 +649,27 @@ class Runtime:
         for o in oldest:
             by_key[(o["name"], o["version"])]["oldest_pending"] = {"id": o["id"], "status": o["status"],
                                                                    "created_at": o["created_at"]}
+        for s in live:
+            by_key[(s["name"], s["version"])]["workers"].append(s["worker_id"])
+        for d in due:
+            row = by_key[(d["name"], d["version"])]
+            row["due"] = d["n"]
+            row["unserved"] = not row["workers"]
         return list(by_key.values())
+
+    def unserved(self) -> list[dict]:
+        """The deployments with due work and no live worker: a workflow a worker would claim
+        now (pending or sleeping and available, or running with a lapsed lease) of a (name,
+        version) that no worker has refreshed within its staleness bound (3 refresh periods,
+        ilr.worker.DEPLOYMENT_STALE_AFTER). Nothing claims such work until a worker that
+        registers the pair starts (or ``migrate`` moves it).
+
+        Returns:
+            [{"name", "version", "due": n, "last_seen": when any worker last served the pair,
+            or None}], by name then version (see ``unserved_on``).
+        """
+        with self._lock:
+            return unserved_on(self.connection())
 
     def retire(self, name: str, version: str) -> Any:
         """Retire a deployed version: it takes no new starts (``rt.start``, ``ctx.child``);

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from ilr import batch, db
-from ilr.errors import Fenced, InvalidInput, Suspend
+from ilr.errors import Fenced, InvalidInput, SignalTimeout, Suspend
 
 TERMINAL = ("completed", "failed", "cancelled", "stuck")
 MAX_ID_LENGTH = 200
@@ -74,7 +74,7 @@ def record_step(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str
 
 def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             signal: str | None = None, until: str | None = None, seconds: float | None = None,
-            attempt: int | None = None) -> tuple[str, Any]:
+            attempt: int | None = None, timeout: float | None = None) -> tuple[str, Any]:
     """The suspend transaction (spec §5.6): consume a waiting signal, record a due timer, or
     release the row as sleeping.
 
@@ -89,10 +89,13 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
         seconds: the timeout from now() for a first suspend; None with no ``until`` means
             wait forever (available_at = 'infinity').
         attempt: the next attempt number, for kind "retry".
+        timeout: the wait's timeout in seconds, for kind "signal" (recorded with a timeout).
 
     Returns:
         ("signal", payload) when a signal was consumed, or ("timeout", None) when the timer
-        was due (the step row is recorded in both cases).
+        was due. The step row is recorded in both cases: a consumed signal as its payload with
+        fingerprint ``signal:<id>``, a signal wait's timeout as the error {"type":
+        "SignalTimeout", "message", "signal", "timeout", "until"} with a NULL output.
 
     Raises:
         Suspend: the workflow now sleeps; the worker unwinds and releases the run.
@@ -116,13 +119,18 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             ).fetchone()
             if sig is not None:
                 cur.execute("update ilr.signals set consumed_seq = %s where id = %s", (seq, sig["id"]))
-                _insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]))
+                _insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]),
+                             fingerprint=f"signal:{sig['id']}")
                 result = ("signal", sig["payload"])
                 run.renewed(t0, fence["cancel_requested_at"])
                 return result
         if kind != "retry" and deadline["due"]:
             output = json.dumps({"until": until_json}) if kind == "sleep" else None
-            _insert_step(cur, run, seq, kind, name, output)
+            error = None
+            if kind == "signal":
+                error = json.dumps({"type": "SignalTimeout", "message": str(SignalTimeout(signal, timeout)),
+                                    "signal": signal, "timeout": timeout, "until": until_json})
+            _insert_step(cur, run, seq, kind, name, output, error)
             run.renewed(t0, fence["cancel_requested_at"])
             return ("timeout", None)
         waiting = {"seq": seq, "kind": kind, "name": name, "until": until_json}

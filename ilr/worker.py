@@ -10,6 +10,11 @@ now (a start, a signal or cancel waking a sleeper, a child waking its parent); t
 thread wakes the claim loop. Polling every ``poll`` seconds stays the fallback for what no
 notification announces (a timer coming due, a lapsed lease) and for a lost notification: a
 listener that reconnects claims at once, so nothing waits longer than one poll.
+
+Database faults (``db.is_connection_fault``: a lost connection, a server shutting down, a
+server refusing writes as read-only) never end the worker: the claim, heartbeat and listen
+loops log a warning, drop the connection and retry on a new one; a run that meets one stops
+where it is (never marked failed), and its lease lapses for a takeover.
 """
 
 from __future__ import annotations
@@ -128,8 +133,24 @@ update ilr.workflows w
    set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
   from unnest(%(ids)s::text[], %(epochs)s::bigint[]) as a(id, epoch)
  where w.id = a.id and w.epoch = a.epoch and w.status = 'running' and w.lease_expires_at > now()
-returning w.id, w.cancel_requested_at
+returning w.id, w.epoch, w.cancel_requested_at
 """
+
+DEPLOYMENT_REFRESH_MIN = 5.0
+"""Seconds, the shortest default period of a worker's ilr.worker_deployments refresh: the
+default period is max(lease_ttl, DEPLOYMENT_REFRESH_MIN) (``Worker(deployment_refresh=...)``,
+``ilr_worker --deployment-refresh``, settings.ILR_DEPLOYMENT_REFRESH override it)."""
+DEPLOYMENT_STALE_AFTER = 3
+"""Refresh periods a worker_deployments row stays live: each refresh writes live_until =
+now() + DEPLOYMENT_STALE_AFTER * period, and a row is live while live_until > now()."""
+
+SEEN_SQL = """
+insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until)
+select %(worker)s, a.name, a.version, now(), now() + make_interval(secs => %(live)s)
+  from unnest(%(names)s::text[], %(versions)s::text[]) as a(name, version)
+on conflict (worker_id, name, version) do update set seen_at = excluded.seen_at, live_until = excluded.live_until
+"""
+"""Upsert every (name, version) this worker serves as seen now: at register and on each refresh."""
 
 
 class CodeChanged(InterlockError):
@@ -213,13 +234,18 @@ class Worker:
         max_takeovers: crash-loop guard (design-notes §5). Default 5.
         allow_code_change: accept a changed code_sha256 for an existing (name, version).
         dsn: conninfo; default Django's DATABASES["default"].
+        deployment_refresh: seconds between refreshes of this worker's ilr.worker_deployments
+            rows; default max(lease_ttl, DEPLOYMENT_REFRESH_MIN). A row is live for
+            DEPLOYMENT_STALE_AFTER periods after its last refresh.
     """
 
     def __init__(self, worker_id: str, definitions: Iterable[WorkflowDefinition] | None = None, *,
                  concurrency: int = 4, lease_ttl: float = 30.0, poll: float = 1.0, max_takeovers: int = 5,
-                 allow_code_change: bool = False, dsn: str | None = None):
+                 allow_code_change: bool = False, dsn: str | None = None, deployment_refresh: float | None = None):
         if concurrency < 1 or lease_ttl <= 0 or poll <= 0:
             raise InvalidInput("worker", "concurrency >= 1, lease_ttl > 0 and poll > 0 are required")
+        if deployment_refresh is not None and not deployment_refresh > 0:
+            raise InvalidInput("deployment_refresh", "a positive number of seconds is required")
         self.worker_id = worker_id
         self.definitions = list(definitions) if definitions is not None else registry.all_definitions()
         if not self.definitions:
@@ -229,10 +255,14 @@ class Worker:
         self.poll = poll
         self.max_takeovers = max_takeovers
         self.allow_code_change = allow_code_change
+        self.deployment_refresh = float(deployment_refresh or max(self.lease_ttl, DEPLOYMENT_REFRESH_MIN))
         self.dsn = dsn or db.conninfo()
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._active: dict[str, Run] = {}
+        # In-flight runs by (workflow id, epoch), not by id alone: a run whose lease lapsed is
+        # still inside its step when this worker claims the workflow again, so two runs of one
+        # workflow can be in flight here at once, and each must add, renew and remove only itself.
+        self._active: dict[tuple[str, int], Run] = {}
         self._conns: queue.SimpleQueue = queue.SimpleQueue()
         self._claim_conn: psycopg.Connection | None = None
         self.heartbeats = 0
@@ -253,7 +283,9 @@ class Worker:
         A new (name, version) is inserted with this worker's code_sha256. An existing one with
         another hash is refused (CodeChanged: the worker exits 2, naming the name, the version
         and both hashes) unless allow_code_change, which records the new hash. A worker claims
-        only the pairs it registered here (VersionPinned).
+        only the pairs it registered here (VersionPinned). Then every pair is upserted into
+        ilr.worker_deployments as served by this worker (SEEN_SQL); the heartbeat thread
+        refreshes them and ``run`` deletes them on a clean exit.
 
         Raises:
             CodeChanged: an existing (name, version) has another code_sha256 and
@@ -275,6 +307,7 @@ class Worker:
                                 d.name, d.version, digest, row["code_sha256"])
                     conn.execute("update ilr.deployments set code_sha256 = %s where name = %s and version = %s",
                                  (digest, d.name, d.version))
+            conn.execute(SEEN_SQL, self._seen_params())
 
     def run(self) -> None:
         """Claim and run until ``stop()``; then wait for in-flight runs and return."""
@@ -293,17 +326,27 @@ class Worker:
                 if free > 0:
                     try:
                         claimed = self._claim(free)
-                    except psycopg.OperationalError as exc:
+                    except psycopg.Error as exc:
+                        if not db.is_connection_fault(exc):
+                            raise
                         log.warning("%s: claim failed (%s); retrying", self.worker_id, exc)
                         self._drop_claim_conn()
                 for row, t0, steps in claimed:
                     run = Run(row, self.lease_ttl, t0, steps)
-                    self._active[run.workflow_id] = run
+                    # The claim took the row at a newer epoch, so a run of ours still holding an
+                    # older one lost its lease: fence it now, so it starts no body before its next
+                    # write is refused (it keeps its slot until its thread returns).
+                    for older in list(self._active.values()):
+                        if older.workflow_id == run.workflow_id:
+                            older.fenced = True
+                    self._active[(run.workflow_id, run.epoch)] = run
                     pool.submit(self._execute, run)
                 if not claimed or len(claimed) < free:
                     self._wake.wait(self.poll)
                     self._wake.clear()
         self._drop_claim_conn()
+        heartbeat.join(timeout=self.lease_ttl)  # its last refresh of worker_deployments comes before the delete
+        self._unregister()
         while not self._conns.empty():
             self._conns.get().close()
 
@@ -347,7 +390,9 @@ class Worker:
                     self._wake.set()  # whatever was announced while nobody listened: claim now
                 for _ in conn.notifies(timeout=1.0):
                     self._wake.set()
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
+                if not db.is_connection_fault(exc):
+                    raise
                 log.warning("%s: listen connection failed (%s); polling meanwhile", self.worker_id, exc)
                 if conn is not None:
                     conn.close()
@@ -361,9 +406,13 @@ class Worker:
         last_beat: float | None = None  # monotonic time of the last renewal while runs were held
         interval = self.lease_ttl / 3
         next_beat = time.monotonic() + interval
+        next_seen = time.monotonic() + self.deployment_refresh  # register() wrote the first one
         while not (self._stop.is_set() and not self._active):
             # Short naps so a stopping worker exits soon after its last run; beats every ttl/3.
             time.sleep(min(0.1, max(0.0, next_beat - time.monotonic())))
+            if time.monotonic() >= next_seen:  # low frequency, beside the lease renewals
+                next_seen = time.monotonic() + self.deployment_refresh
+                conn = self._refresh_deployments(conn)
             if time.monotonic() < next_beat:
                 continue
             next_beat = time.monotonic() + interval
@@ -378,8 +427,15 @@ class Worker:
                 rows = conn.execute(HEARTBEAT_SQL, {
                     "ttl": self.lease_ttl, "ids": [r.workflow_id for r in runs], "epochs": [r.epoch for r in runs],
                 }).fetchall()
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
+                if not db.is_connection_fault(exc):
+                    raise
+                # Renewed nothing: each run's local lease runs out on its own, and the fence
+                # refuses its writes once its lease lapsed. A fresh connection next beat (a
+                # read-only server may be a demoted primary; the next one may reach its successor).
                 log.warning("%s: heartbeat failed (%s)", self.worker_id, exc)
+                if conn is not None:
+                    conn.close()
                 conn = None
                 continue
             done = time.monotonic()
@@ -387,14 +443,46 @@ class Worker:
                 self.worst_heartbeat_gap = max(self.worst_heartbeat_gap, done - last_beat)
             last_beat = done
             self.heartbeats += 1
-            live = {row["id"]: row for row in rows}
+            live = {(row["id"], row["epoch"]): row for row in rows}
             for r in runs:
-                if r.workflow_id in live:
-                    r.renewed(t0, live[r.workflow_id]["cancel_requested_at"])
+                if (r.workflow_id, r.epoch) in live:
+                    r.renewed(t0, live[(r.workflow_id, r.epoch)]["cancel_requested_at"])
                 elif not r.released:
                     r.fenced = True  # zero rows: another epoch owns it, or the lease lapsed
         if conn is not None:
             conn.close()
+
+    def _seen_params(self) -> dict:
+        return {"worker": self.worker_id, "names": [d.name for d in self.definitions],
+                "versions": [d.version for d in self.definitions],
+                "live": DEPLOYMENT_STALE_AFTER * self.deployment_refresh}
+
+    def _refresh_deployments(self, conn: psycopg.Connection | None) -> psycopg.Connection | None:
+        """Mark every pair this worker serves as seen now (SEEN_SQL, one statement) on the
+        heartbeat connection ``conn`` (opened when None or closed).
+
+        Returns:
+            the connection, or None after a database error (logged; the next refresh retries).
+        """
+        try:
+            if conn is None or conn.closed:
+                conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
+            conn.execute(SEEN_SQL, self._seen_params())
+            return conn
+        except psycopg.Error as exc:
+            log.warning("%s: worker_deployments refresh failed (%s)", self.worker_id, exc)
+            if conn is not None:
+                conn.close()
+            return None
+
+    def _unregister(self) -> None:
+        """Delete this worker's ilr.worker_deployments rows (a clean exit); a database error is
+        logged and the rows go stale by themselves."""
+        try:
+            with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:
+                conn.execute("delete from ilr.worker_deployments where worker_id = %s", (self.worker_id,))
+        except psycopg.Error as exc:
+            log.warning("%s: could not delete its worker_deployments rows (%s)", self.worker_id, exc)
 
     # -- one run -----------------------------------------------------------------------------
 
@@ -414,13 +502,18 @@ class Worker:
             self._run_workflow(conn, run)
         except Fenced:
             log.info("%s: fenced out of %s (epoch %s)", self.worker_id, run.workflow_id, run.epoch)
-        except psycopg.OperationalError as exc:
-            healthy = False
-            log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id, exc)
-        except Exception:  # noqa: BLE001 - a worker never dies of one workflow
-            log.exception("%s: unexpected error running %s", self.worker_id, run.workflow_id)
+        except Exception as exc:  # noqa: BLE001 - a worker never dies of one workflow
+            if db.is_connection_fault(exc):
+                # The run stops here: a write that committed is replayed from its row, one
+                # that did not is redone by the claim (ours too) that takes the workflow over
+                # once its lease lapsed and the database takes writes again.
+                healthy = False
+                log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id,
+                            exc)
+            else:
+                log.exception("%s: unexpected error running %s", self.worker_id, run.workflow_id)
         finally:
-            self._active.pop(run.workflow_id, None)
+            self._active.pop((run.workflow_id, run.epoch), None)  # only this run: a newer epoch may be in flight
             if healthy and not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 self._conns.put(conn)
             else:
@@ -447,8 +540,8 @@ class Worker:
                 self._suspend_swallowed(conn, run)
             raise
         except BaseException as exc:  # noqa: BLE001
-            if isinstance(exc, psycopg.OperationalError):
-                raise
+            if db.is_connection_fault(exc):
+                raise  # a database that lost or refuses the connection is not the workflow's failure
             if ctx.suspended:
                 self._suspend_swallowed(conn, run)
                 return

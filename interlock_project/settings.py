@@ -97,6 +97,10 @@ LOGGING = {
 # stuck instead of running it again.
 ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
 
+# Seconds between a worker's refreshes of its ilr.worker_deployments rows (which live worker
+# serves each version); None: max(lease_ttl, 5 s). `ilr_worker --deployment-refresh` overrides.
+ILR_DEPLOYMENT_REFRESH = env.float("ILR_DEPLOYMENT_REFRESH", default=None)
+
 # Ed25519 key that signs journal entries (design-notes §4): a PEM path. Default: the key that
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)

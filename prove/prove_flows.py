@@ -5,11 +5,11 @@ prove.prove_flows``): the refund of prove.workflows with a durable timer before 
 
 from __future__ import annotations
 
-from ilr import workflow
+from ilr import SignalTimeout, workflow
 from prove import model
 from prove.workflows import call_model, notify_ops, proposal_for, target_for
 
-REFUND_TIMER_VERSION = "2026-11-29.1"
+REFUND_TIMER_VERSION = "2026-12-01.1"
 
 
 @workflow(name="refund_timer", version=REFUND_TIMER_VERSION)
@@ -21,8 +21,9 @@ def refund_timer(ctx, case):
         {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}),
         premises=lambda: target.capture(case["payment"]))
     proposal = ctx.step("propose", proposal_for, case, d.output["amount"])
-    approval = ctx.wait_signal("approve", timeout=case.get("approval_timeout", 24 * 3600))
-    if approval is None:
+    try:
+        approval = ctx.wait_signal("approve", timeout=case.get("approval_timeout", 24 * 3600))
+    except SignalTimeout:
         return {"status": "approval expired", "amount": proposal["amount"]}
     ctx.sleep(case.get("sleep_before_effect", 20))
     r = ctx.effect(target, key=f"refund:{case['id']}", payload=proposal, premises=approval["facts_seen"],

@@ -35,6 +35,7 @@ Endpoints:
 - Fault and admin endpoints (POST, JSON; all faults EMULATED): ``/admin/payments {id, paid}``,
   ``/admin/delay {seconds}``, ``/admin/blackhole {on}``, ``/admin/prune_keys``,
   ``/admin/hand_refund {payment, amount}``, ``/admin/fail_next {status, apply}``,
+  ``/admin/key_conflict {answer}``,
   ``/admin/reset`` (payments, refunds, keys, faults and the access log; the reset request is
   the first entry of the emptied log). ``GET /ledger``, ``GET /access_log``, ``GET /health``.
 
@@ -49,6 +50,10 @@ Faults, precisely:
 - prune_keys: forgets every stored idempotency key, so an old key applies again (EMULATED key
   expiry, standing in for Stripe's 24 h pruning; spec §11.3 S04). Lookups still find old refunds:
   they read the ledger, not the key store.
+- key_conflict ``{answer: "409"|"400"|"replay"}``: how tier 1 answers a stored key arriving with
+  other parameters: 409 (the default), 400 (Stripe's idempotency_error), or the stored refund
+  replayed as if the parameters matched (providers that key on the header alone). Nothing is
+  applied in any of the three.
 - fail_next ``{status: 500|502|400, apply: bool}``: the next POST /refunds answers ``status``;
   with ``apply`` it is processed first (a lost success), else nothing is applied.
 
@@ -293,6 +298,7 @@ class Ledger:
         effect_id: str | None,
         dedup: bool,
         dedup_window: float,
+        key_conflict: str = "409",
     ) -> tuple[dict, bool]:
         """Apply one API refund, or replay the stored one for a known key.
 
@@ -303,6 +309,8 @@ class Ledger:
             effect_id: the body's effect_id, or None.
             dedup: tier 1: consult and store idempotency keys.
             dedup_window: seconds a stored key counts (math.inf: until pruned).
+            key_conflict: the answer to a stored key with other parameters: "409", "400" or
+                "replay" (see the module docstring).
 
         Returns:
             (refund row, applied). applied is False when a stored key replayed its refund.
@@ -326,8 +334,8 @@ class Ledger:
                     stored = None
                 if stored is not None:
                     pid = _payment_id(payment_id)
-                    if stored["request_hash"] != _request_hash(pid, amount):
-                        raise Refused(409, "idempotency key reused with different parameters")
+                    if stored["request_hash"] != _request_hash(pid, amount) and key_conflict != "replay":
+                        raise Refused(int(key_conflict), "idempotency key reused with different parameters")
                     row = db.execute(
                         f"select {', '.join(REFUND_COLUMNS)} from refunds where id = ?",
                         (stored["refund_id"],),
@@ -428,12 +436,13 @@ class AccessLog:
 
 
 class Faults:
-    """The injected faults (all EMULATED): delay, blackhole, one-shot failure."""
+    """The injected faults (all EMULATED): delay, blackhole, one-shot failure, key conflicts."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.delay = 0.0
         self.fail_next: dict | None = None
+        self.key_conflict = "409"
         # Set while the blackhole is OFF, so held handlers can simply wait on it.
         self.open = threading.Event()
         self.open.set()
@@ -457,6 +466,7 @@ class Faults:
         with self._lock:
             self.delay = 0.0
             self.fail_next = None
+            self.key_conflict = "409"
         self.open.set()
 
 
@@ -514,6 +524,7 @@ class TargetServer(ThreadingHTTPServer):
             "delay": self.faults.delay,
             "blackhole": self.faults.blackhole,
             "fail_next": self.faults.fail_next,
+            "key_conflict": self.faults.key_conflict,
             "ledger": self.ledger.path,
             "access_log": self.log.path,
         }
@@ -647,6 +658,7 @@ class TargetHandler(BaseHTTPRequestHandler):
                 "/admin/prune_keys": self._admin_prune_keys,
                 "/admin/hand_refund": self._admin_hand_refund,
                 "/admin/fail_next": self._admin_fail_next,
+                "/admin/key_conflict": self._admin_key_conflict,
                 "/admin/reset": self._admin_reset,
             }
         )
@@ -681,6 +693,7 @@ class TargetHandler(BaseHTTPRequestHandler):
                 effect_id=body.get("effect_id"),
                 dedup=srv.tier == 1,
                 dedup_window=srv.dedup_window,
+                key_conflict=srv.faults.key_conflict,
             )
         except Refused:
             if failure is None:
@@ -760,6 +773,13 @@ class TargetHandler(BaseHTTPRequestHandler):
             raise Refused(400, "status must be 400, 500 or 502 and apply true or false")
         self.server.faults.fail_next = {"status": status, "apply": apply}
         self._send(200, {"fail_next": self.server.faults.fail_next})
+
+    def _admin_key_conflict(self) -> None:
+        answer = self._json_body().get("answer")
+        if answer not in ("409", "400", "replay"):
+            raise Refused(400, 'answer must be "409", "400" or "replay"')
+        self.server.faults.key_conflict = answer
+        self._send(200, {"key_conflict": answer})
 
     def _admin_reset(self) -> None:
         self.server.faults.reset()

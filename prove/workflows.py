@@ -12,12 +12,12 @@ import functools
 import os
 from typing import Any
 
-from ilr import workflow
+from ilr import SignalTimeout, workflow
 from ilr.targets import register_target
 from prove import model
 from prove.targets_client import LocalRefunds
 
-REFUND_VERSION = "2026-11-29.1"
+REFUND_VERSION = "2026-12-01.1"
 
 
 def target_for(case: dict) -> LocalRefunds:
@@ -101,8 +101,9 @@ def refund(ctx, case):
         {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}),
         premises=lambda: target.capture(case["payment"]))
     proposal = ctx.step("propose", proposal_for, case, d.output["amount"])
-    approval = ctx.wait_signal("approve", timeout=case.get("approval_timeout", 24 * 3600))
-    if approval is None:
+    try:
+        approval = ctx.wait_signal("approve", timeout=case.get("approval_timeout", 24 * 3600))
+    except SignalTimeout:
         return {"status": "approval expired", "amount": proposal["amount"]}
     if approval.get("rejected"):
         return {"status": "rejected", "by": approval.get("by"), "reason": approval.get("reason")}

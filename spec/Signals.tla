@@ -41,6 +41,7 @@ CONSTANTS Workers, Nobody, BROKEN, Payloads, MaxSignals, WaitTimeout, SleepFor,
           MaxClock, LeaseTTL, MaxCrashes
 
 ASSUME BROKEN \in {"none", "wake_only_if_sleeping"}
+ASSUME "timeout" \notin Payloads        \* a timeout is told apart from every payload
 
 Inf      == MaxClock + 1                   \* available_at = 'infinity'
 Seqs     == {1, 2, 3}
@@ -139,7 +140,8 @@ SuspendTxn(w) ==
                     /\ pc' = [pc EXCEPT ![w] = "replay"] /\ lw' = [lw EXCEPT ![w].mail = 0]
                     /\ UNCHANGED <<wfStatus, wfEpoch, wfOwner, availAt, waiting>>
                [] until <= now ->
-                    \* a due timer: sleep done, or the wait timed out (output null)
+                    \* a due timer: sleep done, or the wait timed out (recorded as a timeout,
+                    \* never as a payload: SignalTimeout, not a null output)
                     /\ stepRow' = [stepRow EXCEPT ![s] = [rec |-> TRUE,
                                                           out |-> IF s = 3 THEN "slept" ELSE "timeout"]]
                     /\ hist' = [hist EXCEPT !.early = @ \/ now < until]

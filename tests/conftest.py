@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ILR_TABLES = "ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, ilr.claims, " \
-             "ilr.responses, ilr.workflows, ilr.deployments"
+             "ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
 
 
 _STARTED_BY_US = pytest.StashKey[bool]()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ilr import Cancelled, RetryPolicy, workflow
+from ilr import Cancelled, RetryPolicy, SignalTimeout, workflow
 from ilr import db
 from ilr.context import ChildFailed, ChildTimeout
 
@@ -36,7 +36,10 @@ def sleeper(ctx, input):
 
 @workflow(name="waiter", version="1")
 def waiter(ctx, input):
-    payload = ctx.wait_signal("approve", timeout=input.get("timeout"))
+    try:
+        payload = ctx.wait_signal("approve", timeout=input.get("timeout"))
+    except SignalTimeout:
+        payload = None
     return {"payload": payload}
 
 
@@ -195,3 +198,78 @@ def counter(ctx, input):
     if n < input.get("until", 3):
         ctx.continue_as_new({**input, "n": n + 1})
     return {"n": n, "id": ctx.workflow_id}
+
+
+# -- a payload read live, not through a step (issue 19: the resend carries the bound payload) ------
+
+
+@workflow(name="live_amount", version="1")
+def live_amount(ctx, input):
+    """One tier-1 refund whose amount is read from input["amount_file"] on every run, outside any
+    step, so a replay can offer another payload under the same key. Returns the EffectResult's
+    status and effect id."""
+    from pathlib import Path
+
+    from prove.workflows import target_for
+
+    amount = int(Path(input["amount_file"]).read_text())
+    r = ctx.effect(target_for(input), key=f"live:{ctx.workflow_id}",
+                   payload={"payment": input["payment"], "amount": amount}, grant=input["grant_id"])
+    return {"status": r.status, "effect_id": r.effect_id}
+
+
+# -- a null signal payload against a signal wait's timeout -----------------------------------------
+
+
+def echo(value):
+    """A step body returning its argument: records what the first run saw."""
+    return value
+
+
+@workflow(name="wake_waiter", version="1")
+def wake_waiter(ctx, input):
+    """Wait on "wake" (input["timeout"], default 30 s): a payload, None included, is the signal
+    branch; SignalTimeout is the timeout branch. Records that view in step "seen", then waits on
+    "go" forever, so the run that returns replays the "wake" wait from the steps table. Returns
+    {"seen": first run's view, "replayed": the returning run's view}."""
+    try:
+        payload = ctx.wait_signal("wake", timeout=input.get("timeout", 30))
+        got = {"branch": "signal", "payload": payload}
+    except SignalTimeout as exc:
+        got = {"branch": "timeout", "name": exc.name, "timeout": exc.timeout}
+    seen = ctx.step("seen", echo, got)
+    ctx.wait_signal("go")
+    return {"seen": seen, "replayed": got}
+
+
+def wait_for_file(path: str) -> str:
+    """A step body that waits (no database use) until ``path`` exists; returns the path."""
+    import time
+
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    return path
+
+
+@workflow(name="gated", version="1")
+def gated(ctx, input):
+    """One step whose body returns once the file input["path"] exists: the test decides when the
+    step ends (e.g. after a database restart under it)."""
+    return ctx.step("gate", wait_for_file, input["path"])
+
+
+@workflow(name="swallow_unless_fixed", version="1")
+def swallow_unless_fixed(ctx, input):
+    """Records "before", then sleeps input["seconds"] (default 0.5): under ILR_TEST_FIXED=1 a
+    plain durable sleep; otherwise the sleep sits in a bare except, so the runtime marks the
+    workflow stuck ("Suspend swallowed"). Then records "after". Returns "fixed"."""
+    ctx.step("before", invoke, ctx.workflow_id, "before")
+    if os.environ.get("ILR_TEST_FIXED") == "1":
+        ctx.sleep(input.get("seconds", 0.5))
+    else:
+        try:
+            ctx.sleep(input.get("seconds", 0.5))
+        except:  # noqa: E722 - deliberately wrong: swallows the runtime's Suspend
+            pass
+    ctx.step("after", invoke, ctx.workflow_id, "after")
+    return "fixed"

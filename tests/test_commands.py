@@ -19,8 +19,8 @@ def manage(workers, *args, **env):
 
 def test_public_api_is_pinned():
     assert ilr.__all__ == [
-        "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
-        "Runtime", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
+        "CancelRequest", "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
+        "Runtime", "SignalTimeout", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
         "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "signal_in", "workflow"]
 
 

@@ -255,7 +255,7 @@ def test_cancelling_the_parent_cancels_its_running_child(rt, workers):
     rt.start("parent", "pc", {"child": {"seconds": 3600}})
     wait_for(lambda: statuses(rt, ["pc", "pc/1"]) == {"pc": "sleeping", "pc/1": "sleeping"}
              and (rt.describe("pc")["waiting"] or {}).get("kind") == "child", message="parent and child asleep")
-    assert rt.cancel("pc", by="ops") is True
+    assert rt.cancel("pc", by="ops").requested is True
     with pytest.raises(WorkflowFailed) as err:
         rt.result("pc", timeout=30)
     assert err.value.status == "cancelled"
@@ -266,7 +266,7 @@ def test_cancelling_the_parent_cancels_its_running_child(rt, workers):
     assert [(s["kind"], s["error"]["type"]) for s in steps] == [("sleep", "Cancelled")]
     assert invocations(rt, "pc/1", "work") == 0
     # Who asked is recorded with the request, on the child as well; a second cancel changes nothing.
-    assert rt.cancel("pc", by="someone-else") is False
+    assert rt.cancel("pc", by="someone-else").requested is False
     assert [rt.describe(w)["cancel_requested_by"] for w in ("pc", "pc/1")] == ["ops", "ops"]
 
 
@@ -301,7 +301,7 @@ def test_cancel_and_signal_reach_the_current_run_of_a_chain(rt, workers):
              message="cc continued, cc#1 asleep")
     rt.signal("cc", "ping", {"n": 1})
     assert [s["workflow_id"] for s in rt.describe("cc#1")["signals"]] == ["cc#1"]
-    assert rt.cancel("cc", by="ops") is True
+    assert rt.cancel("cc", by="ops").requested is True
     with pytest.raises(WorkflowFailed) as err:
         rt.result("cc", timeout=30)
     assert err.value.status == "cancelled" and err.value.workflow_id == "cc#1"

@@ -58,7 +58,7 @@ def test_cancel_during_sleep_runs_compensation(rt, workers):
     workers.start("w1")
     rt.start("compensating", "c1", {})
     wait_for(lambda: rt.describe("c1")["status"] == "sleeping", message="c1 sleeping")
-    assert rt.cancel("c1", by="test") is True
+    assert rt.cancel("c1", by="test").requested is True
     with pytest.raises(WorkflowFailed) as err:
         rt.result("c1", timeout=20)
     assert err.value.status == "cancelled"
@@ -66,7 +66,7 @@ def test_cancel_during_sleep_runs_compensation(rt, workers):
     steps = rt.describe("c1")["steps"]
     assert [s["name"] for s in steps] == ["reserve", "sleep", "release"]
     assert steps[1]["error"]["type"] == "Cancelled"
-    assert rt.cancel("c1") is False  # already ended
+    assert rt.cancel("c1").requested is False  # already ended
 
 
 def test_signal_wakes_waiter_and_timeout_returns_none(rt, workers):

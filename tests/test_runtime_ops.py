@@ -60,7 +60,7 @@ def test_signal_in_and_cancel_in_inside_a_django_transaction(rt, workers, django
         with transaction.atomic():
             connection.ensure_connection()
             signal_in(connection.connection, "dj", "approve", {"n": 1}, sender="django")
-            assert cancel_in(connection.connection, "dj2", by="django") is True
+            assert cancel_in(connection.connection, "dj2", by="django").requested is True
         connection.close()
     assert rt.result("dj", timeout=20) == {"payload": {"n": 1}}
     with pytest.raises(WorkflowFailed) as err:

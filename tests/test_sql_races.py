@@ -186,7 +186,8 @@ def test_cancel_waits_for_the_fenced_dispatch(claimed):
     t.join(10)
     canceller.join(10)
     assert out.get("value") is None  # dispatched before the cancel committed: allowed
-    assert cv["value"] is True
+    # The cancel, granted the row lock after T_dispatch committed, names the send it could not stop.
+    assert cv["value"].requested is True and cv["value"].may_still_land == (call.effect_id,)
     wf = rt.describe("race")
     sent = [e for e in rt.connection().execute("select body from ilr.journal where kind = 'DISPATCHED'").fetchall()]
     assert len(sent) == 1 and wf["cancel_requested_at"] is not None

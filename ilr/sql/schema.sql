@@ -49,7 +49,7 @@ create table if not exists ilr.steps (
   seq int not null,
   name text not null,
   kind text not null check (kind in ('step','decide','effect','sleep','signal','patch','child')),
-  fingerprint text,                         -- effect: effect_id||':'||payload_hash; decide: request_hash; else null
+  fingerprint text,                         -- effect: effect_id||':'||payload_hash; decide: request_hash; child: an explicit child id; signal: 'signal:'||id of the consumed signal; else null
   output jsonb,
   error jsonb,
   epoch bigint not null,
@@ -150,6 +150,18 @@ create table if not exists ilr.responses (
   received_at timestamptz not null default now()
 );
 create index if not exists responses_by_effect on ilr.responses (effect_id);
+
+-- Which live worker serves each deployment (migration 0008): upserted at a worker's start,
+-- refreshed from its heartbeat thread, deleted on a clean exit; live while live_until > now().
+create table if not exists ilr.worker_deployments (
+  worker_id text not null,
+  name text not null,
+  version text not null,
+  seen_at timestamptz not null default now(),
+  live_until timestamptz not null,          -- seen_at + 3 of the worker's refresh periods
+  primary key (worker_id, name, version),
+  foreign key (name, version) references ilr.deployments
+);
 
 create or replace function ilr.append_only() returns trigger language plpgsql as
   $$ begin raise exception 'ilr.% is append-only', tg_table_name; end $$;

@@ -1,10 +1,11 @@
 """``manage.py ilr_check [--ledger PATH] [--access-log PATH]``: run the invariants registry.
 
 Prints each invariant with held, violated (and the offending rows) or skipped, then any
-orphaned dispatches (not a violation: ``rt.recover_orphans()`` resolves them; with --json
-they go to stderr). The ledger is the payment target's SQLite file; its access log defaults
-to ``<ledger>.access.jsonl`` (skipped when that default is absent; an --access-log given
-explicitly must exist).
+orphaned dispatches (not a violation: ``rt.recover_orphans()`` resolves them) and the
+versions with due work and no live worker (``rt.unserved()``; not a violation either: a worker
+that registers the version claims it); with --json both go to stderr. The ledger is the
+payment target's SQLite file; its access log defaults to ``<ledger>.access.jsonl`` (skipped
+when that default is absent; an --access-log given explicitly must exist).
 
 Exit status: 0 every invariant held (or was skipped), 1 a violation, 2 bad usage (a --ledger
 that is missing or not the target's SQLite ledger, an unreadable --access-log, a bad flag).
@@ -22,6 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from ilr import db
 from ilr.invariants import check_all
 from ilr.orphans import find_orphans
+from ilr.runtime import unserved_on
 
 
 def _bad(flag: str, path: str, problem: str) -> CommandError:
@@ -98,6 +100,7 @@ class Command(BaseCommand):
         with db.connect(application_name="ilr-check") as conn:
             results = check_all(conn, evidence)
             orphans = find_orphans(conn)
+            unserved = unserved_on(conn)
         bad = False
         if json:
             self.stdout.write(_json.dumps(results, indent=2, default=str))
@@ -122,5 +125,12 @@ class Command(BaseCommand):
                           f"target {eff['target']}")
             if len(orphans) > 10:
                 out.write(f"    ... and {len(orphans) - 10} more")
+        if unserved:
+            out = self.stderr if json else self.stdout
+            out.write(f"\n{len(unserved)} version(s) with due work and no live worker: start a worker that "
+                      "registers it (ilr_worker --only name@version), or rt.migrate the workflows")
+            for u in unserved:
+                seen = f"last seen {u['last_seen']:%Y-%m-%d %H:%M:%S %Z}" if u["last_seen"] else "no worker seen"
+                out.write(f"    {u['name']}@{u['version']}  {u['due']} due, no live worker serves it ({seen})")
         if bad:
             sys.exit(1)

@@ -4,10 +4,11 @@ SIGTERM (or Ctrl-C) stops claiming and exits 0 after in-flight work. The worker 
 while an ilr migration is pending, and exits 2 when a deployed (name, version) has a different
 code hash (unless --allow-code-change). A bad flag (a concurrency below 1, a lease TTL or poll
 that is not a positive number of seconds, a negative --max-takeovers, an empty --id, an --import
-module that cannot be imported, an unknown --only pair) is one CommandError line naming the flag
-and exits 2, as argparse's own usage errors do. Connection budget: concurrency + 3 (see
-ilr.worker). Once registered it prints one line naming what it runs and its settings; on exit
-one line with the heartbeat count and the worst gap between renewals.
+module that cannot be imported, an unknown --only pair, a --deployment-refresh that is not a
+positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
+own usage errors do. Connection budget: concurrency + 3 (see ilr.worker). Once registered it
+prints one line naming what it runs and its settings; on exit one line with the heartbeat count
+and the worst gap between renewals.
 """
 
 from __future__ import annotations
@@ -41,12 +42,20 @@ class Command(BaseCommand):
         parser.add_argument("--max-takeovers", type=int, default=None, help="crash-loop guard (default 5)")
         parser.add_argument("--allow-code-change", action="store_true",
                             help="accept a changed code_sha256 for an existing (name, version)")
+        parser.add_argument("--deployment-refresh", type=float, default=None,
+                            help="seconds between refreshes of this worker's ilr.worker_deployments rows "
+                                 "(default ILR_DEPLOYMENT_REFRESH, else max(lease TTL, 5)); live for 3 periods")
 
     def handle(self, *args, worker_id, lease_ttl, concurrency, poll, only, imports, max_takeovers,
-               allow_code_change, **options):
+               allow_code_change, deployment_refresh, **options):
         from django.conf import settings
 
         self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
+        if deployment_refresh is None:
+            deployment_refresh = settings.ILR_DEPLOYMENT_REFRESH
+        if deployment_refresh is not None and not (math.isfinite(deployment_refresh) and deployment_refresh > 0):
+            raise CommandError(f"--deployment-refresh: must be a positive number of seconds, got "
+                               f"{deployment_refresh:g}", returncode=2)
         for module in imports:
             self._import(module)
         self._refuse_pending_migrations()
@@ -71,7 +80,7 @@ class Command(BaseCommand):
         worker = Worker(
             worker_id, definitions, concurrency=concurrency, lease_ttl=lease_ttl, poll=poll,
             max_takeovers=max_takeovers if max_takeovers is not None else settings.ILR_MAX_TAKEOVERS,
-            allow_code_change=allow_code_change,
+            allow_code_change=allow_code_change, deployment_refresh=deployment_refresh,
         )
         register = worker.register
 
