@@ -8,7 +8,8 @@ body plus a LogEntry, in one transaction):
 
 - grants: create a policy grant (``grant_in``); revoke (``revoke_in``), after which the page lists
   the effect ids revoke returned: "these may still land";
-- workflows: cancel (``cancel_in``); deployments: retire a version, with its drain report.
+- workflows: cancel (``cancel_in``); resume stuck workflows (``resume_in``); deployments: retire a
+  version, with its drain report.
 
 The workflow list and the deployments page say when work is due and no live worker serves its
 (name, version) ("due, no live worker serves refund@v1"; ``rt.unserved()``).
@@ -42,7 +43,7 @@ from approvals.templatetags.approvals_extras import as_json, cents, pretty_json
 from ilr.codec import MAX_TEXT_LENGTH
 from ilr.errors import InvalidInput
 from ilr.grants import GrantNotFound
-from ilr.models import Deployment, Effect, Grant, JournalEntry, LlmCall, Response, Signal, Workflow
+from ilr.models import Deployment, Effect, Grant, JournalEntry, LlmCall, Response, Signal, Step, Workflow
 
 MAX_SELECTED = 500
 
@@ -146,12 +147,12 @@ class WorkflowAdmin(ReadOnlyAdmin):
     search_help_text = "A workflow id, or the start of one."
     ordering = ("-created_at",)
     show_facets = admin.ShowFacets.NEVER  # per-filter counts would scan every workflow
-    actions = ["cancel_selected"]
+    actions = ["cancel_selected", "resume_selected"]
     change_list_template = "admin/approvals/workflow_change_list.html"
     fieldsets = [
         (None, {"fields": ("id", "name", "version", "status", "review_link", "waiting_state", "available",
                            "cancel_requested_at", "cancel_requested_by", "result_pretty", "error_pretty", "input_pretty")}),
-        ("Lease", {"fields": ("epoch", "owner", "lease_expires_at", "takeovers")}),
+        ("Lease", {"fields": ("epoch", "owner", "lease_expires_at", "takeovers", "resumed_by", "resumed_at")}),
         ("Lineage", {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at",
                                 "updated_at")}),
         ("Step timeline", {"fields": ("timeline",)}),
@@ -282,6 +283,10 @@ class WorkflowAdmin(ReadOnlyAdmin):
         """approvals.cancel."""
         return request.user.has_perm("approvals.cancel")
 
+    def has_resume_permission(self, request):
+        """approvals.resume."""
+        return request.user.has_perm("approvals.resume")
+
     def has_retire_permission(self, request):
         """approvals.retire."""
         return request.user.has_perm("approvals.retire")
@@ -292,11 +297,18 @@ class WorkflowAdmin(ReadOnlyAdmin):
         ids = list(queryset.values_list("id", flat=True)[:MAX_SELECTED])
         return HttpResponseRedirect(reverse("admin:ilr_workflow_cancel") + "?" + urlencode([("ids", i) for i in ids]))
 
+    @admin.action(permissions=["resume"], description="Resume stuck workflows…")
+    def resume_selected(self, request, queryset):
+        """Go to the resume confirmation page for the selected workflows."""
+        ids = list(queryset.values_list("id", flat=True)[:MAX_SELECTED])
+        return HttpResponseRedirect(reverse("admin:ilr_workflow_resume") + "?" + urlencode([("ids", i) for i in ids]))
+
     def get_urls(self):
-        """The confirmation pages (cancel, retire) and the deployments page, before the defaults."""
+        """The confirmation pages (cancel, resume, retire) and the deployments page, before the defaults."""
         wrap = self.admin_site.admin_view
         return [
             path("cancel/", wrap(self.cancel_view), name="ilr_workflow_cancel"),
+            path("resume/", wrap(self.resume_view), name="ilr_workflow_resume"),
             path("deployments/", wrap(self.deployments_view), name="ilr_deployments"),
             path("deployments/retire/", wrap(self.retire_view), name="ilr_deployment_retire"),
         ] + super().get_urls()
@@ -330,6 +342,40 @@ class WorkflowAdmin(ReadOnlyAdmin):
             return HttpResponseRedirect(reverse("admin:ilr_workflow_changelist"))
         return TemplateResponse(request, "admin/approvals/confirm_cancel.html",
                                 self._context(request, "Cancel workflows?", rows=rows))
+
+    def resume_view(self, request):
+        """Confirm (showing each workflow's error and kept steps), then resume each stuck one
+        through ``resume_in``; a selected workflow that is not stuck is named and left alone."""
+        if not self.has_resume_permission(request):
+            raise PermissionDenied
+        data = request.POST if request.method == "POST" else request.GET
+        ids = data.getlist("ids")[:MAX_SELECTED]
+        rows = list(selectors.workflows().filter(id__in=ids).order_by("id").values(
+            "id", "name", "version", "status", "error"))
+        if not rows:
+            raise Http404("no such workflows")
+        if request.method == "POST" and request.POST.get("confirm") == "yes":
+            done, skipped = [], []
+            for r in rows:
+                try:
+                    services.workflow_resume(user=request.user, workflow_id=r["id"])
+                    done.append(r["id"])
+                except InvalidInput:  # not stuck (any more): nothing written for it
+                    skipped.append(r["id"])
+            if done:
+                messages.success(request, f"Resumed {', '.join(done)}: pending now; recorded steps are kept.")
+            if skipped:
+                messages.warning(request, f"Nothing to do for {', '.join(skipped)}: not stuck.")
+            return HttpResponseRedirect(reverse("admin:ilr_workflow_changelist"))
+        counts: dict[str, int] = {}
+        for step in Step.objects.filter(workflow_id__in=[r["id"] for r in rows]).values_list("workflow_id", flat=True):
+            counts[step] = counts.get(step, 0) + 1
+        for r in rows:
+            r["steps"] = counts.get(r["id"], 0)
+            r["error_text"] = (r["error"] or {}).get("message", "") if isinstance(r["error"], dict) else (r["error"] or "")
+        stuck = [r for r in rows if r["status"] == "stuck"]
+        return TemplateResponse(request, "admin/approvals/confirm_resume.html",
+                                self._context(request, "Resume stuck workflows?", rows=rows, stuck=stuck))
 
     # -- deployments ----------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ class Approval(models.Model):
             ("reconcile", "Can reconcile an ambiguous effect"),
             ("grant", "Can create a policy grant"),
             ("cancel", "Can cancel a workflow"),
+            ("resume", "Can resume a stuck workflow"),
             ("retire", "Can retire a deployment version"),
         ]
         constraints = [

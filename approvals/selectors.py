@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
 from django.core.paginator import Page, Paginator
 from django.db import connection
 from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Cast, Now
 
+from approvals import conf
 from approvals.models import Approval
 from ilr import db, receipts
 from ilr.codec import payload_hash
@@ -28,8 +28,6 @@ from ilr.grants import EffectNotFound
 from ilr.models import Claim, Deployment, Effect, Signal, Step, WorkerDeployment, Workflow
 from ilr.runtime import UNSERVED_SQL
 
-PREMISE_TIMEOUT = 2.0
-"""Seconds allowed to re-read a case's premises from its target (APPROVALS_PREMISE_TIMEOUT)."""
 ACTIVE = ("pending", "running", "sleeping")
 QUEUE_PAGE_SIZE = 20
 
@@ -184,7 +182,7 @@ def premises_now(case: Any, facts_seen: Any) -> Premises:
         from prove.workflows import target_for
 
         target = target_for(case if isinstance(case, dict) else {})
-        target.read_timeout = float(getattr(settings, "APPROVALS_PREMISE_TIMEOUT", PREMISE_TIMEOUT))
+        target.read_timeout = float(conf.settings.PREMISE_TIMEOUT)
         payment = seen.get("payment") or (case.get("payment") if isinstance(case, dict) else None)
         if payment is None:
             raise ValueError("no payment to read")

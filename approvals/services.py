@@ -1,7 +1,8 @@
 """Writes: every action of the admin and the review UI (Django's services/selectors split).
 
 Each service checks the acting user's permission, runs the runtime's own transaction body
-(``approve_in``, ``signal_in``, ``cancel_in``, ``grant_in``, ``revoke_in``, ``reconcile_in``) on
+(``approve_in``, ``signal_in``, ``cancel_in``, ``resume_in``, ``grant_in``, ``revoke_in``,
+``reconcile_in``) on
 Django's connection inside ``transaction.atomic()``, and writes a ``django.contrib.admin``
 ``LogEntry`` in the same transaction: either the action and its log entry commit together, or
 neither does. ``by`` / ``granted_by`` is always ``user.get_username()``, never a form value.
@@ -16,7 +17,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
@@ -24,14 +24,12 @@ from django.db import IntegrityError, connection, transaction
 from psycopg.rows import dict_row
 from psycopg.types.json import JsonbLoader, JsonLoader
 
-from approvals import selectors
+from approvals import conf, selectors
 from approvals.models import Approval
-from ilr import CancelRequest, cancel_in, signal_in
+from ilr import CancelRequest, cancel_in, resume_in, signal_in
 from ilr.errors import InvalidInput, WorkflowNotFound
 from ilr.grants import approve_in, grant_in, reconcile_in, revoke_in
 from ilr.models import Deployment, Effect, Grant, Workflow
-
-DEFAULT_SECOND_APPROVER_CENTS = 50_000
 
 
 class ActionRefused(Exception):
@@ -64,9 +62,9 @@ class ApprovalOutcome:
 
 
 def second_approver_cents() -> int:
-    """``settings.APPROVALS_SECOND_APPROVER_CENTS``: the amount (cents) from which an approval needs
-    two distinct approvers. Default 50000."""
-    return int(getattr(settings, "APPROVALS_SECOND_APPROVER_CENTS", DEFAULT_SECOND_APPROVER_CENTS))
+    """APPROVALS_SECOND_APPROVER_CENTS (approvals.conf): the amount (cents) from which an approval
+    needs two distinct approvers."""
+    return int(conf.settings.SECOND_APPROVER_CENTS)
 
 
 # -- the runtime's transaction bodies on Django's connection ---------------------------------------
@@ -351,6 +349,29 @@ def workflow_cancel(*, user, workflow_id: str) -> CancelRequest:
     return requested
 
 
+def workflow_resume(*, user, workflow_id: str) -> dict:
+    """Resume a stuck workflow through ``resume_in`` (by = the user), with a LogEntry naming
+    the error it was stuck with and the steps it keeps.
+
+    Returns:
+        resume_in's answer.
+
+    Raises:
+        PermissionDenied: no approvals.resume permission.
+        WorkflowNotFound: unknown workflow.
+        InvalidInput: the workflow is not stuck (field "workflow_id"); nothing is written, no
+            LogEntry either.
+    """
+    _require(user, "resume")
+    with transaction.atomic():
+        out = resume_in(_ilr_conn(), workflow_id, by=user.get_username())
+        error = out["error"] or {}
+        _log(user, Workflow, workflow_id, workflow_id, CHANGE,
+             f"Resumed from stuck ({error.get('type', 'error')}: {error.get('message', '')}). "
+             f"Kept {out['steps']} recorded step(s); the next step without a row runs again.")
+    return out
+
+
 def deployment_retire(*, user, name: str, version: str) -> selectors.DrainReport:
     """Retire a deployment version: it takes no new starts; running work drains.
 
@@ -397,4 +418,5 @@ __all__ = [
     "grant_revoke",
     "second_approver_cents",
     "workflow_cancel",
+    "workflow_resume",
 ]

@@ -20,7 +20,7 @@ from ilr.errors import (
 )
 from ilr.registry import workflow
 from ilr.retry import RetryPolicy
-from ilr.runtime import CancelRequest, Runtime, cancel_in, signal_in
+from ilr.runtime import CancelRequest, Runtime, cancel_in, resume_in, signal_in
 from ilr.worker import Worker
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "WorkflowFailed",
     "WorkflowNotFound",
     "cancel_in",
+    "resume_in",
     "signal_in",
     "workflow",
 ]

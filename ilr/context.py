@@ -18,7 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ilr import codec, killpoints, store
+import psycopg
+
+from ilr import codec, db, killpoints, store
 from ilr.errors import (Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, SignalTimeout, StepFailed,
                         Suspend)
 from ilr.retry import RetryPolicy
@@ -105,9 +107,14 @@ class WorkflowContext:
         workflow_id, name, version, input, epoch: the claimed workflow.
     """
 
-    def __init__(self, run, conn, steps: dict[int, dict]):
+    def __init__(self, run, conn, steps: dict[int, dict], reconnect=None):
+        """Args: run, the worker's Run; conn, its connection; steps, the recorded step rows by
+        seq; reconnect, a callable returning a new connection, with which a connection that
+        died while idle (a database restart during a step body) is replaced before the next
+        write (None: never replaced)."""
         self._run = run
-        self._conn = conn
+        self._conn_now = conn
+        self._reconnect = reconnect
         self._steps = steps
         self._seq = 0
         self._patches: dict[str, int] = {}
@@ -119,6 +126,22 @@ class WorkflowContext:
         self.version = run.version
         self.input = run.input
         self.epoch = run.epoch
+
+    @property
+    def _conn(self):
+        """The run's connection for its next statement; replaced when it died while idle.
+
+        Only an idle connection is checked (``db.usable``: no round trip): one inside a
+        transaction belongs to that transaction, which must fail as it is. A replacement
+        changes nothing the fence relies on: every write fences on (id, epoch) and the lease
+        in the row, not on the session, so the next write on a new session is the same write.
+        """
+        conn = self._conn_now
+        if self._reconnect is not None and (conn.closed or (
+                conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not db.usable(conn))):
+            db.discard(conn)
+            conn = self._conn_now = self._reconnect()
+        return conn
 
     # -- replay cursor ---------------------------------------------------------------------
 

@@ -44,15 +44,17 @@ class _InfinityTimestamptzLoader(Loader):
 
 
 def conninfo(alias: str = "default") -> str:
-    """A libpq conninfo string for Django's database ``alias``, starting the embedded
-    PostgreSQL first when it is the configured database."""
+    """A libpq conninfo string for Django's database ``alias``, after calling ILR_BEFORE_CONNECT
+    (ilr.conf) with its DATABASES entry when that is set."""
     from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    from ilr import conf
 
     db = settings.DATABASES[alias]
-    if db.get("EMBEDDED_PGDATA"):
-        from interlock_project.embedded_pg import ensure_running
-
-        ensure_running(db["EMBEDDED_PGDATA"])
+    before_connect = conf.settings.BEFORE_CONNECT
+    if before_connect:
+        (import_string(before_connect) if isinstance(before_connect, str) else before_connect)(db)
     params = {
         "dbname": db.get("NAME"),
         "user": db.get("USER") or None,

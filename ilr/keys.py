@@ -1,6 +1,6 @@
 """Ed25519 keys for journal signatures (design-notes §4), with the ``cryptography`` package.
 
-The signing key is read from settings.ILR_SIGNING_KEY (a PEM path) when set, else from
+The signing key is read from ILR_SIGNING_KEY (a PEM path; ilr.conf) when set, else from
 ``<ILR_DATA_DIR>/keys/ed25519.pem`` when ``manage.py ilr_keys generate`` wrote one. With no key,
 entries are sealed with ``sig: null`` (hash chain only).
 """
@@ -15,17 +15,15 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from ilr.conf import settings
+
 
 def default_dir() -> Path:
-    from django.conf import settings
-
-    return Path(settings.DATA_DIR) / "keys"
+    return settings.DATA_DIR / "keys"
 
 
 def key_path() -> Path | None:
-    from django.conf import settings
-
-    configured = getattr(settings, "ILR_SIGNING_KEY", None)
+    configured = settings.SIGNING_KEY
     if configured:
         return Path(configured)
     candidate = default_dir() / "ed25519.pem"

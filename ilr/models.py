@@ -96,6 +96,8 @@ class Workflow(ReadOnlyModel):
     waiting = models.JSONField(null=True)
     cancel_requested_at = models.DateTimeField(null=True)
     cancel_requested_by = models.TextField(null=True)
+    resumed_by = models.TextField(null=True)
+    resumed_at = models.DateTimeField(null=True)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)

@@ -1,7 +1,7 @@
-"""The client: start, signal, cancel, describe, list, result, and the version operations
-fork, migrate, drain_report, retire (spec §5.8, §6).
+"""The client: start, signal, cancel, resume, describe, list, result, and the version
+operations fork, migrate, drain_report, retire (spec §5.8, §6).
 
-``signal_in`` and ``cancel_in`` are the transaction bodies: they run inside a caller's
+``signal_in``, ``cancel_in`` and ``resume_in`` are the transaction bodies: they run inside a caller's
 transaction on any psycopg 3 connection (Django's included: ``connection.connection`` inside
 ``transaction.atomic()``), so admin actions and race tests share the runtime's exact SQL.
 Lock order everywhere: workflow row, then effect row, then grant row.
@@ -273,6 +273,53 @@ def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
     return True
 
 
+def resume_in(conn: psycopg.Connection, wf_id: str, by: str) -> dict:
+    """Resume a stuck workflow inside the caller's transaction: an operator's way back from a
+    crash loop, a NonDeterminism after the code was fixed, or a swallowed Suspend.
+
+    Rule: only a stuck workflow resumes. It becomes pending and due now, with takeovers reset to
+    0 (the crash-loop guard starts over), the error cleared, and resumed_by / resumed_at set;
+    nothing else changes. Kept: every recorded step row (its outputs and errors), signals
+    consumed or not, effects and their journal, the epoch, the waiting state (a recorded timer
+    keeps its deadline), a requested cancel, the version (``Runtime.migrate`` changes that).
+    Re-run: the next claim replays the workflow code over the recorded steps; the first step
+    without a row runs its body again (at least once, as after any crash), and an effect left
+    dispatched goes through recovery, never a blind resend.
+
+    No run of the workflow is in flight: its stuck write (CrashLoop, NonDeterminism, Suspend
+    swallowed) is the last write of the claim that made it, no worker claims a stuck row, and
+    the row lock taken here orders this against any other resume, migrate or cancel. The next
+    claim bumps the epoch as every claim does.
+
+    Args:
+        by: who resumes (a person or service; recorded as resumed_by).
+
+    Returns:
+        {"workflow_id", "status": "pending", "error": the error it was stuck with (now cleared),
+        "steps": how many step rows it keeps, "resumed_by", "resumed_at"}.
+
+    Raises:
+        InvalidInput: a bad workflow id (field "workflow_id"), a ``by`` that names no one (field
+            "by"), or a workflow that is not stuck (field "workflow_id"); nothing is written.
+        WorkflowNotFound: no workflow has this id.
+    """
+    check_workflow_id(wf_id)
+    codec.check_who(by)
+    cur = conn.cursor(row_factory=dict_row)
+    wf = cur.execute("select id, status, error from ilr.workflows where id = %s for update", (wf_id,)).fetchone()
+    if wf is None:
+        raise WorkflowNotFound(wf_id)
+    if wf["status"] != "stuck":
+        raise InvalidInput("workflow_id", f"workflow {wf_id} is {wf['status']}: only a stuck workflow resumes")
+    row = cur.execute(
+        "update ilr.workflows set status = 'pending', available_at = now(), takeovers = 0, error = null, "
+        "owner = null, lease_expires_at = null, resumed_by = %s, resumed_at = now(), updated_at = now() "
+        "where id = %s returning resumed_at, (select count(*) from ilr.steps where workflow_id = %s) as steps",
+        (by, wf_id, wf_id)).fetchone()
+    return {"workflow_id": wf_id, "status": "pending", "error": wf["error"], "steps": row["steps"],
+            "resumed_by": by, "resumed_at": row["resumed_at"]}
+
+
 class Runtime:
     """Client of the ilr tables. Thread-safe (one connection behind a lock).
 
@@ -370,6 +417,21 @@ class Runtime:
         """Request cancellation; truthy when this call requested it, with the effects whose
         authorized sends may still land (see ``cancel_in`` and ``CancelRequest``)."""
         return self._tx(cancel_in, wf_id, by)
+
+    def resume(self, wf_id: str, *, by: str) -> dict:
+        """Resume a stuck workflow on its own code and version (see ``resume_in``: what it keeps
+        and what it re-runs). Fix the cause first (deploy the fixed code, remove the fault), or it
+        comes back stuck.
+
+        Returns:
+            {"workflow_id", "status": "pending", "error" (the cleared one), "steps",
+            "resumed_by", "resumed_at"}.
+
+        Raises:
+            InvalidInput: not stuck (field "workflow_id"), or no ``by`` (field "by").
+            WorkflowNotFound: no workflow has this id.
+        """
+        return self._tx(resume_in, wf_id, by)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -536,7 +598,8 @@ class Runtime:
 
         One transaction locks the row, checks, sets the version, bumps the epoch and records a
         synthetic claim (owner ``$migrate``, the new version) as the audit trail. Migrating to
-        the version it already has changes nothing.
+        the version it already has changes nothing (for a stuck workflow it is InvalidInput: use
+        ``resume``).
 
         Args:
             wf_id: a pending, sleeping or stuck workflow.
@@ -547,7 +610,8 @@ class Runtime:
 
         Raises:
             InvalidInput: the workflow is running or has ended (field "workflow_id"); the
-                version is unknown or retired (field "to_version"). Nothing is written.
+                version is unknown or retired, or is a stuck workflow's own (field
+                "to_version"). Nothing is written.
             WorkflowNotFound: no workflow ``wf_id``.
         """
         check_workflow_id(wf_id)
@@ -577,6 +641,10 @@ class Runtime:
                 raise InvalidInput("to_version", f"{wf['name']}@{to_version} is retired")
             out = {"workflow_id": wf_id, "name": wf["name"], "from_version": wf["version"], "to_version": to_version}
             if to_version == wf["version"]:
+                if wf["status"] == "stuck":
+                    # Changing nothing would leave it stuck while the caller believes it moved.
+                    raise InvalidInput("to_version", f"workflow {wf_id} is stuck on {wf['name']}@{to_version} "
+                                                     f"already: resume it on its own version with rt.resume")
                 return {**out, "status": wf["status"]}
             row = conn.execute(
                 "update ilr.workflows set version = %s, epoch = epoch + 1, updated_at = now(), "

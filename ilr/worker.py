@@ -14,7 +14,13 @@ listener that reconnects claims at once, so nothing waits longer than one poll.
 Database faults (``db.is_connection_fault``: a lost connection, a server shutting down, a
 server refusing writes as read-only) never end the worker: the claim, heartbeat and listen
 loops log a warning, drop the connection and retry on a new one; a run that meets one stops
-where it is (never marked failed), and its lease lapses for a takeover.
+where it is (never marked failed). A broken connection is not a lost lease and not a crash:
+
+- every pooled connection is checked when it is taken (``db.usable``, no round trip), so the
+  connections a database restart killed are replaced before a run's first statement meets one;
+- a run abandoned for a fault, or fenced out after one, is released by this worker as soon as
+  the database takes writes again (RELEASE_SQL, before its next claim): the workflow is due at
+  once, and the claim that takes it counts no takeover toward the crash-loop guard.
 """
 
 from __future__ import annotations
@@ -136,10 +142,28 @@ update ilr.workflows w
 returning w.id, w.epoch, w.cancel_requested_at
 """
 
+RELEASE_SQL = """
+update ilr.workflows w
+   set status = 'pending', owner = null, lease_expires_at = null, available_at = now(), updated_at = now()
+  from unnest(%(ids)s::text[], %(epochs)s::bigint[]) as a(id, epoch)
+ where w.id = a.id and w.epoch = a.epoch and w.status = 'running' and w.owner = %(owner)s
+returning w.id, w.epoch
+"""
+"""Give back claims this worker abandoned for a database fault: due now, epoch kept, takeovers
+untouched (the next claim sees prev_status 'pending', so it counts no takeover).
+
+No lease test, on purpose: a claim at this epoch that is still 'running' is held by nobody
+else (every claim bumps the epoch), lapsed or not; releasing it is the takeover it would get,
+without counting one. Races: a claim of the same row locks it FOR UPDATE SKIP LOCKED. When the
+release holds the lock, the claim skips the row and the next claim finds it pending; when the
+claim holds it, the release waits, re-reads the row at the new epoch and matches nothing. Only
+runs that returned are released, so no body of that epoch is still executing when a successor
+may start one (the local-lease argument of ``Run`` needs no lapse here)."""
+
 DEPLOYMENT_REFRESH_MIN = 5.0
 """Seconds, the shortest default period of a worker's ilr.worker_deployments refresh: the
 default period is max(lease_ttl, DEPLOYMENT_REFRESH_MIN) (``Worker(deployment_refresh=...)``,
-``ilr_worker --deployment-refresh``, settings.ILR_DEPLOYMENT_REFRESH override it)."""
+``ilr_worker --deployment-refresh``, ILR_DEPLOYMENT_REFRESH (ilr.conf) override it)."""
 DEPLOYMENT_STALE_AFTER = 3
 """Refresh periods a worker_deployments row stays live: each refresh writes live_until =
 now() + DEPLOYMENT_STALE_AFTER * period, and a row is live while live_until > now()."""
@@ -198,10 +222,12 @@ class Run:
         self.parent_id: str | None = row.get("parent_id")
         self.cancel_requested = row["cancel_requested_at"] is not None
         self.lease_ttl = lease_ttl
+        self.claimed_t0 = t0  # monotonic time before the claim transaction
         self.local_lease = t0 + lease_ttl
         self.fenced = False
         self.released = False
         self.steps = steps  # the step rows read with the claim, by seq; None: load them
+        self.context: WorkflowContext | None = None  # set when the run starts; holds its connection
 
     clock = staticmethod(time.monotonic)
 
@@ -265,6 +291,11 @@ class Worker:
         self._active: dict[tuple[str, int], Run] = {}
         self._conns: queue.SimpleQueue = queue.SimpleQueue()
         self._claim_conn: psycopg.Connection | None = None
+        # Claims (workflow id, epoch) whose run ended on a database fault, to release (RELEASE_SQL)
+        # from the claim loop, before its next claim, once the database takes writes again.
+        self._abandoned: list[tuple[str, int]] = []
+        self._abandoned_lock = threading.Lock()
+        self._last_fault = float("-inf")  # monotonic time any thread of this worker last met a fault
         self.heartbeats = 0
         self.worst_heartbeat_gap = 0.0
         """Seconds, the longest time between two lease renewals by the heartbeat thread while
@@ -323,12 +354,26 @@ class Worker:
             while not self._stop.is_set():
                 free = self.concurrency - len(self._active)
                 claimed: list[tuple[dict, float, dict[int, dict]]] = []
-                if free > 0:
+                released = True
+                if self._abandoned:
+                    try:
+                        # Before the claim, on the same connection: this worker's own claim never
+                        # takes one of its abandoned rows as a lapsed-lease takeover.
+                        self._release_abandoned()
+                    except psycopg.Error as exc:
+                        if not db.is_connection_fault(exc):
+                            raise
+                        self._fault()
+                        released = False
+                        log.warning("%s: release of abandoned runs failed (%s); retrying", self.worker_id, exc)
+                        self._drop_claim_conn()
+                if free > 0 and released:
                     try:
                         claimed = self._claim(free)
                     except psycopg.Error as exc:
                         if not db.is_connection_fault(exc):
                             raise
+                        self._fault()
                         log.warning("%s: claim failed (%s); retrying", self.worker_id, exc)
                         self._drop_claim_conn()
                 for row, t0, steps in claimed:
@@ -355,9 +400,7 @@ class Worker:
     def _claim(self, n: int) -> list[tuple[dict, float, dict[int, dict]]]:
         """Claim up to ``n`` due workflows and read their step rows: one transaction, one round
         trip (one Batch), one commit. Returns [(claimed row, t0, {seq: step row})]."""
-        if self._claim_conn is None or self._claim_conn.closed:
-            self._claim_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
-        conn = self._claim_conn
+        conn = self._claim_connection()
         params = {"names": [d.name for d in self.definitions], "versions": [d.version for d in self.definitions],
                   "n": n, "owner": self.worker_id, "ttl": self.lease_ttl}
         t0 = time.monotonic()  # before the claim transaction: the local lease starts here
@@ -371,13 +414,40 @@ class Worker:
         killpoints.hit("claimed")
         return [(row, t0, steps[row["id"]]) for row in rows]
 
+    def _claim_connection(self) -> psycopg.Connection:
+        if not db.usable(self._claim_conn):
+            db.discard(self._claim_conn)
+            self._claim_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
+        return self._claim_conn
+
     def _drop_claim_conn(self) -> None:
-        if self._claim_conn is not None:
-            try:
-                self._claim_conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self._claim_conn = None
+        db.discard(self._claim_conn)
+        self._claim_conn = None
+
+    def _fault(self) -> None:
+        """Note that a thread of this worker met a database fault now (see ``_execute``)."""
+        self._last_fault = time.monotonic()
+
+    def _abandon(self, run: Run) -> None:
+        """Queue ``run``'s claim for RELEASE_SQL (the run has returned)."""
+        with self._abandoned_lock:
+            self._abandoned.append((run.workflow_id, run.epoch))
+        self._wake.set()
+
+    def _release_abandoned(self) -> None:
+        """Release every queued abandoned claim in one statement on the claim connection; the
+        queue keeps them when the statement fails (a connection fault: retried next loop)."""
+        with self._abandoned_lock:
+            pending = list(self._abandoned)
+        if not pending:
+            return
+        rows = self._claim_connection().execute(RELEASE_SQL, {
+            "ids": [wf for wf, _ in pending], "epochs": [epoch for _, epoch in pending], "owner": self.worker_id,
+        }).fetchall()
+        with self._abandoned_lock:
+            self._abandoned = [c for c in self._abandoned if c not in pending]
+        for row in rows:
+            log.info("%s: released %s (epoch %s) after a database fault", self.worker_id, row["id"], row["epoch"])
 
     def _listen_loop(self) -> None:
         """LISTEN on WAKEUP_CHANNEL and wake the claim loop on each notification."""
@@ -393,6 +463,7 @@ class Worker:
             except psycopg.Error as exc:
                 if not db.is_connection_fault(exc):
                     raise
+                self._fault()
                 log.warning("%s: listen connection failed (%s); polling meanwhile", self.worker_id, exc)
                 if conn is not None:
                     conn.close()
@@ -421,7 +492,8 @@ class Worker:
                 last_beat = None
                 continue
             try:
-                if conn is None or conn.closed:
+                if not db.usable(conn):
+                    db.discard(conn)
                     conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
                 t0 = time.monotonic()
                 rows = conn.execute(HEARTBEAT_SQL, {
@@ -433,6 +505,7 @@ class Worker:
                 # Renewed nothing: each run's local lease runs out on its own, and the fence
                 # refuses its writes once its lease lapsed. A fresh connection next beat (a
                 # read-only server may be a demoted primary; the next one may reach its successor).
+                self._fault()
                 log.warning("%s: heartbeat failed (%s)", self.worker_id, exc)
                 if conn is not None:
                     conn.close()
@@ -465,7 +538,8 @@ class Worker:
             the connection, or None after a database error (logged; the next refresh retries).
         """
         try:
-            if conn is None or conn.closed:
+            if not db.usable(conn):
+                db.discard(conn)
                 conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
             conn.execute(SEEN_SQL, self._seen_params())
             return conn
@@ -487,37 +561,57 @@ class Worker:
     # -- one run -----------------------------------------------------------------------------
 
     def _get_conn(self) -> psycopg.Connection:
-        try:
-            conn = self._conns.get_nowait()
-            if not conn.closed:
+        """A pooled run connection that is still usable (``db.usable``), else a new one.
+
+        A database restart kills every pooled connection while it sits idle; each dead one is
+        dropped here, before a claimed run's first statement could meet it."""
+        while True:
+            try:
+                conn = self._conns.get_nowait()
+            except queue.Empty:
+                break
+            if db.usable(conn):
                 return conn
-        except queue.Empty:
-            pass
+            db.discard(conn)
         return db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}")
 
     def _execute(self, run: Run) -> None:
-        conn = self._get_conn()
         healthy = True
+        conn = None
         try:
+            conn = self._get_conn()
             self._run_workflow(conn, run)
         except Fenced:
             log.info("%s: fenced out of %s (epoch %s)", self.worker_id, run.workflow_id, run.epoch)
+            if self._last_fault >= run.claimed_t0:
+                # Fenced after a database fault during this claim: the lease ran out while the
+                # database was away. If nobody claimed since, give it back without a takeover;
+                # if somebody did, the epoch test makes the release a no-op.
+                self._abandon(run)
         except Exception as exc:  # noqa: BLE001 - a worker never dies of one workflow
             if db.is_connection_fault(exc):
-                # The run stops here: a write that committed is replayed from its row, one
-                # that did not is redone by the claim (ours too) that takes the workflow over
-                # once its lease lapsed and the database takes writes again.
+                # The run stops here: a write that committed is replayed from its row, one that
+                # did not (or whose outcome is unknown: the error came after its commit was
+                # sent) is redone by the next claim. The release makes that claim come at once
+                # and count no takeover; a write that did commit a terminal or sleeping status
+                # leaves the row not 'running', and the release matches nothing.
                 healthy = False
+                self._fault()
+                self._abandon(run)
                 log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id,
                             exc)
             else:
                 log.exception("%s: unexpected error running %s", self.worker_id, run.workflow_id)
         finally:
             self._active.pop((run.workflow_id, run.epoch), None)  # only this run: a newer epoch may be in flight
-            if healthy and not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            if run.context is not None:
+                conn = run.context._conn_now  # the context may have replaced a connection that died
+            if conn is None:
+                pass
+            elif healthy and not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 self._conns.put(conn)
             else:
-                conn.close()
+                db.discard(conn)
             self._wake.set()
 
     def _run_workflow(self, conn: psycopg.Connection, run: Run) -> None:
@@ -530,41 +624,42 @@ class Worker:
         steps = run.steps if run.steps is not None else {row["seq"]: row for row in conn.execute(
             "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
             (run.workflow_id,)).fetchall()}
-        ctx = WorkflowContext(run, conn, steps)
+        ctx = run.context = WorkflowContext(run, conn, steps, reconnect=lambda: db.connect(
+            self.dsn, application_name=f"ilr-worker-{self.worker_id}"))
         try:
             result = definition.fn(ctx, run.input)
         except Suspend:
             return
         except Fenced:
             if ctx.suspended:
-                self._suspend_swallowed(conn, run)
+                self._suspend_swallowed(ctx._conn, run)
             raise
         except BaseException as exc:  # noqa: BLE001
             if db.is_connection_fault(exc):
                 raise  # a database that lost or refuses the connection is not the workflow's failure
             if ctx.suspended:
-                self._suspend_swallowed(conn, run)
+                self._suspend_swallowed(ctx._conn, run)
                 return
             if ctx.nondeterminism is not None:
-                store.finish(conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+                store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
             elif isinstance(exc, Cancelled):
-                store.finish(conn, run, "cancelled", error_json=dumps_error(exc))
+                store.finish(ctx._conn, run, "cancelled", error_json=dumps_error(exc))
             elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             else:
-                store.finish(conn, run, "failed", error_json=dumps_error(exc))
+                store.finish(ctx._conn, run, "failed", error_json=dumps_error(exc))
             return
         if ctx.suspended:
-            self._suspend_swallowed(conn, run)
+            self._suspend_swallowed(ctx._conn, run)
         elif ctx.nondeterminism is not None:
-            store.finish(conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+            store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
         else:
             try:
                 result_json = codec.dumps(result, "result")
             except InvalidInput as exc:
-                store.finish(conn, run, "failed", error_json=dumps_error(exc))
+                store.finish(ctx._conn, run, "failed", error_json=dumps_error(exc))
                 return
-            store.finish(conn, run, "completed", result_json=result_json)
+            store.finish(ctx._conn, run, "completed", result_json=result_json)
 
     def _suspend_swallowed(self, conn, run: Run) -> None:
         log.error("%s: workflow %s swallowed Suspend (a bare except?); marking it stuck", self.worker_id,

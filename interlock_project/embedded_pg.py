@@ -259,3 +259,10 @@ def ensure_running(pgdata: str | Path) -> EmbeddedPostgres:
         pg.start()
         _started.add(pg.pgdata)
     return pg
+
+
+def before_connect(database: dict) -> None:
+    """ILR_BEFORE_CONNECT for this project: start the embedded cluster a DATABASES entry names
+    (``EMBEDDED_PGDATA``) before the engine opens its own connection to it."""
+    if database.get("EMBEDDED_PGDATA"):
+        ensure_running(database["EMBEDDED_PGDATA"])

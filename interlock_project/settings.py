@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "ilr",
     "approvals",
     "prove",
+    "interlock_project",  # its ilr_db command controls the embedded PostgreSQL
 ]
 
 MIDDLEWARE = [
@@ -72,6 +73,8 @@ else:
 
     ILR_EMBEDDED_PGDATA = DATA_DIR / "pg"
     DATABASES = {"default": EmbeddedPostgres(ILR_EMBEDDED_PGDATA).django_database()}
+    # The engine's own connections start the embedded cluster too, as Django's do (pg_backend).
+    ILR_BEFORE_CONNECT = "interlock_project.embedded_pg.before_connect"
 if env("ILR_DB_NAME", default=""):
     DATABASES["default"]["NAME"] = env("ILR_DB_NAME")
 
@@ -92,7 +95,10 @@ LOGGING = {
     "loggers": {"ilr": {"handlers": ["console"], "level": env("ILR_LOG_LEVEL", default="WARNING")}},
 }
 
-# --- Interlock runtime -------------------------------------------------------------------------
+# --- Interlock runtime (every ILR_* setting and its default: ilr/conf.py) ------------------------
+# The engine's files (the signing key pair under keys/).
+ILR_DATA_DIR = DATA_DIR
+
 # Crash-loop guard (design-notes §5): a claim finding more takeovers than this marks the workflow
 # stuck instead of running it again.
 ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
@@ -105,7 +111,7 @@ ILR_DEPLOYMENT_REFRESH = env.float("ILR_DEPLOYMENT_REFRESH", default=None)
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
 
-# --- Approvals (the review UI, /review/) ------------------------------------------------------
+# --- Approvals (the review UI, /review/; every APPROVALS_* setting: approvals/conf.py) ---------
 # From this amount (cents) an approval needs two distinct approvers before the grant is issued.
 APPROVALS_SECOND_APPROVER_CENTS = env.int("APPROVALS_SECOND_APPROVER_CENTS", default=50_000)
 LOGIN_URL = "approvals:login"

@@ -39,15 +39,26 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def fresh_database(name: str) -> dict:
+    """Drop and create database ``name`` in the configured cluster and migrate it.
+
+    Returns:
+        the environment for processes on it (ILR_DB_NAME set, kill points unset).
+    """
+    with db.connect(db.conninfo()) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+        conn.execute(f'create database "{name}"')
+    env = {**os.environ, "ILR_DB_NAME": name, "PYTHONUNBUFFERED": "1"}
+    env.pop("ILR_KILL_AT", None)
+    env.pop("ILR_STOP_AT", None)
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    return env
+
+
 def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdout) -> dict:
     """Run the three-step benchmark; returns the figures (also written under results/)."""
     base = db.conninfo()
-    with db.connect(base) as conn:
-        conn.execute(f'drop database if exists "{BENCH_DB}" with (force)')
-        conn.execute(f'create database "{BENCH_DB}"')
-    env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
-    env.pop("ILR_KILL_AT", None)
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    env = fresh_database(BENCH_DB)
     dsn = base.replace(f"dbname={db.conninfo().split('dbname=')[1].split()[0]}", f"dbname={BENCH_DB}")
     procs = []
     log_dir = Path(ROOT / ".data" / "bench")

@@ -21,7 +21,7 @@ def test_public_api_is_pinned():
     assert ilr.__all__ == [
         "CancelRequest", "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
         "Runtime", "SignalTimeout", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
-        "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "signal_in", "workflow"]
+        "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "resume_in", "signal_in", "workflow"]
 
 
 def test_ilr_check_and_receipt_commands(rt, workers, tmp_path):

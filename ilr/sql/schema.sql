@@ -36,8 +36,11 @@ create table if not exists ilr.workflows (
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now(),
   cancel_requested_by text,                 -- who requested the cancel (migration 0007); set once, with cancel_requested_at
+  resumed_by text,                          -- who last resumed it from stuck (migration 0009); with resumed_at
+  resumed_at timestamptz,
   foreign key (name, version) references ilr.deployments,
-  constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null)
+  constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
+  constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null))
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
 -- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).

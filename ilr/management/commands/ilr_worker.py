@@ -48,11 +48,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, worker_id, lease_ttl, concurrency, poll, only, imports, max_takeovers,
                allow_code_change, deployment_refresh, **options):
-        from django.conf import settings
+        from ilr.conf import settings
 
         self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
         if deployment_refresh is None:
-            deployment_refresh = settings.ILR_DEPLOYMENT_REFRESH
+            deployment_refresh = settings.DEPLOYMENT_REFRESH
         if deployment_refresh is not None and not (math.isfinite(deployment_refresh) and deployment_refresh > 0):
             raise CommandError(f"--deployment-refresh: must be a positive number of seconds, got "
                                f"{deployment_refresh:g}", returncode=2)
@@ -79,7 +79,7 @@ class Command(BaseCommand):
                                "--import MODULE", returncode=2)
         worker = Worker(
             worker_id, definitions, concurrency=concurrency, lease_ttl=lease_ttl, poll=poll,
-            max_takeovers=max_takeovers if max_takeovers is not None else settings.ILR_MAX_TAKEOVERS,
+            max_takeovers=max_takeovers if max_takeovers is not None else settings.MAX_TAKEOVERS,
             allow_code_change=allow_code_change, deployment_refresh=deployment_refresh,
         )
         register = worker.register

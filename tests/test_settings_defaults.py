@@ -1,0 +1,94 @@
+"""A Django project that defines none of the ``ILR_*`` settings (nor this repository's DATA_DIR)
+runs the engine on documented defaults (ilr.conf, approvals.conf): ``ilr_worker`` starts, and the
+README's ``payouts.py`` example, run as a new user would, commits its effect."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import pytest
+from django.conf import settings
+from django.test import override_settings
+
+from tests.conftest import ROOT, wait_for
+from tests.minimal_project import write_settings
+
+UNSET = ("ILR_MAX_TAKEOVERS", "ILR_DEPLOYMENT_REFRESH", "ILR_SIGNING_KEY", "ILR_DATA_DIR", "ILR_BEFORE_CONNECT",
+         "DATA_DIR", "BASE_DIR", "APPROVALS_SECOND_APPROVER_CENTS", "APPROVALS_PREMISE_TIMEOUT")
+
+
+@pytest.fixture
+def bare_settings():
+    """Django settings without any of UNSET, for the duration of the test."""
+    with override_settings():
+        for name in UNSET:
+            if hasattr(settings, name):
+                delattr(settings, name)
+        yield settings
+
+
+def test_every_setting_has_its_default(bare_settings, tmp_path, monkeypatch):
+    from approvals.conf import settings as approvals_settings
+    from ilr.conf import settings as ilr_settings
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert ilr_settings.MAX_TAKEOVERS == 5
+    assert ilr_settings.DEPLOYMENT_REFRESH is None
+    assert ilr_settings.SIGNING_KEY is None
+    assert ilr_settings.BEFORE_CONNECT is None
+    assert ilr_settings.DATA_DIR == tmp_path / "xdg" / "interlock"
+    assert approvals_settings.SECOND_APPROVER_CENTS == 50_000
+    assert approvals_settings.PREMISE_TIMEOUT == 2.0
+    with override_settings(BASE_DIR=tmp_path / "proj"):
+        assert ilr_settings.DATA_DIR == tmp_path / "proj" / ".data"
+    with override_settings(ILR_DATA_DIR=str(tmp_path / "d"), ILR_MAX_TAKEOVERS=9, APPROVALS_PREMISE_TIMEOUT=0.5):
+        assert ilr_settings.DATA_DIR == tmp_path / "d"
+        assert ilr_settings.MAX_TAKEOVERS == 9
+        assert approvals_settings.PREMISE_TIMEOUT == 0.5
+    with pytest.raises(AttributeError, match="ILR_NO_SUCH"):
+        ilr_settings.NO_SUCH
+
+
+def test_keys_live_under_the_default_data_dir(bare_settings, tmp_path):
+    from ilr import keys
+
+    with override_settings(BASE_DIR=tmp_path):
+        assert keys.default_dir() == tmp_path / ".data" / "keys"
+        assert keys.key_path() is None
+        private, _ = keys.generate()
+        try:
+            assert private == tmp_path / ".data" / "keys" / "ed25519.pem"
+            assert keys.key_path() == private
+        finally:
+            keys.signing_key.cache_clear()
+
+
+def readme_block(starts: str) -> str:
+    """The README's python code block whose first line starts with ``starts``."""
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    (block,) = [b for b in blocks if b.startswith(starts)]
+    return block
+
+
+def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, rt, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    db = settings.DATABASES["default"]
+    database = {"ENGINE": "django.db.backends.postgresql",
+                **{k: db[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT") if db.get(k)}}
+    write_settings(project, "payouts_settings", database)
+    (project / "payouts.py").write_text(readme_block("# payouts.py"))
+    log = tmp_path / "pay1.log"
+    env = workers.env({"DJANGO_SETTINGS_MODULE": "payouts_settings", "PYTHONPATH": str(project)})
+    for name in ("ILR_DATA_DIR", "ILR_DB_NAME", "DATABASE_URL"):
+        env.pop(name, None)
+    workers.procs["pay1"] = subprocess.Popen(
+        [sys.executable, "-m", "django", "ilr_worker", "--id", "pay1", "--import", "payouts", "--lease-ttl", "3",
+         "--poll", "0.1"], cwd=project, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
+    wait_for(lambda: "running payout@1" in log.read_text() or workers.procs["pay1"].poll() is not None,
+             timeout=60, message="the worker's startup line")
+    assert "running payout@1" in log.read_text(), log.read_text()
+
+    exec(readme_block("grant = rt.grant("), {"rt": rt})
+    assert rt.result("p-1", timeout=60)["status"] == "COMMITTED", log.read_text()
