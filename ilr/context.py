@@ -137,7 +137,7 @@ class WorkflowContext:
         in the row, not on the session, so the next write on a new session is the same write.
         """
         conn = self._conn_now
-        if self._reconnect is not None and (conn.closed or (
+        if self._reconnect is not None and (conn.closed or conn.broken or (
                 conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not db.usable(conn))):
             db.discard(conn)
             conn = self._conn_now = self._reconnect()

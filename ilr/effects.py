@@ -213,7 +213,6 @@ class EffectCall:
         check_target(target)
         self.ctx = ctx
         self.run = ctx._run
-        self.conn = ctx._conn
         self.target = target
         self.target_name = attr(target, "name")
         self.action = attr(target, "action")
@@ -233,6 +232,13 @@ class EffectCall:
         self.premise_max_age = attr(target, "premise_max_age")
         self.queryable = attr(target, "queryable")
         self.dedup_window = attr(target, "dedup_window")
+
+    @property
+    def conn(self):
+        """The run's connection for the next transaction (``WorkflowContext._conn``): one that
+        died while idle, during a send say, is replaced first, so the answer in hand commits on
+        a fresh session (the fence is the row's epoch and lease, not the session)."""
+        return self.ctx._conn
 
     # -- entry ----------------------------------------------------------------------------
 
@@ -505,13 +511,27 @@ class EffectCall:
                                             take_status=take_status, with_log=True)
             except psycopg.Error as exc:
                 log.warning("response log and T_commit of %s failed (%s); T_commit alone", self.effect_id, exc)
-                out = self._commit_pipeline(result, via=via, status=status, rechecked=rechecked,
-                                            take_status=take_status, with_log=False)
+                if db.is_connection_fault(exc) and self._committed_by_us():
+                    # The connection died after COMMIT was sent and the commit landed: the
+                    # outcome, read back on a fresh connection, is the answer already in hand.
+                    out = None
+                else:
+                    out = self._commit_pipeline(result, via=via, status=status, rechecked=rechecked,
+                                                take_status=take_status, with_log=False)
         except Fenced:
             self._late_result(result)
             raise
         killpoints.hit("effect_after_commit")
         return out or EffectResult(status, self.effect_id, result)
+
+    def _committed_by_us(self) -> bool:
+        """Whether this claim's T_commit committed (read on a fresh connection after a fault):
+        the effect is committed and its dispatch is this (workflow, epoch)'s. Under this claim's
+        fence nobody else resolves a send dispatched by it, so that state is ours."""
+        row = self.conn.execute(
+            "select state = 'committed' and dispatch_workflow_id = %s and dispatch_epoch = %s as ours "
+            "from ilr.effects where effect_id = %s", (self.run.workflow_id, self.run.epoch, self.effect_id)).fetchone()
+        return bool(row and row["ours"])
 
     def _commit_pipeline(self, result: Any, *, via: str, status: str, rechecked: dict | None,
                          take_status: bool, with_log: bool) -> EffectResult | None:

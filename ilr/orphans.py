@@ -114,7 +114,7 @@ class _Heartbeat:
 
 def _call_for(ctx, target, effect: dict) -> EffectCall:
     call = _OrphanCall.__new__(_OrphanCall)
-    call.ctx, call.run, call.conn, call.target = ctx, ctx._run, ctx._conn, target
+    call.ctx, call.run, call.target = ctx, ctx._run, target
     call.target_name, call.action = attr(target, "name"), attr(target, "action")
     call.effect_id, call.payload, call.payload_hash = effect["effect_id"], effect["payload"], effect["payload_hash"]
     call.seq, call.name, call.compensation, call.premises = None, "orphan-recovery", False, None

@@ -118,3 +118,37 @@ def test_run_abandoned_while_the_database_is_down_past_its_lease_is_released_not
     log = workers.log("w1")
     assert "released down (epoch 1) after a database fault" in log, log
     assert "Traceback" not in log, log
+
+
+def test_database_restart_during_a_send_commits_the_answer(rt, workers, tmp_path, test_dsn):
+    """The database restarts while a gated effect's send is in flight (the target holds it 3 s).
+    The answer comes back to a worker whose run connection died: T_commit runs on a fresh
+    connection (the fence is the row's epoch and lease, not the session), so the effect commits
+    once and the workflow completes, neither failed nor orphaned."""
+    from ilr import db, receipts
+    from tests.refund_harness import refund_env
+
+    cluster = _cluster()
+    amount_file = tmp_path / "amount"
+    amount_file.write_text("500")
+    with refund_env(tmp_path, tier=2, send_timeout=20.0) as env:
+        grant = rt.grant("agent", "refund", max_cents=1000, by="ops")
+        case = env.case("restart-send", amount_file=str(amount_file), grant_id=grant)
+        env.admin("delay", {"seconds": 3})
+        workers.start("w1", lease_ttl=10, env=env.worker_env())
+        rt.start("live_amount", case["id"], case)
+
+        def dispatched():
+            with db.connect(test_dsn) as conn:
+                return conn.execute("select 1 from ilr.effects where state = 'dispatched'").fetchone()
+
+        wait_for(dispatched, timeout=30, message="the effect dispatched")
+        rt.close()
+        from django.db import connections
+        connections.close_all()
+        cluster.stop()
+        cluster.start()
+        out = rt.result(case["id"], timeout=60)
+        assert out["status"] == "COMMITTED", rt.describe(case["id"])
+        assert [r["amount"] for r in env.ledger(case["payment"])] == [500]
+        assert receipts.verify(rt.receipt(out["effect_id"]))["happened_once"] is True
