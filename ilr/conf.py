@@ -23,6 +23,12 @@ setting                    default                                         what 
                                                                            with the ``DATABASES`` entry before the
                                                                            engine opens a connection of its own
                                                                            (e.g. to start an embedded server)
+``ILR_POOLER``             ``None``: direct to PostgreSQL                  the pooler between the engine and
+                                                                           PostgreSQL, as the operator declares it:
+                                                                           ``"session"`` (PgBouncer session mode)
+                                                                           or ``"transaction"``, under which a
+                                                                           worker refuses to start (it needs LISTEN
+                                                                           and per-connection prepared statements)
 =========================  ==============================================  ==========================================
 """
 
@@ -39,6 +45,7 @@ DEFAULTS: dict[str, Any] = {
     "SIGNING_KEY": None,
     "DATA_DIR": None,
     "BEFORE_CONNECT": None,
+    "POOLER": None,
 }
 
 

@@ -35,7 +35,7 @@ from typing import Iterable
 
 import psycopg
 
-from ilr import codec, db, killpoints, registry, store
+from ilr import codec, conf, db, killpoints, registry, store
 from ilr.batch import Batch
 from ilr.context import WorkflowContext, dumps_error
 from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, Suspend
@@ -198,6 +198,35 @@ class CodeChanged(InterlockError):
             f"version. Bump the version, guard the change with ctx.patched, or pass --allow-code-change")
 
 
+class PoolerRefused(InterlockError):
+    """ILR_POOLER declares a pooler the worker cannot run behind (ilr.conf); the worker exits 2."""
+
+    code = "ILR-041"
+
+
+POOLERS = (None, "session", "transaction")
+
+
+def check_pooler(pooler) -> None:
+    """Refuse transaction pooling at start, in one sentence naming what needs session mode.
+
+    Behind a pool that hands the server connection back after each transaction, a LISTEN
+    outlives the transaction that ran it on a server connection another client then holds, and
+    the statements ilr.batch prepares on one server connection are missing on the next: wakeups
+    would be lost and claims, effects and step records would fail at random.
+
+    Raises:
+        PoolerRefused: ``pooler`` is "transaction" or not one of POOLERS.
+    """
+    if pooler == "transaction":
+        raise PoolerRefused(
+            "ILR_POOLER is 'transaction', but a worker needs session pooling: it LISTENs for wakeups and keeps "
+            "prepared statements (claims, effects, step records) on its connections for their lifetime; point "
+            "the worker at a PgBouncer pool in pool_mode=session or straight at PostgreSQL")
+    if pooler not in POOLERS:
+        raise PoolerRefused(f"ILR_POOLER must be unset, 'session' or 'transaction', got {pooler!r}")
+
+
 class Run:
     """One claim of one workflow, as the worker holds it.
 
@@ -322,6 +351,7 @@ class Worker:
             CodeChanged: an existing (name, version) has another code_sha256 and
                 allow_code_change is false.
         """
+        check_pooler(conf.settings.POOLER)
         for target in registered_targets().values():
             check_target(target)  # finding 2: refuse a tier-1 target with a thin dedup margin
         with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:

@@ -107,6 +107,13 @@ ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
 # serves each version); None: max(lease_ttl, 5 s). `ilr_worker --deployment-refresh` overrides.
 ILR_DEPLOYMENT_REFRESH = env.float("ILR_DEPLOYMENT_REFRESH", default=None)
 
+# The pooler between the engine and PostgreSQL, when there is one: "session" or "transaction"
+# (PgBouncer's pool_mode). A worker refuses to start under "transaction" (README, "Through PgBouncer").
+ILR_POOLER = env("ILR_POOLER", default=None)
+if ILR_POOLER == "transaction":
+    # A server-side cursor outlives the transaction PgBouncer pins the server connection for.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+
 # Ed25519 key that signs journal entries (design-notes §4): a PEM path. Default: the key that
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)

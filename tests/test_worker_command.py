@@ -35,6 +35,7 @@ GOOD = ("--id", "w1", "--import", "tests.flows")
     (("--import", "no.such.module"), ["--import", "no.such.module"]),
     (("--import", ""), ["--import", "module name"]),
     (("--only", "nope@1"), ["--only", "nope@1"]),
+    (("--import", "tests.thin_margin_target"), ["--import", "tests.thin_margin_target", "DEDUP_MARGIN"]),
 ])
 def test_bad_flags_are_one_clean_line(workers, args, words):
     proc = worker_cmd(workers, *GOOD, *args)

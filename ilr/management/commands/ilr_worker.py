@@ -6,7 +6,8 @@ code hash (unless --allow-code-change). A bad flag (a concurrency below 1, a lea
 that is not a positive number of seconds, a negative --max-takeovers, an empty --id, an --import
 module that cannot be imported, an unknown --only pair, a --deployment-refresh that is not a
 positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
-own usage errors do. Connection budget: concurrency + 3 (see ilr.worker). Once registered it
+own usage errors do. ILR_POOLER = "transaction" (ilr.conf) is one line naming what needs session
+pooling, and exits 2. Connection budget: concurrency + 3 (see ilr.worker). Once registered it
 prints one line naming what it runs and its settings; on exit one line with the heartbeat count
 and the worst gap between renewals.
 """
@@ -25,7 +26,7 @@ from django.db.migrations.executor import MigrationExecutor
 from ilr import registry
 from ilr.errors import UnknownWorkflow
 from ilr.targets import TargetMisconfigured
-from ilr.worker import CodeChanged, Worker
+from ilr.worker import CodeChanged, PoolerRefused, Worker
 
 
 class Command(BaseCommand):
@@ -98,7 +99,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, lambda *_: worker.stop())
         try:
             worker.run()
-        except (CodeChanged, TargetMisconfigured) as exc:
+        except (CodeChanged, PoolerRefused, TargetMisconfigured) as exc:
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
         self.stdout.write(f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
@@ -131,6 +132,8 @@ class Command(BaseCommand):
             importlib.import_module(module)
         except ImportError as exc:
             raise CommandError(f"--import {module}: cannot import it: {exc}", returncode=2) from None
+        except TargetMisconfigured as exc:  # a target registered at import refused its settings
+            raise CommandError(f"--import {module}: {exc}", returncode=2) from None
 
     @staticmethod
     def _refuse_pending_migrations() -> None:
