@@ -341,9 +341,15 @@ class Receipt:
     chain: list[ChainEntry]
 
     @property
+    def unverifiable(self) -> bool:
+        """True when the only problems are entries with no signature under a known key."""
+        v = self.verdict
+        return bool(v.get("unsigned")) and len(v.get("problems", ())) == v["unsigned"] and bool(v.get("valid"))
+
+    @property
     def tampered(self) -> bool:
-        """True when verify() found the journal changed or broken."""
-        return not (self.verdict.get("tamper_evident") and self.verdict.get("valid"))
+        """True when verify() found the journal changed or broken (not merely unsigned)."""
+        return not (self.verdict.get("tamper_evident") and self.verdict.get("valid")) and not self.unverifiable
 
     def bundle_json(self) -> str:
         """The bundle as pretty JSON, as downloaded."""
@@ -403,6 +409,12 @@ def _answers(v: dict, b: dict) -> list[Answer]:
         out.append(Answer("P5", "Is the record intact?", "Yes",
                           f"Every entry's hash recomputes, each links to the one before it, and the signatures "
                           f"verify{key}. Any change would show.", True))
+    elif v.get("unsigned") and len(v["problems"]) == v["unsigned"] and v["valid"]:
+        out.append(Answer("P5", "Is the record intact?", "Cannot tell",
+                          f"{v['unsigned']} of its entries carry no signature although the bundle names key "
+                          f"{b.get('key_id')}: they were written before the key existed or by a worker started "
+                          f"without it (or the signatures were removed). Their hashes and links recompute, but "
+                          f"an unsigned chain can be recomputed by anyone who can write the journal.", False))
     else:
         out.append(Answer("P5", "Is the record intact?", "No: tampering detected",
                           "The journal does not match its hashes, chain links or signatures; see the problems "

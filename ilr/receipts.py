@@ -111,7 +111,9 @@ def verify(bundle: dict, public_key=None) -> dict:
     Returns:
         {"valid", "tamper_evident", "happened" (True, False or "unknown"), "happened_once"
         (True, False or "unknown"), "authorized_when_fired" (None when nothing was dispatched),
-        "assumptions_held", "sends", "problems": [sentence]}. ``valid`` says only that the
+        "assumptions_held", "sends", "unsigned", "problems": [sentence]}. ``unsigned`` counts
+        entries with no signature although a key is known (each makes tamper_evident False:
+        such an entry cannot be checked). ``valid`` says only that the
         bundle can be read (at least one entry, each a JSON object); ``tamper_evident`` (P5)
         that nothing was found altered: each entry canonical, its hash recomputing, the chain
         linked, every entry this effect's, and with a key every signature verifying.
@@ -154,6 +156,7 @@ def verify(bundle: dict, public_key=None) -> dict:
             tamper_evident = False
     entries: list[dict] = []
     prev = None
+    n_unsigned = 0
     for i, body in enumerate(bundle.get("entries") or []):
         try:
             entry = json.loads(body)
@@ -177,7 +180,15 @@ def verify(bundle: dict, public_key=None) -> dict:
         if entry.get("effect_id") != bundle.get("effect_id"):
             problems.append(f"entry {i + 1} belongs to another effect")
             tamper_evident = False
-        if public_key is not None:
+        if public_key is not None and not entry.get("sig"):
+            # Not provably altered, but not provable either: anyone who can write the journal
+            # can recompute an unsigned chain, so with a key every entry must carry a signature.
+            n_unsigned += 1
+            problems.append(f"entry {i + 1} ({entry.get('kind')}) is not signed although the bundle names a key: "
+                            f"written before the key existed or by a worker started without it, or its "
+                            f"signature was removed; it cannot be checked")
+            tamper_evident = False
+        elif public_key is not None:
             try:
                 public_key.verify(bytes.fromhex(entry.get("sig") or ""), str(entry.get("hash")).encode())
             except (InvalidSignature, ValueError):
@@ -264,5 +275,6 @@ def verify(bundle: dict, public_key=None) -> dict:
         "authorized_when_fired": authorized if dispatched else None,
         "assumptions_held": assumptions,
         "sends": sends,
+        "unsigned": n_unsigned,
         "problems": problems,
     }

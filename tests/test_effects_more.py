@@ -200,3 +200,42 @@ def test_a_failing_response_log_does_not_block_the_commit(rt, workers, tmp_path)
     finally:
         conn.execute("drop trigger if exists refuse_response on ilr.responses")
         conn.execute("drop function if exists public.refuse_response()")
+
+
+def test_entries_written_before_the_key_are_unsigned_not_tampered(rt, workers, tmp_path, settings):
+    """A receipt written by a worker with no signing key, read once a key exists: verify() says
+    each entry is not signed (so it cannot be checked, and tamper_evident is False, as with a key
+    every entry must be signed), not that a signature fails; the receipt page says "cannot be
+    verified", not "tampering detected"."""
+    from approvals import selectors
+
+    # The data directory's default key (a demo's or a test's) would sign: set it aside while the
+    # keyless worker runs, and put it back whatever happens.
+    default = keys.default_dir() / "ed25519.pem"
+    aside = tmp_path / "default-key.pem"
+    if default.exists():
+        default.rename(aside)
+    try:
+        with refund_env(tmp_path, 1) as env:
+            workers.start("A", lease_ttl=5, env=env.worker_env())
+            case = env.case("unsigned")
+            rt.start("refund", case["id"], case)
+            approve(rt, case["id"])
+            result = rt.result(case["id"], timeout=60)
+    finally:
+        if aside.exists():
+            aside.rename(default)
+    private, public = keys.generate(tmp_path / "keys")
+    bundle = rt.receipt(result["effect_id"], public_key=keys.load_public_pem(public.read_text()))
+    v = receipts.verify(bundle)
+    assert v["valid"] and v["tamper_evident"] is False
+    assert v["unsigned"] == len(bundle["entries"]) == len(v["problems"])
+    assert all("is not signed" in p for p in v["problems"]), v["problems"]
+    settings.ILR_SIGNING_KEY = str(private)
+    keys.signing_key.cache_clear()  # this process's key is read once
+    try:
+        page = selectors.receipt(result["effect_id"])
+    finally:
+        keys.signing_key.cache_clear()
+    assert page.unverifiable and not page.tampered
+    assert [a.verdict for a in page.answers if a.code == "P5"] == ["Cannot tell"]
