@@ -146,3 +146,36 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
     }
     out.write(json.dumps(result, indent=2) + "\n")
     return result
+
+
+RESULTS = ROOT / "results" / "runtime_restart"
+CONFIG_KEYS = ("waiting", "inflight", "concurrency", "lease_ttl_s", "poll_s")
+
+
+def write_results(result: dict, command: str) -> None:
+    """Record ``result`` in results/runtime_restart.json (one row per configuration, the newest
+    run of each kept) and render results/runtime_restart.md from it.
+
+    Args:
+        result: ``run``'s figures.
+        command: the command line that made them.
+    """
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True, check=False).stdout.strip() or "unknown"
+    row = {**result, "command": command, "commit": commit, "machine": f"{os.cpu_count()} cores"}
+    path = RESULTS.with_suffix(".json")
+    rows = json.loads(path.read_text()) if path.exists() else []
+    key = tuple(row[k] for k in CONFIG_KEYS)
+    rows = [r for r in rows if tuple(r[k] for k in CONFIG_KEYS) != key] + [row]
+    path.write_text(json.dumps(rows, indent=2) + "\n")
+    lines = ["# Database restart: time to progress", "",
+             "Made by `manage.py bench_restart` (each row's command below); one worker, the embedded "
+             "PostgreSQL stopped (`pg_ctl stop -m fast`) and started under it. Time: " + rows[-1]["measured"] + ".",
+             "", "| waiting | in a step | concurrency | lease (s) | poll (s) | slowest (s) | median (s) | "
+             "in-step slowest (s) | completed | stuck | takeover claims | commit | command |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['waiting']} | {r['inflight']} | {r['concurrency']} | {r['lease_ttl_s']} | {r['poll_s']} | "
+                     f"{r['recovery_max_s']} | {r['recovery_p50_s']} | {r['inflight_recovery_max_s']} | "
+                     f"{r['completed']} | {r['stuck']} | {r['takeover_claims']} | {r['commit']} | `{r['command']}` |")
+    RESULTS.with_suffix(".md").write_text("\n".join(lines) + "\n")

@@ -244,7 +244,7 @@ def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
     eff = conn.execute("select *, true as settled, 0.0::float8 as age from ilr.effects").fetchone()
     dispatched = [e for e in journal.parsed(conn, call.effect_id) if e["kind"] == "DISPATCHED"][-1]
     pc = PausingConnection(conn, r"from ilr\.grants where id = %s for share")
-    call.conn, call.ctx = pc, WorkflowContext(run, pc, {})
+    call.ctx = WorkflowContext(run, pc, {})  # call.conn reads the context's connection
     t, out = in_thread(call._t_resolve, eff, dispatched, [], False, None, True)
     assert pc.paused.wait(10)
     revoker, rv = in_thread(lambda: Runtime().revoke(grant, by="bob"))

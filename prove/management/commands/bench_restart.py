@@ -1,9 +1,11 @@
 """``manage.py bench_restart [--waiting N] [--inflight K] [--concurrency C] [--lease-ttl L] [--poll P]``:
 the time from PostgreSQL accepting connections again after a restart to every workflow
-progressing (prove.bench_restart). Needs the embedded PostgreSQL; use a cluster of its own
+progressing (prove.bench_restart); writes results/runtime_restart.md and .json. Needs the embedded PostgreSQL; use a cluster of its own
 (``ILR_DATA_DIR=.data/bench-restart``): the server is stopped and started."""
 
 from __future__ import annotations
+
+import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -19,13 +21,14 @@ class Command(BaseCommand):
         parser.add_argument("--poll", type=float, default=1.0)
 
     def handle(self, *args, waiting, inflight, concurrency, lease_ttl, poll, **options):
-        from prove.bench_restart import run
+        from prove.bench_restart import run, write_results
 
         if not 0 <= inflight < concurrency or waiting < 0:
             # The in-flight runs hold their slots until after the restart; the rest need one.
             raise CommandError(f"--inflight ({inflight}) must be below --concurrency ({concurrency}), "
                                f"and --waiting ({waiting}) at least 0")
         try:
-            run(waiting, inflight, concurrency, lease_ttl, poll, out=self.stdout)
+            result = run(waiting, inflight, concurrency, lease_ttl, poll, out=self.stdout)
         except RuntimeError as exc:
             raise CommandError(str(exc)) from None
+        write_results(result, "python manage.py bench_restart " + " ".join(sys.argv[2:]))
