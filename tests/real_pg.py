@@ -52,8 +52,12 @@ class Cluster:
         self.user = "postgres" if os.geteuid() == 0 else None
 
     def _run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([str(a) for a in args], check=True, capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
                               user=self.user)
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(str(a) for a in args)} exited {done.returncode}: "
+                               f"{(done.stderr or done.stdout).strip()}")
+        return done
 
     @property
     def url(self) -> str:
