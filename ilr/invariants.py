@@ -588,7 +588,16 @@ def check_all(conn, evidence: dict | None = None, names=None) -> dict[str, Any]:
     Returns:
         {name: [violation, ...] or "skipped: no <evidence>"}; an empty list means held.
     """
-    snap = Snapshot.load(conn, evidence)
+    return check_snapshot(Snapshot.load(conn, evidence), names)
+
+
+def check_snapshot(snap: Snapshot, names=None) -> dict[str, Any]:
+    """Run the registry over a loaded snapshot (its ``evidence`` set by the caller, e.g. read
+    after the snapshot so every effect committed in it has its ledger row).
+
+    Returns:
+        as ``check_all``.
+    """
     out: dict[str, Any] = {}
     for name, check in INVARIANTS.items():
         if names and name not in names:
