@@ -3,6 +3,7 @@
 The public API (design-notes §1). Implementation lives in the modules beside this file.
 """
 
+from ilr.approval_requests import Approval, ApprovalRefused, ApprovalRequestNotFound
 from ilr.context import ChildFailed, ChildTimeout, Decision, WorkflowContext
 from ilr.errors import (
     Cancelled,
@@ -24,6 +25,9 @@ from ilr.runtime import CancelRequest, Runtime, cancel_in, resume_in, signal_in
 from ilr.worker import Worker
 
 __all__ = [
+    "Approval",
+    "ApprovalRefused",
+    "ApprovalRequestNotFound",
     "CancelRequest",
     "Cancelled",
     "ChildFailed",

@@ -29,6 +29,11 @@ setting                    default                                         what 
                                                                            or ``"transaction"``, under which a
                                                                            worker refuses to start (it needs LISTEN
                                                                            and per-connection prepared statements)
+``ILR_TWO_PERSON_CENTS``   ``None``: one approver always                   the two-person rule of approval requests:
+                                                                           ``{action or target name: cents}``; a
+                                                                           request whose payload amount is at or
+                                                                           above it needs two different approvers
+                                                                           (the action's entry wins)
 =========================  ==============================================  ==========================================
 """
 
@@ -46,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "DATA_DIR": None,
     "BEFORE_CONNECT": None,
     "POOLER": None,
+    "TWO_PERSON_CENTS": None,
 }
 
 

@@ -14,6 +14,7 @@ Versioning, children and continue-as-new (spec §5.8, design-notes §5): ``ctx.p
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -26,6 +27,11 @@ from ilr.errors import (Cancelled, Fenced, InterlockError, InvalidInput, NonDete
 from ilr.retry import RetryPolicy
 
 MAX_PATCH_ID_LENGTH = 200
+MAX_ERROR_MESSAGE = 2000
+"""Characters of a failed attempt's message kept (in ``waiting["last_error"]``, the step's error
+and the log line)."""
+
+log = logging.getLogger("ilr.steps")
 
 # The waiting kinds a suspended call leaves in workflows.waiting, by the kind of call that left
 # it: a call offered at that seq must be of a matching kind (NonDeterminismLoud).
@@ -119,6 +125,7 @@ class WorkflowContext:
         self._seq = 0
         self._patches: dict[str, int] = {}
         self._cancel_delivered = False
+        self.last_approval: dict | None = None
         self.suspended = False
         self.nondeterminism: NonDeterminism | None = None
         self.workflow_id = run.workflow_id
@@ -260,22 +267,41 @@ class WorkflowContext:
             attempt = int(waiting.get("attempt", 1))
             if not self._run.waiting_due:
                 # Woken early (a signal, a cancel elsewhere): the backoff survives (spec §13.3.5).
-                self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt)
+                self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt,
+                              last_error=waiting.get("last_error"))
         self._run.require_local_lease()
         try:
             output = fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - every step failure is retried or recorded
-            if retry.retries(exc, attempt):
-                self._suspend(seq=seq, kind="retry", name=name, seconds=retry.interval(attempt), attempt=attempt + 1)
-            error = {"type": type(exc).__name__, "message": str(exc)[:2000], "attempts": attempt}
-            store.record_step(self._conn, self._run, seq=seq, kind="step", name=name,
-                              error_json=codec.dumps(error, "error"))
-            raise StepFailed(name, error["type"], error["message"], attempt) from exc
+            self._failed_attempt(seq, "step", name, exc, attempt, retry)
         output_json = codec.dumps(output, f"output of step {name!r}")
         killpoints.hit("step_before_record")
         store.record_step(self._conn, self._run, seq=seq, kind="step", name=name, output_json=output_json)
         killpoints.hit("step_after_record")
         return output
+
+    def _failed_attempt(self, seq: int, kind: str, name: str, exc: Exception, attempt: int,
+                        retry: RetryPolicy, fingerprint: str | None = None) -> None:
+        """Attempt ``attempt`` of step (or decide) ``name`` raised ``exc``: log it at WARNING
+        (logger "ilr.steps"), then suspend for the retry with the error kept durably in
+        ``waiting["last_error"]`` {type, message, attempt, at} (what describe(), the admin and
+        the case page show), or, with no retry left, record the failure. Never returns.
+
+        Raises:
+            Suspend: the retry is scheduled. StepFailed: the failure was recorded.
+        """
+        error = {"type": type(exc).__name__, "message": str(exc)[:MAX_ERROR_MESSAGE], "attempt": attempt}
+        what = f"workflow {self.workflow_id}: {kind} {name!r} attempt {attempt} failed: {error['type']}: " \
+               f"{error['message']}"
+        if retry.retries(exc, attempt):
+            delay = retry.interval(attempt)
+            log.warning("%s; retry %d in %.3g s", what, attempt + 1, delay)
+            self._suspend(seq=seq, kind="retry", name=name, seconds=delay, attempt=attempt + 1, last_error=error)
+        log.warning("%s; no retry left, the %s fails", what, kind)
+        recorded = {"type": error["type"], "message": error["message"], "attempts": attempt}
+        store.record_step(self._conn, self._run, seq=seq, kind=kind, name=name, fingerprint=fingerprint,
+                          error_json=codec.dumps(recorded, "error"))
+        raise StepFailed(name, recorded["type"], recorded["message"], attempt) from exc
 
     def decide(self, name: str, call: Callable[[Any], Any], request: Any,
                premises: Callable[[], Any] | None = None, retry: RetryPolicy | None = None) -> Decision:
@@ -311,7 +337,8 @@ class WorkflowContext:
         if waiting:
             attempt = int(waiting.get("attempt", 1))
             if not self._run.waiting_due:
-                self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt)
+                self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt,
+                              last_error=waiting.get("last_error"))
         captured = premises() if premises else None
         log = self._conn.execute(
             "insert into ilr.llm_calls (workflow_id, seq, epoch, request_hash) values (%s, %s, %s, %s) "
@@ -321,13 +348,8 @@ class WorkflowContext:
         self._run.require_local_lease()
         try:
             response = call(request)
-        except Exception as exc:  # noqa: BLE001
-            if retry.retries(exc, attempt):
-                self._suspend(seq=seq, kind="retry", name=name, seconds=retry.interval(attempt), attempt=attempt + 1)
-            error = {"type": type(exc).__name__, "message": str(exc)[:2000], "attempts": attempt}
-            store.record_step(self._conn, self._run, seq=seq, kind="decide", name=name,
-                              fingerprint=request_hash, error_json=codec.dumps(error, "error"))
-            raise StepFailed(name, error["type"], error["message"], attempt) from exc
+        except Exception as exc:  # noqa: BLE001 - every model-call failure is retried or recorded
+            self._failed_attempt(seq, "decide", name, exc, attempt, retry, fingerprint=request_hash)
         killpoints.hit("decide_after_response")
         output = {
             "model": response.get("model") if isinstance(response, dict) else None,
@@ -400,6 +422,107 @@ class WorkflowContext:
         if outcome == "timeout":
             raise SignalTimeout(name, timeout)
         return payload
+
+    def request_approval(self, target, key: str, payload: Any, *, premises: Any = None, decision: dict | None = None,
+                         summary: str = "", timeout: float = 86400.0, action: str | None = None):
+        """Ask a person to approve one exact effect and wait for the answer (a durable request
+        row, ``ilr.approval_requests``; approved or rejected with ``rt.approve_request`` /
+        ``rt.reject_request``, the admin or the review UI).
+
+        Three recorded calls: the request (its row is written in the same fenced transaction),
+        the wait on the request's own signal (no lost wakeup, consumed once, a cancel reaches
+        it), and the outcome, settled under the request's row lock (an approval and the expiry
+        cannot both win). A replay returns the recorded outcome.
+
+        Args:
+            target: the effect target (its ``name`` and ``action``, as ``ctx.effect`` reads them) or
+                a registered target's name.
+            key: the business idempotency key the effect will use.
+            payload: plain JSON, exactly what will be sent ({"amount": cents, ...}).
+            premises: the facts the decision rested on, or a callable returning them (called
+                once, before the request is written); bound into the grant as facts_seen.
+            decision: a Decision.ref to show with the request.
+            summary: one line for the approvers' queue.
+            timeout: seconds until the request expires (database clock).
+            action: what the grant covers; default the target's ``action`` ("refund" when it
+                declares none, as ``ctx.effect`` assumes).
+
+        Returns:
+            an Approval (grant_id, payload, facts_seen, approved_by, ...), or None when the
+            request was rejected or expired; ``ctx.last_approval`` then holds the outcome
+            {"status", "decided_by", "reason", ...}.
+
+        Raises:
+            InvalidInput: an empty key, a payload or premises not plain JSON, a bad amount, a
+                summary over one line, a bad timeout; nothing is written.
+            Cancelled: the workflow was cancelled while waiting (the request reads cancelled).
+        """
+        from ilr import approval_requests as ar
+
+        from ilr import targets
+
+        if isinstance(target, str):
+            codec.check_text(target, "target", "must be an effect target, or a registered target's name")
+            target_name, target = target, targets.get_target(target)
+        else:
+            target_name = targets.attr(target, "name")
+        codec.check_text(key, "key")
+        # The action ctx.effect will ask the grant to cover (targets.attr's default included).
+        action = codec.check_text(action or targets.attr(target, "action"), "action")
+        payload_text = codec.dumps(payload, "payload")
+        amount = codec.check_cents(payload["amount"], "payload.amount") if isinstance(payload, dict) \
+            and "amount" in payload else None
+        summary = ar.check_summary(summary)
+        if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout != timeout
+                or not timeout > 0):
+            raise InvalidInput("timeout", f"must be a positive number of seconds, got {timeout!r}")
+        name = f"approval_request:{key}"
+        seq = self._next_seq()
+        row = self._replay(seq, "step", name)
+        if row is None:
+            self._frontier(seq, "step", name)
+            facts = premises() if callable(premises) else premises
+            request_id = ar.request_id_for(self.workflow_id, seq)
+            output = {"request_id": request_id, "target": target_name, "action": action, "key": key}
+            # Two fenced statements: the row, then the step. A crash between them re-runs this
+            # call, whose insert finds the row (same id) and writes nothing.
+            self._conn.execute(ar.INSERT_SQL, {
+                "id": request_id, "wf": self.workflow_id, "epoch": self.epoch, "ttl": self._run.lease_ttl, "seq": seq, "target": target_name,
+                "action": action, "key": key, "payload": payload_text, "hash": codec.payload_hash(payload),
+                "amount": amount, "premises": codec.dumps(facts, "premises"),
+                "decision": codec.dumps(decision, "decision"), "summary": summary,
+                "needed": ar.approvals_needed(target, target_name, action, amount), "timeout": float(timeout)})
+            store.record_step(self._conn, self._run, seq=seq, kind="step", name=name,
+                              output_json=codec.dumps(output, "approval request"))
+        else:
+            output = row["output"]
+        request_id = output["request_id"]
+        try:
+            self.wait_signal(ar.signal_name(request_id), timeout=timeout)
+            ended = None
+        except SignalTimeout:
+            ended = "expired"
+        except Cancelled:
+            ar.settle_request_in(self._conn, self._run, request_id, "cancelled")
+            raise
+        name = f"approval_outcome:{key}"
+        seq = self._next_seq()
+        row = self._replay(seq, "step", name)
+        if row is None:
+            self._frontier(seq, "step", name)
+            # Settle, then record: a crash between re-settles a decided row, which changes nothing.
+            req = ar.settle_request_in(self._conn, self._run, request_id, ended)
+            outcome = {**ar.outcome_of(req), "payload": req["payload"], "facts_seen": req["premises"]}
+            store.record_step(self._conn, self._run, seq=seq, kind="step", name=name,
+                              output_json=codec.dumps(outcome, "approval outcome"))
+        else:
+            outcome = row["output"]
+        self.last_approval = outcome
+        if outcome["status"] != "approved":
+            return None
+        return ar.Approval(request_id=request_id, grant_id=outcome["grant_id"], payload=outcome["payload"],
+                           facts_seen=outcome["facts_seen"], approved_by=tuple(outcome["approved_by"]),
+                           decided_at=outcome["decided_at"])
 
     def effect(self, target, key: str, payload: Any, premises: Any = None, grant: str | None = None,
                name: str | None = None, local_premises=(), compensation: bool = False,

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 import psycopg
 
-from ilr import codec, db, journal, killpoints, store
+from ilr import codec, db, failover, journal, killpoints, store
 from ilr.batch import Batch
 from ilr.errors import Fenced, InterlockError, InvalidInput, Suspend, TargetRejected
 from ilr.receipts import IDEMPOTENT_RESEND_VIA
@@ -297,6 +297,16 @@ class EffectCall:
         return violations, time.monotonic()
 
     def _submit(self) -> EffectResult:
+        # After a failover this first send may repeat one whose T_dispatch was lost with the old
+        # primary's WAL tail (ilr.failover, rule 3): wait out that send, look it up where a lookup
+        # exists, and let T_dispatch decide with the answer. No run is suspect without a switch:
+        # the normal path pays one attribute test.
+        lost = None
+        switch = failover.suspect(self.run)
+        if switch is not None:
+            lost = self._lost_dispatch(switch)
+            if lost["found"] or lost["decision"] == "ambiguous":
+                return self._t_dispatch([], lost=lost)  # nothing will be sent: no premise read
         # (a) external premises, outside any transaction (A3: true as read at read time).
         violations, read_t = self._external_violations()
         # (b) kill point, then the stopwatch. Past premise_max_age since the read: read again.
@@ -306,16 +316,52 @@ class EffectCall:
             violations, read_t = self._external_violations()
             t0 = time.monotonic()
         # (c) T_dispatch.
-        outcome = self._t_dispatch(violations)
+        outcome = self._t_dispatch(violations, lost=lost)
         if outcome is not None:
             return outcome
         killpoints.hit("effect_after_dispatch")
         # (d) send, inside the remaining local time (the stopwatch began before T_dispatch).
         return self._send(t0, via="first-send", status="COMMITTED", rechecked=None, payload=self.payload)
 
-    def _t_dispatch(self, violations: list[str]) -> EffectResult | None:
+    def _lost_dispatch(self, switch: dict) -> dict:
+        """Decide a first send that may repeat a dispatch lost in a failover (ilr.failover).
+
+        Before a lookup or a send, database time must be past ``switch["at"] + send_timeout +
+        settle_margin``: the lost send started before the old primary died, so it has landed by
+        then or never will (A2). Earlier, the workflow is released until then.
+
+        Returns:
+            {"decision": "query" | "send" | "ambiguous", "found": bool | None, "fields": the
+            entry field recorded with the outcome}.
+
+        Raises:
+            Suspend: too early (released until the lost send has settled).
+            LookupFailed: the lookup raised; nothing was written.
+        """
+        decision = failover.decision(self.target.tier, bool(self.queryable), self.dedup_window)
+        found = None
+        if decision != "ambiguous":
+            until = switch["at"] + dt.timedelta(seconds=self.send_timeout + self.settle_margin)
+            if self.conn.execute("select now() < %s as early", (until,)).fetchone()["early"]:
+                self._release_until("%(until)s::timestamptz", {"until": until})
+        if decision == "query":
+            try:
+                found = bool(self.target.query(self.effect_id, self.payload))
+            except Exception as exc:  # noqa: BLE001 - any failure to read the target
+                raise LookupFailed(self.effect_id, exc) from exc
+        fields = {"timeline": switch["timeline"], "seen_at": switch["at"].timestamp(), "decision": decision,
+                  "found": found}
+        return {"decision": decision, "found": found, "fields": fields}
+
+    def _t_dispatch(self, violations: list[str], lost: dict | None = None) -> EffectResult | None:
         """T_dispatch (spec §5.7 (c)). Returns a recorded refusal or duplicate, or None when
         the send is authorized (DISPATCHED committed).
+
+        ``lost`` (from ``_lost_dispatch``): this first send may repeat a dispatch lost in a
+        failover. Found by the lookup: COMMITTED via recovery-query, nothing sent. Decision
+        "ambiguous": AMBIGUOUS, nothing sent. Decision "send" (tier 1, no lookup): a refusal
+        before the send is AMBIGUOUS instead, since the lost send may have applied. Either
+        way only after the payload and terminal-state checks.
 
         One Batch: two round trips and one commit. The first sends every read in lock order
         (workflow row by the fence, effect row, grant row) and the chain's tail; the server
@@ -378,17 +424,35 @@ class EffectCall:
                     return self._record_in(cur, "DUPLICATE_IGNORED")
                 # 6. PROPOSED
                 chain.append(cur, "PROPOSED", ts, proposed)
+                # 6b. a dispatch lost in a failover may have applied (ilr.failover): what the
+                # lookup found, or AMBIGUOUS where nothing can be learned; before any refusal,
+                # which would claim that nothing happened.
+                if lost is not None and (lost["found"] or lost["decision"] == "ambiguous"):
+                    if lost["found"]:
+                        chain.append(cur, "COMMITTED", ts, {"via": "recovery-query", "found": True,
+                                                            "failover": lost["fields"], "by": self._by()})
+                        chain.also("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+                        return self._record_in(cur, "COMMITTED_ON_QUERY")
+                    return self._lost_ambiguous(chain, cur, ts, lost, "tier 3: a dispatch of this effect may have "
+                                                "been lost in a failover, and nothing can be learned after a send")
+
+                def refuse(fields: dict, status: str) -> EffectResult:
+                    if lost is not None and lost["decision"] == "send":
+                        return self._lost_ambiguous(chain, cur, ts, lost, (
+                            f"refused before a send ({status}), but a dispatch of this effect may have been lost in "
+                            "a failover and its send may have applied; the target has no lookup"), refusal=fields)
+                    chain.append(cur, "REFUSED", ts, fields)
+                    return self._record_in(cur, status)
+
                 # 7. cancel (NoSendAfterCancel): compensation sends are the only ones allowed.
                 if cancelled and not self.compensation:
-                    chain.append(cur, "REFUSED", ts, {"reason": "cancelled", "resolves": True})
-                    return self._record_in(cur, "REFUSED:cancelled")
+                    return refuse({"reason": "cancelled", "resolves": True}, "REFUSED:cancelled")
                 # 8. the grant read above under FOR SHARE.
                 allowed, snapshot = _lease_snapshot(grant, self.action, self.payload, self.payload_hash)
                 checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
                 if not allowed:
-                    chain.append(cur, "REFUSED", ts, {
-                        "reason": "lease not live, or it does not cover this effect", "checks": checks, "resolves": True})
-                    return self._record_in(cur, "REFUSED:lease")
+                    return refuse({"reason": "lease not live, or it does not cover this effect", "checks": checks,
+                                   "resolves": True}, "REFUSED:lease")
                 # 9. AUTHORIZED
                 chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
                 # 10. local (SQL) premises at the commit, plus the external ones at their read.
@@ -397,8 +461,8 @@ class EffectCall:
                     all_violations.extend(premise(cur) or [])
                 checks["violations"] = all_violations
                 if all_violations:
-                    chain.append(cur, "REFUSED", ts, {"reason": all_violations, "checks": checks, "resolves": True})
-                    return self._record_in(cur, "REFUSED:stale_premise")
+                    return refuse({"reason": all_violations, "checks": checks, "resolves": True},
+                                  "REFUSED:stale_premise")
                 # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
                 # fence's) plus send_timeout, computed once so the row and the entry hold one value.
                 deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
@@ -410,9 +474,18 @@ class EffectCall:
                     "sends = sends + 1 where effect_id = %s",
                     (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id))
                 chain.append(cur, "DISPATCHED", ts, dispatched.merged({
-                    "checks": checks, "send_deadline": deadline_at.timestamp()}))
+                    "checks": checks, "send_deadline": deadline_at.timestamp(),
+                    **({"failover": lost["fields"]} if lost is not None else {})}))
         run.renewed(t_fence, None)
         return None
+
+    def _lost_ambiguous(self, chain, cur, ts: float, lost: dict, reason: str, refusal: dict | None = None):
+        """Inside T_dispatch's batch: AMBIGUOUS for a first send that may repeat a dispatch lost
+        in a failover and cannot be looked up (``_t_dispatch``)."""
+        chain.append(cur, "AMBIGUOUS", ts, {"reason": reason, "failover": lost["fields"], "by": self._by(),
+                                            **({"refusal": refusal} if refusal is not None else {})})
+        chain.also("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
+        return self._record_in(cur, "AMBIGUOUS")
 
     def _by(self) -> dict:
         """The writer of an entry: this claim (SendRequiresLiveClaim, FencedWrites read it)."""
@@ -571,12 +644,29 @@ class EffectCall:
         (or resent) it: append LATE_RESULT and keep it in effects.late_result.
         """
         run = self.run
+        late_sql = ("select state, dispatch_workflow_id, dispatch_epoch, now() as now, "
+                    "extract(epoch from send_deadline + settle_margin)::float8 as settle_deadline "
+                    "from ilr.effects where effect_id = %s for update")
         with self.conn.transaction():
             cur = self.conn.cursor()
-            eff = cur.execute(
-                "select state, dispatch_workflow_id, dispatch_epoch, now() as now, "
-                "extract(epoch from send_deadline + settle_margin)::float8 as settle_deadline "
-                "from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+            eff = cur.execute(late_sql, (self.effect_id,)).fetchone()
+            if eff is None:
+                # No effect row: its T_dispatch was lost with a failed-over primary's WAL tail
+                # (ilr.failover), and this sender reconnected to the promoted standby. The answer
+                # is the evidence that the send applied: keep it as a LATE_RESULT of a new
+                # 'proposed' row (the first proposer's, as T_dispatch would create it), unless the
+                # workflow itself was lost too.
+                cur.execute(
+                    "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
+                    "select %s, %s, %s, %s, %s::jsonb, %s where exists (select 1 from ilr.workflows where id = %s) "
+                    "on conflict (effect_id) do nothing",
+                    (self.effect_id, run.workflow_id, self.target_name, self.target.tier, self.payload_text,
+                     self.payload_hash, run.workflow_id))
+                eff = cur.execute(late_sql, (self.effect_id,)).fetchone()
+                if eff is None:
+                    log.warning("late result of %s: neither the effect nor workflow %s is on this database; "
+                                "not journaled: %s", self.effect_id, run.workflow_id, result)
+                    return
             ts = _ts(eff["now"])
             if (eff["state"] == "dispatched" and eff["dispatch_workflow_id"] == run.workflow_id
                     and eff["dispatch_epoch"] == run.epoch):
@@ -768,9 +858,14 @@ class EffectCall:
             cur = self.conn.cursor()
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             ts = _ts(fence["now"])
-            locked = cur.execute("select state, grant_id from ilr.effects where effect_id = %s for update",
-                                 (self.effect_id,)).fetchone()
-            if locked["state"] != "dispatched":
+            locked = cur.execute(
+                "select state, grant_id, sends, now() > send_deadline + settle_margin as settled "
+                "from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+            # Two workflows can recover one dispatched effect (a fork and its original): both
+            # read it settled in (a), outside any lock. The first to take the row lock resends
+            # and moves send_deadline on; the second must see that here, under the lock, and
+            # wait again (None: the caller goes round), or it would resend a second time.
+            if locked["state"] != "dispatched" or locked["sends"] != eff["sends"] or not locked["settled"]:
                 return None
             grant = cur.execute(GRANT_FOR_SHARE, (locked["grant_id"],)).fetchone() if locked["grant_id"] else None
             payload = eff["payload"]

@@ -97,6 +97,19 @@ def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | Non
     return grant_id
 
 
+def insert_payload_grant(cur, *, principal: str, action: str, payload: Any, facts_text: str, by: str,
+                         seconds: float | None) -> str:
+    """Insert an approval: a grant bound to ``payload``'s hash and the facts seen, capped at its
+    amount (cents), expiring ``seconds`` from now (database clock; None: never). Inputs are
+    already checked. Returns the grant id."""
+    grant_id = new_grant_id()
+    cur.execute(
+        "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
+        "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
+        (grant_id, principal, action, _amount(payload), codec.payload_hash(payload), facts_text, by, seconds))
+    return grant_id
+
+
 def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
                action: str = "refund", principal: str | None = None) -> str:
     """Approve the exact ``payload`` of a workflow waiting on signal "approve" (spec §6).
@@ -118,7 +131,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     codec.check_who(by)
     codec.dumps(payload, "payload")  # plain JSON, and not over MAX_JSON_BYTES
     facts_text = codec.dumps(facts_seen, "facts_seen")
-    amount = _amount(payload)
+    _amount(payload)  # a bad amount is refused before anything is written
     seconds = _seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
     wf = cur.execute("select id, name, status, waiting from ilr.workflows where id = %s for update",
@@ -132,12 +145,8 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if not (wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == "approve"):
         raise InvalidInput("workflow_id", f"workflow {wf_id} is not waiting for approval (status {wf['status']})")
-    grant_id = new_grant_id()
-    cur.execute(
-        "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
-        "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
-        (grant_id, principal or wf["name"], action, amount, codec.payload_hash(payload), facts_text, by,
-         seconds))
+    grant_id = insert_payload_grant(cur, principal=principal or wf["name"], action=action, payload=payload,
+                                    facts_text=facts_text, by=by, seconds=seconds)
     signal = codec.dumps({"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by},
                          "payload and facts_seen")
     cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, 'approve', %s::jsonb, %s)",

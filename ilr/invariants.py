@@ -235,17 +235,24 @@ def tier3_never_resends(s: Snapshot) -> list:
 
 def no_overlapping_sends(s: Snapshot) -> list:
     """A second send starts only after send_deadline + settle_margin of the previous one
-    (evidence: the access log's arrival times against the DISPATCHED deadline)."""
+    (evidence: the access log's arrival times against the DISPATCHED deadline).
+
+    Only requests that arrived after the first DISPATCHED are this journal's sends: a send
+    leaves only after its T_dispatch committed. An earlier request was authorized by a dispatch
+    this database does not hold (lost with a failed-over primary's WAL tail, ilr.failover),
+    which the runtime waits out before a new first send (prove/failover.py checks that)."""
     posts = s.posts_by_key()
     if posts is None:
         return []
     out = []
     for eid, entries in s.journal.items():
-        sends = sorted(posts.get(eid, []), key=lambda e: e["t_wall"])
         dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
-        if len(sends) < 2 or not dispatched:
+        if not dispatched:
             continue
         d = dispatched[0]
+        sends = sorted((p for p in posts.get(eid, []) if p["t_wall"] >= d.get("ts", 0)), key=lambda e: e["t_wall"])
+        if len(sends) < 2:
+            continue
         settle_at = (d.get("send_deadline") or 0) + (d.get("settle_margin") or 0)
         if sends[1]["t_wall"] <= settle_at:
             out.append(_v(effect_id=eid, second_send_at=sends[1]["t_wall"], settle_deadline=settle_at))
@@ -261,7 +268,9 @@ def committed_implies_applied(s: Snapshot) -> list:
 
 def ambiguous_only_when_unknowable(s: Snapshot) -> list:
     """AMBIGUOUS only at effective tier 3, or tier 1 with no lookup after a failed re-check or
-    after the target rejected a resend (the first send's outcome stays unknown)."""
+    after the target rejected a resend (the first send's outcome stays unknown), or at tier 1 or
+    3 when a dispatch may have been lost in a failover (the entry's ``failover``, ilr.failover);
+    never at tier 2, which a lookup answers."""
     out = []
     for eid, entries in s.journal.items():
         tier = s.effects.get(eid, {}).get("tier")
@@ -272,7 +281,8 @@ def ambiguous_only_when_unknowable(s: Snapshot) -> list:
             failed = (not rc.get("lease_live")) or bool(rc.get("violations"))
             tier3 = tier == 3 or "tier 3" in str(e.get("reason", ""))
             rejected_resend = tier == 1 and bool(e.get("rejected_resend"))
-            if tier == 2 or not (tier3 or (tier == 1 and failed) or rejected_resend):
+            lost_dispatch = tier in (1, 3) and bool(e.get("failover"))
+            if tier == 2 or not (tier3 or (tier == 1 and failed) or rejected_resend or lost_dispatch):
                 out.append(_v(effect_id=eid, tier=tier, reason=e.get("reason")))
     return out
 

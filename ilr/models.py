@@ -176,6 +176,37 @@ class Grant(ReadOnlyModel):
         db_table = 'ilr"."grants'
 
 
+class ApprovalRequest(ReadOnlyModel):
+    """A workflow's request that a person approve one exact effect (``ctx.request_approval``)."""
+
+    id = models.TextField(primary_key=True)
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id",
+                                 related_name="approval_requests")
+    seq = models.IntegerField()
+    target = models.TextField()
+    action = models.TextField()
+    effect_key = models.TextField()
+    payload = models.JSONField()
+    payload_hash = models.TextField()
+    amount_cents = models.BigIntegerField(null=True)
+    premises = models.JSONField(null=True)
+    decision = models.JSONField(null=True)
+    summary = models.TextField()
+    approvals_needed = models.IntegerField()
+    approvals = models.JSONField()
+    status = models.TextField()
+    grant = models.ForeignKey(Grant, models.DO_NOTHING, db_column="grant_id", null=True)
+    decided_by = models.TextField(null=True)
+    reason = models.TextField(null=True)
+    requested_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    decided_at = models.DateTimeField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."approval_requests'
+
+
 class Effect(ReadOnlyModel):
     effect_id = models.TextField(primary_key=True)
     workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="effects")

@@ -190,7 +190,7 @@ with e as (
    for update),
 u as (
   update ilr.workflows
-     set epoch = epoch + 1, owner = %(owner)s, lease_expires_at = now() + make_interval(secs => %(ttl)s),
+     set epoch = ilr.next_epoch(epoch), owner = %(owner)s, lease_expires_at = now() + make_interval(secs => %(ttl)s),
          updated_at = now()
    where id = %(wf)s and exists (select from e)
   returning id, epoch, version, lease_expires_at, now() as now),

@@ -111,7 +111,8 @@ def verify(bundle: dict, public_key=None) -> dict:
     Returns:
         {"valid", "tamper_evident", "happened" (True, False or "unknown"), "happened_once"
         (True, False or "unknown"), "authorized_when_fired" (None when nothing was dispatched),
-        "assumptions_held", "sends", "unsigned", "problems": [sentence]}. ``unsigned`` counts
+        "assumptions_held" (None when nothing was sent), "sends", "unsigned", "refusals": [{"at",
+        "reason", "premise_violations", "grant_refused"}], "problems": [sentence]}. ``unsigned`` counts
         entries with no signature although a key is known (each makes tamper_evident False:
         such an entry cannot be checked). ``valid`` says only that the
         bundle can be read (at least one entry, each a JSON object); ``tamper_evident`` (P5)
@@ -143,7 +144,9 @@ def verify(bundle: dict, public_key=None) -> dict:
       resend's ``rechecked``, show zero violations; and no LATE_RESULT arrived past
       send_timeout + settle_margin (A2). A recovery re-check that found violations or a dead
       grant and then sent nothing (REFUSED, AMBIGUOUS, or COMMITTED via "recovery-query") is the
-      check doing its job, not an assumption failing, and does not count.
+      check doing its job, not an assumption failing, and does not count. None when nothing was
+      sent. What every refusing check found is in ``refusals``, so a reader is never told the
+      premises held where a check found them changed.
     """
     problems: list[str] = []
     valid = True
@@ -267,6 +270,11 @@ def verify(bundle: dict, public_key=None) -> dict:
             problems.append("a response arrived after send_deadline + settle_margin (A2 did not hold)")
 
     sends = sum(1 for e in entries if _records_send(e))
+    if not sends:
+        # Nothing went out: "were the premises checked before every send" has no answer, and a
+        # True here would read as "the premises held" beside a refusal that found them changed.
+        assumptions = None
+    refusals = [_refusal(e, dispatched) for e in entries if e.get("kind") == "REFUSED"]
     return {
         "valid": valid,
         "tamper_evident": tamper_evident,
@@ -276,5 +284,23 @@ def verify(bundle: dict, public_key=None) -> dict:
         "assumptions_held": assumptions,
         "sends": sends,
         "unsigned": n_unsigned,
+        "refusals": refusals,
         "problems": problems,
     }
+
+
+def _refusal(entry: dict, dispatched: list[dict]) -> dict:
+    """A REFUSED entry in plain terms: {"at": "dispatch" or "recovery", "reason": sentence,
+    "premise_violations": [sentence], "grant_refused": bool}."""
+    checks = entry.get("rechecked") if isinstance(entry.get("rechecked"), dict) else entry.get("checks")
+    checks = checks if isinstance(checks, dict) else {}
+    reason = entry.get("reason")
+    violations = list(checks.get("violations") or [])
+    if isinstance(reason, list):  # T_dispatch writes the premise violations as the reason
+        violations = violations or [str(r) for r in reason]
+        reason = "premises changed"
+    at_recovery = entry.get("rechecked") is not None or "at recovery" in str(reason) or (
+        bool(dispatched) and entry.get("found") is False)
+    return {"at": "recovery" if at_recovery else "dispatch", "reason": str(reason),
+            "premise_violations": violations,
+            "grant_refused": checks.get("lease_live") is False or str(reason).startswith(("lease", "lease not live"))}

@@ -140,8 +140,9 @@ def resolve_version_on(conn: psycopg.Connection, name: str, version: str | None 
                        "order by created_at desc, version desc limit 1", (name,)).fetchone()
     if row is not None:
         return row["version"]
+    # Retired ones only: a worker may deploy an unretired version between the two reads.
     retired = {r["version"] for r in conn.execute(
-        "select version from ilr.deployments where name = %s", (name,)).fetchall()}
+        "select version from ilr.deployments where name = %s and retired_at is not null", (name,)).fetchall()}
     local = [d for d in registry.versions(name) if d.version not in retired]
     if not local:
         if retired:
@@ -438,6 +439,13 @@ class Runtime:
     def describe(self, wf_id: str) -> dict:
         """The workflow row with its steps, effects, signals and waiting state; never runs code.
 
+        Returns:
+            the row's columns, plus "steps", "effects", "signals", "children" and "last_error":
+            a step (or decide) whose attempt failed and is waiting to retry has
+            ``{"type", "message", "attempt", "at"}`` there (``waiting["last_error"]``: the
+            exception type, its message cut at 2000 characters, the failed attempt's number
+            and the database time), else None.
+
         Raises:
             WorkflowNotFound: no workflow has this id.
         """
@@ -455,6 +463,7 @@ class Runtime:
                                          (wf_id,)).fetchall()
             wf["children"] = [r["id"] for r in conn.execute(
                 "select id from ilr.workflows where parent_id = %s order by created_at", (wf_id,)).fetchall()]
+        wf["last_error"] = (wf["waiting"] or {}).get("last_error")
         return wf
 
     def list(self, status: str | None = None, name: str | None = None, version: str | None = None,
@@ -647,7 +656,7 @@ class Runtime:
                                                      f"already: resume it on its own version with rt.resume")
                 return {**out, "status": wf["status"]}
             row = conn.execute(
-                "update ilr.workflows set version = %s, epoch = epoch + 1, updated_at = now(), "
+                "update ilr.workflows set version = %s, epoch = ilr.next_epoch(epoch), updated_at = now(), "
                 "status = case when status = 'stuck' then 'pending' else status end, "
                 "error = case when status = 'stuck' then null else error end, "
                 "available_at = case when status = 'stuck' then now() else available_at end, "
@@ -778,6 +787,31 @@ class Runtime:
         from ilr.grants import approve_in
 
         return self._tx(approve_in, wf_id, payload, facts_seen, by=by, expires_in=expires_in, action=action)
+
+    def approve_request(self, request_id: str, *, by: str, expires_in: float | None = None) -> dict:
+        """Approve an approval request as ``by`` (see ilr.approval_requests.approve_request_in);
+        returns the request row (still pending when a second approver is needed)."""
+        from ilr.approval_requests import approve_request_in
+
+        return self._tx(approve_request_in, request_id, by=by, expires_in=expires_in)
+
+    def reject_request(self, request_id: str, *, by: str, reason: str) -> dict:
+        """Reject an approval request (see ilr.approval_requests.reject_request_in)."""
+        from ilr.approval_requests import reject_request_in
+
+        return self._tx(reject_request_in, request_id, by=by, reason=reason)
+
+    def approval_request(self, request_id: str) -> dict:
+        """One approval request row. Raises ApprovalRequestNotFound."""
+        from ilr.approval_requests import get_in
+
+        return self._tx(get_in, request_id)
+
+    def approval_requests(self, status: str | None = "pending", limit: int = 200) -> list[dict]:
+        """Approval requests with ``status`` (None: any), oldest first."""
+        from ilr.approval_requests import list_in
+
+        return self._tx(list_in, status, limit)
 
     def revoke(self, grant_id: str, *, by: str) -> list[str]:
         """Revoke a grant; returns the effect ids that may still land (see ilr.grants.revoke_in)."""

@@ -74,7 +74,8 @@ def record_step(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str
 
 def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             signal: str | None = None, until: str | None = None, seconds: float | None = None,
-            attempt: int | None = None, timeout: float | None = None) -> tuple[str, Any]:
+            attempt: int | None = None, timeout: float | None = None,
+            last_error: dict | None = None) -> tuple[str, Any]:
     """The suspend transaction (spec §5.6): consume a waiting signal, record a due timer, or
     release the row as sleeping.
 
@@ -90,6 +91,8 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             wait forever (available_at = 'infinity').
         attempt: the next attempt number, for kind "retry".
         timeout: the wait's timeout in seconds, for kind "signal" (recorded with a timeout).
+        last_error: for kind "retry", the failed attempt {"type", "message", "attempt"[, "at"]},
+            kept in ``waiting["last_error"]``; "at" (database clock, ISO text) is added when absent.
 
     Returns:
         ("signal", payload) when a signal was consumed, or ("timeout", None) when the timer
@@ -106,7 +109,7 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
         cur = conn.cursor()
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
         deadline = cur.execute(
-            "select to_jsonb(d) as until, d <= now() as due from "
+            "select to_jsonb(d) as until, d <= now() as due, to_jsonb(now()) as now from "
             "(select coalesce(%s::timestamptz, now() + make_interval(secs => %s)) as d) x",
             (until, seconds),
         ).fetchone()
@@ -138,6 +141,8 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             waiting["signal"] = signal
         if attempt is not None:
             waiting["attempt"] = attempt
+        if last_error is not None:
+            waiting["last_error"] = {"at": deadline["now"], **last_error}
         cur.execute(
             "update ilr.workflows set status = 'sleeping', owner = null, lease_expires_at = null, "
             "waiting = %s::jsonb, available_at = coalesce((%s::jsonb #>> '{}')::timestamptz, 'infinity'), "

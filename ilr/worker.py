@@ -35,7 +35,7 @@ from typing import Iterable
 
 import psycopg
 
-from ilr import codec, conf, db, killpoints, registry, store
+from ilr import codec, conf, db, failover, killpoints, registry, store
 from ilr.batch import Batch
 from ilr.context import WorkflowContext, dumps_error
 from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, Suspend
@@ -64,7 +64,7 @@ due as (
 c as (select * from expired union all select * from due limit %(n)s),
 u as (
   update ilr.workflows w
-     set status = 'running', epoch = w.epoch + 1, owner = %(owner)s,
+     set status = 'running', epoch = ilr.next_epoch(w.epoch), owner = %(owner)s,
          takeovers = w.takeovers + (c.prev_status = 'running')::int,
          lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
     from c
@@ -72,6 +72,8 @@ u as (
   returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers, w.parent_id,
             w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease,
             coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
+            case when w.parent_id is null and w.continued_from is null then w.created_at
+                 else ilr.lineage_created_at(w.id) end as born_at,
             now() as now),
 h as (
   insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at,
@@ -256,6 +258,8 @@ class Run:
         self.fenced = False
         self.released = False
         self.steps = steps  # the step rows read with the claim, by seq; None: load them
+        self.born_at = row.get("born_at")  # the earliest created_at of its lineage (ilr.failover)
+        self.failover: dict | None = None  # the worker's last timeline switch at the claim (ilr.failover)
         self.context: WorkflowContext | None = None  # set when the run starts; holds its connection
 
     clock = staticmethod(time.monotonic)
@@ -325,6 +329,7 @@ class Worker:
         self._abandoned: list[tuple[str, int]] = []
         self._abandoned_lock = threading.Lock()
         self._last_fault = float("-inf")  # monotonic time any thread of this worker last met a fault
+        self.failover: dict | None = None  # the last timeline switch (ilr.failover.seen), read per claim connection
         self.heartbeats = 0
         self.worst_heartbeat_gap = 0.0
         """Seconds, the longest time between two lease renewals by the heartbeat thread while
@@ -408,6 +413,7 @@ class Worker:
                         self._drop_claim_conn()
                 for row, t0, steps in claimed:
                     run = Run(row, self.lease_ttl, t0, steps)
+                    run.failover = self.failover
                     # The claim took the row at a newer epoch, so a run of ours still holding an
                     # older one lost its lease: fence it now, so it starts no body before its next
                     # write is refused (it keeps its slot until its thread returns).
@@ -445,9 +451,18 @@ class Worker:
         return [(row, t0, steps[row["id"]]) for row in rows]
 
     def _claim_connection(self) -> psycopg.Connection:
+        """The claim connection; a new one reads the server's timeline first (failover.seen): a
+        claim on a promoted standby is made only after this worker knows of the switch."""
         if not db.usable(self._claim_conn):
             db.discard(self._claim_conn)
-            self._claim_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
+            self._claim_conn = None
+            conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-claim")
+            try:
+                self.failover = failover.seen(conn)
+            except BaseException:
+                db.discard(conn)
+                raise
+            self._claim_conn = conn
         return self._claim_conn
 
     def _drop_claim_conn(self) -> None:

@@ -37,11 +37,14 @@ def audit_runtime(bundle: dict | None) -> dict:
     p3 = v["authorized_when_fired"]
     if p3 is None:  # nothing was dispatched: vacuously authorized
         p3 = True
+    p4 = v["assumptions_held"]
+    if p4 is None:  # nothing was sent: no send went out on a changed premise
+        p4 = True
     # P2 is "unknown" after a reapply that follows an unanswered send (score() counts it 0, never
     # a false claim); P4 counts only the premise checks that accompanied a send, each DISPATCHED
     # and each resend, plus A2 on late results (ilr.receipts.verify's docstring states both rules).
     return {"P1": v["happened"], "P2": v["happened_once"], "P3": p3,
-            "P4": v["assumptions_held"], "P5": bool(v["tamper_evident"] and detected),
+            "P4": p4, "P5": bool(v["tamper_evident"] and detected),
             "source": "receipt verify()", "verify": {k: v[k] for k in (
                 "valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
                 "assumptions_held", "sends")}, "problems": v["problems"], "tamper_detected": detected}

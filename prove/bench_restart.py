@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ilr import db, workflow
 from prove.bench import fresh_database
+from prove.waiting import until
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_DB = "ilr_bench_restart"
@@ -44,14 +45,6 @@ def restart_inflight(ctx, input):
 def restart_waiting(ctx, input):
     """Waits on signal "go"; returns its payload."""
     return ctx.wait_signal("go")
-
-
-def _until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"bench_restart: {what} did not happen within {timeout} s")
-        time.sleep(0.02)
 
 
 def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: float = 5.0, poll: float = 1.0,
@@ -95,7 +88,7 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
                          "select x, 'restart_waiting', '1', '{}' from unnest(%s::text[]) x", (ids_wait,))
             status = "select count(*) filter (where status = 'running' and name = 'restart_inflight') as running, " \
                      "count(*) filter (where status = 'sleeping') as sleeping from ilr.workflows"
-            _until(lambda: (lambda r: r["running"] == inflight and r["sleeping"] == waiting)(
+            until(lambda: (lambda r: r["running"] == inflight and r["sleeping"] == waiting)(
                 conn.execute(status).fetchone()), 60, "every workflow in place")
         cluster.stop()  # pg_ctl stop -m fast: every session, the worker's included, is terminated
         cluster.start()  # returns once the server accepts connections
@@ -119,7 +112,7 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
                     left.discard(r["id"])
                 return not left
 
-            _until(progressed, 10 * lease_ttl + 60, "every workflow ending")
+            until(progressed, 10 * lease_ttl + 60, "every workflow ending")
             summary = conn.execute(
                 "select (select count(*) from ilr.claims where prev_status = 'running') as takeovers, "
                 "(select count(*) from ilr.workflows where status = 'stuck') as stuck, "

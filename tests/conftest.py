@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ILR_TABLES = "ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, ilr.claims, " \
+ILR_TABLES = "ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, ilr.claims, " \
              "ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
 
 

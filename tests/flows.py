@@ -273,3 +273,44 @@ def swallow_unless_fixed(ctx, input):
             pass
     ctx.step("after", invoke, ctx.workflow_id, "after")
     return "fixed"
+
+
+def explode(message: str) -> None:
+    """A step body that always raises ValueError(message)."""
+    raise ValueError(message)
+
+
+@workflow(name="always_fails", version="1")
+def always_fails(ctx, input):
+    """One step that raises ValueError(input["message"], default "boom") on every attempt, under
+    the default unlimited retries with a short backoff (0.2 s, capped at 0.5 s)."""
+    return ctx.step("explode", explode, input.get("message", "boom"),
+                    retry=RetryPolicy(initial=0.2, max_interval=0.5))
+
+
+@workflow(name="asks_approval", version="1")
+def asks_approval(ctx, input):
+    """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents),
+    then send it under the approval's grant and premises."""
+    from prove.targets_client import LocalRefunds
+
+    target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
+    if input.get("two_person_cents") is not None:
+        target.two_person_cents = input["two_person_cents"]
+    if input.get("action"):
+        target.action = input["action"]  # what the effect asks the grant to cover, and the request
+    payload = {"payment": input["payment"], "amount": input["amount"]}
+    approval = ctx.request_approval(target, input["key"], payload, premises=lambda: target.capture(input["payment"]),
+                                    summary=f"Refund {input['amount']} cents", timeout=input.get("timeout", 60))
+    if approval is None:
+        out = ctx.last_approval
+        return {"status": out["status"], "by": out["decided_by"], "reason": out["reason"]}
+    r = ctx.effect(target, key=input["key"], payload=approval.payload, premises=approval.facts_seen,
+                   grant=approval.grant_id)
+    return {"status": r.status, "approved_by": list(approval.approved_by), "effect_id": r.effect_id}
+
+
+
+# -- agents (ilr.agents): the agent_refund workflow and its Agent, shared with agents_report ----------
+
+from prove.agent_refund import agent_prompt, agent_refund, refund_agent  # noqa: F401 - registers agent_refund

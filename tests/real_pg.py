@@ -1,4 +1,5 @@
-"""A PostgreSQL cluster of Debian's server package for the real-server lane of the tests.
+"""A PostgreSQL cluster of Debian's server package for the real-server lane of the tests
+(the cluster itself: prove.pg_cluster).
 
 ``python3 -m tests.real_pg DIR -- PYTEST_ARGS...`` runs initdb in DIR (fresh), starts the server
 on a free 127.0.0.1 port with its own socket directory, fsync and synchronous_commit on, creates
@@ -11,81 +12,15 @@ As root the cluster belongs to the ``postgres`` system user (PostgreSQL refuses 
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-DB_NAME = "interlock"
-MINIMUM_MAJOR = 15
-
-
-def bin_dir() -> Path:
-    """The newest /usr/lib/postgresql/N/bin with an initdb (Debian's layout)."""
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[-3]))
-    if not found:
-        raise SystemExit("no Debian PostgreSQL server found under /usr/lib/postgresql (apt-get install postgresql)")
-    return Path(found[-1]).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """One throwaway cluster: ``DIR/data`` and the socket directory ``DIR/sock``."""
-
-    def __init__(self, root: Path):
-        self.root = root.resolve()
-        self.data = self.root / "data"
-        self.sock = self.root / "sock"
-        self.bin = bin_dir()
-        self.port = free_port()
-        self.user = "postgres" if os.geteuid() == 0 else None
-
-    def _run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
-                              user=self.user)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(str(a) for a in args)} exited {done.returncode}: "
-                               f"{(done.stderr or done.stdout).strip()}")
-        return done
-
-    @property
-    def url(self) -> str:
-        return f"postgres://postgres@127.0.0.1:{self.port}/{DB_NAME}"
-
-    def start(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        self.sock.mkdir(parents=True)
-        if self.user:
-            entry = pwd.getpwnam(self.user)
-            for path in (self.root, self.sock):
-                os.chown(path, entry.pw_uid, entry.pw_gid)
-        self._run(self.bin / "initdb", "--auth=trust", "--encoding=utf8", "-U", "postgres", "-D", self.data)
-        # fsync and synchronous_commit on, as the durability assumptions need, passed at start
-        # so no stray configuration turns them off.
-        opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sock} -c fsync=on "
-                "-c synchronous_commit=on -c max_connections=200")
-        self._run(self.bin / "pg_ctl", "-w", "-t", "60", "-D", self.data, "-l", self.root / "server.log",
-                  "-o", opts, "start", timeout=90)
-        self._run(self.bin / "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", DB_NAME)
-
-    def version(self) -> str:
-        return self._run(self.bin / "psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "-At",
-                         "-c", "select version()", DB_NAME).stdout.strip()
-
-    def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self._run(self.bin / "pg_ctl", "-w", "-t", "60", "-D", self.data, "-m", "fast", "stop", timeout=90)
+from prove.pg_cluster import DB_NAME, MINIMUM_MAJOR, Cluster, bin_dir, free_port  # noqa: F401 - re-exported
 
 
 def main(argv: list[str]) -> int:

@@ -19,7 +19,7 @@ def manage(workers, *args, **env):
 
 def test_public_api_is_pinned():
     assert ilr.__all__ == [
-        "CancelRequest", "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
+        "Approval", "ApprovalRefused", "ApprovalRequestNotFound", "CancelRequest", "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
         "Runtime", "SignalTimeout", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
         "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "resume_in", "signal_in", "workflow"]
 
@@ -28,7 +28,7 @@ def test_ilr_check_and_receipt_commands(rt, workers, tmp_path):
     with refund_env(tmp_path, 1) as env:
         workers.start("A", env=env.worker_env())
         case = env.case("cmd")
-        rt.start("refund", "cmd", case)
+        rt.start("refund_signal", "cmd", case)
         approve(rt, "cmd")
         result = rt.result("cmd", timeout=60)
     ledger = str(tmp_path / "ledger.sqlite")

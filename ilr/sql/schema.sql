@@ -194,3 +194,67 @@ create or replace function ilr.notify_claimable() returns trigger language plpgs
 create or replace trigger workflows_claimable after insert or update of status, available_at on ilr.workflows
   for each row when (new.status in ('pending', 'sleeping') and new.available_at <= now())
   execute function ilr.notify_claimable();
+
+-- The WAL timelines seen, the epoch floor and the lineage age used after a failover (migration
+-- 0010; README "Failover").
+create table if not exists ilr.timelines (
+  timeline_id int primary key,
+  seen_at timestamptz not null default now()
+);
+
+-- The timeline WAL is being written on now (the first 8 hex digits of the current WAL file's
+-- name; pg_control_checkpoint() lags behind a promotion until the next checkpoint). Raises on a
+-- standby (recovery in progress), which takes no writes anyway.
+create or replace function ilr.current_timeline() returns int language sql volatile as
+  $$ select ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int $$;
+
+-- The epoch a claim issues: one more than the last, and at least (timeline - 1) * 2^32. Epochs
+-- issued on a lost tail of an older timeline (asynchronous replication, the primary died) are
+-- below the floor of every later timeline, so no epoch is issued twice and a worker still
+-- holding a lost epoch is fenced out on the new primary. On timeline 1 the floor is 0.
+create or replace function ilr.next_epoch(epoch bigint) returns bigint language sql volatile as
+  $$ select greatest(epoch + 1, (ilr.current_timeline() - 1)::bigint << 32) $$;
+
+-- The earliest created_at along a workflow's lineage (itself, its parent, the run it continued
+-- from, and theirs): a child or successor re-created after a failover belongs to a lineage
+-- that existed before it.
+create or replace function ilr.lineage_created_at(wf text) returns timestamptz language sql stable as $$
+  with recursive up(id, parent, created_at, depth) as (
+    select id, coalesce(parent_id, continued_from), created_at, 0 from ilr.workflows where id = wf
+    union all
+    select w.id, coalesce(w.parent_id, w.continued_from), w.created_at, up.depth + 1
+      from ilr.workflows w join up on w.id = up.parent where up.depth < 1000)
+  select min(created_at) from up $$;
+
+insert into ilr.timelines (timeline_id) select ilr.current_timeline() on conflict do nothing;
+
+-- Approval requests: a workflow asks a person (or two) to approve one exact effect. The row is
+-- written with the step that records the request, in the workflow's fenced transaction; approve
+-- and reject lock it, so an approval and the expiry the workflow records cannot both win.
+create table if not exists ilr.approval_requests (
+  id text primary key,                      -- 'apr_' + sha256(workflow_id, seq), so a re-run writes the same row
+  workflow_id text not null references ilr.workflows(id),
+  seq int not null,                         -- the step that records the request
+  target text not null,                     -- the effect target's name (the target registry's key)
+  action text not null,                     -- what the grant will cover, e.g. 'refund'
+  effect_key text not null,                 -- the business idempotency key the effect will use
+  payload jsonb not null,                   -- exactly what will be sent
+  payload_hash text not null,
+  amount_cents bigint,                      -- payload.amount when the payload has one
+  premises jsonb,                           -- the facts captured before the request
+  decision jsonb,                           -- the decision's reference (Decision.ref), if any
+  summary text not null default '',         -- one line for the queue
+  approvals_needed int not null default 1 check (approvals_needed in (1, 2)),
+  approvals jsonb not null default '[]',    -- [{"by", "at"}], one per distinct approver
+  status text not null default 'pending' check (status in ('pending','approved','rejected','expired','cancelled')),
+  grant_id text references ilr.grants(id),  -- the payload-bound grant, once approved
+  decided_by text,
+  reason text,
+  requested_at timestamptz not null default now(),
+  expires_at timestamptz not null,
+  decided_at timestamptz,
+  unique (workflow_id, seq),
+  constraint approval_requests_grant_when_approved check ((status = 'approved') = (grant_id is not null)),
+  constraint approval_requests_decided check ((status = 'pending') = (decided_at is null))
+);
+create index if not exists approval_requests_pending on ilr.approval_requests (requested_at) where status = 'pending';
