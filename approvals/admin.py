@@ -38,12 +38,12 @@ from django.utils.safestring import mark_safe
 
 from approvals import selectors, services
 from approvals.forms import GrantCreateForm
-from approvals.models import Approval
 from approvals.templatetags.approvals_extras import as_json, cents, pretty_json
 from ilr.codec import MAX_TEXT_LENGTH
 from ilr.errors import InvalidInput
 from ilr.grants import GrantNotFound
-from ilr.models import Deployment, Effect, Grant, JournalEntry, LlmCall, Response, Signal, Step, Workflow
+from ilr.models import (ApprovalRequest, Deployment, Effect, Grant, JournalEntry, LlmCall, Response, Signal, Step,
+                        Workflow)
 
 MAX_SELECTED = 500
 
@@ -150,7 +150,8 @@ class WorkflowAdmin(ReadOnlyAdmin):
     actions = ["cancel_selected", "resume_selected"]
     change_list_template = "admin/approvals/workflow_change_list.html"
     fieldsets = [
-        (None, {"fields": ("id", "name", "version", "status", "review_link", "waiting_state", "available",
+        (None, {"fields": ("id", "name", "version", "status", "review_link", "waiting_state", "last_error",
+                           "available",
                            "cancel_requested_at", "cancel_requested_by", "result_pretty", "error_pretty", "input_pretty")}),
         ("Lease", {"fields": ("epoch", "owner", "lease_expires_at", "takeovers", "resumed_by", "resumed_at")}),
         ("Lineage", {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at",
@@ -200,12 +201,29 @@ class WorkflowAdmin(ReadOnlyAdmin):
         if w.get("kind") == "effect" and w.get("lookup_error"):
             # The effect could not read its target (effects.LOOKUP_RETRY): say so in the list.
             return f"effect lookup, attempt {w.get('lookup_attempt')} failed: {str(w['lookup_error'])[:80]}"
+        if w.get("kind") == "retry" and w.get("last_error"):
+            # A step or decision that failed and waits to retry (WorkflowContext._failed_attempt).
+            e = w["last_error"]
+            return f"retry {w.get('name')}, attempt {e.get('attempt')} failed: {e.get('type')}: " \
+                   f"{str(e.get('message'))[:80]}"
         return w.get("kind") or as_json(w)
 
     @admin.display(description="waiting")
     def waiting_state(self, obj):
         """The full waiting state."""
         return _pre(obj.waiting) if obj.waiting else "—"
+
+    @admin.display(description="last failed attempt")
+    def last_error(self, obj):
+        """A step waiting to retry: the exception type, message, attempt number and time of its
+        last failed attempt (``waiting["last_error"]``)."""
+        e = (obj.waiting or {}).get("last_error")
+        if not e:
+            return "—"
+        return format_html("<strong>{}: </strong><pre style='white-space:pre-wrap;margin:0'>{}</pre>"
+                           "attempt {} of step {}, at {}; retry {} at {}", e.get("type"), e.get("message"),
+                           e.get("attempt"), obj.waiting.get("name"), e.get("at"), obj.waiting.get("attempt"),
+                           obj.waiting.get("until"))
 
     @admin.display(description="review")
     def review_link(self, obj):
@@ -778,22 +796,44 @@ class ResponseAdmin(ReadOnlyAdmin):
         return _indexed_search(queryset, search_term, ("effect_id", "workflow_id"), None)
 
 
-# -- the approvals app ---------------------------------------------------------------------------
+# -- approval requests ---------------------------------------------------------------------------
 
-@admin.register(Approval)
-class ApprovalAdmin(ReadOnlyAdmin):
-    """Approvals given in the review UI, including first approvals awaiting a second person."""
+@admin.register(ApprovalRequest)
+class ApprovalRequestAdmin(ReadOnlyAdmin):
+    """Approval requests of every workflow (``ctx.request_approval``): read-only here; approve
+    or reject in the review UI, which runs ``approve_request_in`` / ``reject_request_in``."""
 
-    list_display = ("workflow_id", "username", "amount_display", "grant_id", "created_at")
-    list_filter = (("grant_id", admin.EmptyFieldListFilter),)
-    search_fields = ("workflow_id", "username")
-    ordering = ("-created_at",)
+    list_display = ("id", "summary", "workflow_id", "target", "action", "status", "approvers_display",
+                    "requested_at", "expires_at", "review_link")
+    list_filter = ("status", "action")
+    search_fields = ("id", "workflow_id")
+    ordering = ("-requested_at",)
+    readonly_fields = ("payload_display", "premises_display", "approvals_display")
 
     def get_search_results(self, request, queryset, search_term):
-        """Exact workflow id or username."""
-        return _indexed_search(queryset, search_term, ("workflow_id", "username"), None)
+        """Exact request id or workflow id."""
+        return _indexed_search(queryset, search_term, ("id", "workflow_id"), None)
 
-    @admin.display(description="amount")
-    def amount_display(self, obj):
-        """The approved amount in dollars."""
-        return cents(obj.amount)
+    @admin.display(description="approvers")
+    def approvers_display(self, obj):
+        """Who approved so far, and how many the request needs."""
+        names = [a.get("by") for a in obj.approvals or []]
+        return f"{', '.join(names) or '—'} ({len(names)} of {obj.approvals_needed})"
+
+    @admin.display(description="review")
+    def review_link(self, obj):
+        """The request on its case page in the review UI (approve or reject there)."""
+        return format_html('<a href="{}#request-{}">case page</a>', reverse("approvals:case", args=[obj.workflow_id]),
+                           obj.id)
+
+    @admin.display(description="payload")
+    def payload_display(self, obj):
+        return _pre(obj.payload)
+
+    @admin.display(description="premises")
+    def premises_display(self, obj):
+        return _pre(obj.premises)
+
+    @admin.display(description="approvals")
+    def approvals_display(self, obj):
+        return _pre(obj.approvals)

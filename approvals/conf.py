@@ -1,15 +1,13 @@
 """The ``approvals`` settings, each with its default; the review UI reads its settings here only.
 
-``from approvals.conf import settings`` then ``settings.SECOND_APPROVER_CENTS`` returns the
-project's ``APPROVALS_SECOND_APPROVER_CENTS`` when its Django settings define it, else the
-default below (read again at each access, so ``override_settings`` applies).
+``from approvals.conf import settings`` then ``settings.PREMISE_TIMEOUT`` returns the project's
+``APPROVALS_PREMISE_TIMEOUT`` when its Django settings define it, else the default below (read
+again at each access, so ``override_settings`` applies). The two-person rule is the runtime's
+(``ILR_TWO_PERSON_CENTS``, ilr/conf.py), so the API, the admin and this UI agree.
 
 ===================================  ==========  ===============================================
 setting                              default     what it sets
 ===================================  ==========  ===============================================
-``APPROVALS_SECOND_APPROVER_CENTS``  ``50000``   from this amount (cents) an approval in the
-                                                 review UI needs two distinct approvers before
-                                                 the grant is issued
 ``APPROVALS_PREMISE_TIMEOUT``        ``2.0``     seconds allowed to re-read a case's premises
                                                  from its target for the review page
 ===================================  ==========  ===============================================
@@ -21,7 +19,6 @@ from typing import Any
 
 PREFIX = "APPROVALS_"
 DEFAULTS: dict[str, Any] = {
-    "SECOND_APPROVER_CENTS": 50_000,
     "PREMISE_TIMEOUT": 2.0,
 }
 

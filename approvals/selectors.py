@@ -2,8 +2,7 @@
 
 A workflow row may hold ``available_at = 'infinity'`` (waiting with no timeout), which no
 Python datetime can hold, so every workflow query here defers that column and reads it as text
-(``workflows()``). Premises are re-read from the case's payment target with a short timeout,
-concurrently for a page of cases, and shown as "unavailable" when the target does not answer.
+(``workflows()``). The approval queue's reads are in ``approvals.queue``.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +18,7 @@ from django.db import connection
 from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Cast, Now
 
-from approvals import conf
-from approvals.models import Approval
 from ilr import db, receipts
-from ilr.codec import payload_hash
 from ilr.grants import EffectNotFound
 from ilr.models import Claim, Deployment, Effect, Signal, Step, WorkerDeployment, Workflow
 from ilr.runtime import UNSERVED_SQL
@@ -67,197 +62,6 @@ def unserved() -> list[dict]:
         return [dict(zip(columns, row)) for row in cur.fetchall()]
 
 
-def waiting_for_approval():
-    """Workflows sleeping on signal "approve", oldest first."""
-    return workflows().filter(status="sleeping", waiting__kind="signal", waiting__signal="approve") \
-        .order_by("created_at", "id")
-
-
-# -- proposals and premises ---------------------------------------------------------------------
-
-@dataclass
-class Proposal:
-    """What a person is asked to approve: the recorded proposal and the decision behind it.
-
-    Attributes:
-        payload: the ``propose`` step's output (exactly what would be sent).
-        payload_hash: sha256 of its canonical JSON (what a grant binds).
-        amount: payload["amount"] in cents, when present.
-        facts_seen: the premises the decision rested on (the decide step's ``premises``).
-        decision: the decide step's response {"model", "amount", "reasoning", ...}.
-        decided_at: when the decision was recorded.
-    """
-
-    workflow_id: str
-    payload: Any
-    payload_hash: str
-    amount: int | None
-    facts_seen: Any
-    decision: dict
-    decided_at: dt.datetime | None
-
-
-def proposal(workflow_id: str) -> Proposal | None:
-    """The latest ``propose`` step of a workflow and the decide step before it; None without one."""
-    prop = Step.objects.filter(workflow_id=workflow_id, name="propose", output__isnull=False).order_by("-seq").first()
-    if prop is None:
-        return None
-    return _proposal_from(prop, Step.objects.filter(workflow_id=workflow_id, kind="decide", seq__lt=prop.seq)
-                          .order_by("-seq").first())
-
-
-def _proposal_from(prop: Step, decide: Step | None) -> Proposal:
-    out = decide.output if decide is not None and isinstance(decide.output, dict) else {}
-    response = out.get("response") if isinstance(out.get("response"), dict) else {}
-    payload = prop.output
-    amount = payload.get("amount") if isinstance(payload, dict) else None
-    return Proposal(
-        workflow_id=prop.workflow_id,
-        payload=payload,
-        payload_hash=payload_hash(payload),
-        amount=amount if isinstance(amount, int) and not isinstance(amount, bool) else None,
-        facts_seen=out.get("premises"),
-        decision={"model": response.get("model") or out.get("model"), "amount": response.get("amount"),
-                  "reasoning": response.get("reasoning")},
-        decided_at=decide.created_at if decide is not None else None,
-    )
-
-
-def _proposals(ids: list[str]) -> dict[str, Proposal]:
-    """Proposals of many workflows in two queries."""
-    steps: dict[str, list[Step]] = {}
-    for s in Step.objects.filter(Q(name="propose") | Q(kind="decide"), workflow_id__in=ids).order_by("seq"):
-        steps.setdefault(s.workflow_id, []).append(s)
-    found = {}
-    for wf_id, rows in steps.items():
-        props = [s for s in rows if s.name == "propose" and s.output is not None]
-        if props:
-            decides = [s for s in rows if s.kind == "decide" and s.seq < props[-1].seq]
-            found[wf_id] = _proposal_from(props[-1], decides[-1] if decides else None)
-    return found
-
-
-@dataclass
-class PremiseRow:
-    """One premise: its value when decided and now ("changed" when they differ)."""
-
-    name: str
-    seen: Any
-    now: Any = None
-    available: bool = False
-    changed: bool = False
-
-
-@dataclass
-class Premises:
-    """The premises of a decision beside their current values.
-
-    Attributes:
-        rows: one PremiseRow per premise the decision saw.
-        error: why the current values are unavailable, or None.
-    """
-
-    rows: list[PremiseRow] = field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def any_changed(self) -> bool:
-        """True when a current value differs from the one the decision saw."""
-        return any(r.changed for r in self.rows)
-
-
-def premises_now(case: Any, facts_seen: Any) -> Premises:
-    """Re-read the premises of a case from its target (``prove.workflows.target_for(case)
-    .capture(payment)``) with a short timeout and set them beside ``facts_seen``.
-
-    Never raises: a target that does not answer, or a case without a target, gives rows whose
-    current value is unavailable and an ``error`` sentence.
-    """
-    seen = facts_seen if isinstance(facts_seen, dict) else {}
-    result = Premises(rows=[PremiseRow(k, v) for k, v in seen.items()])
-    if not isinstance(facts_seen, dict):
-        result.error = "the decision recorded no premises" if facts_seen is None else "premises are not an object"
-        return result
-    try:
-        from prove.workflows import target_for
-
-        target = target_for(case if isinstance(case, dict) else {})
-        target.read_timeout = float(conf.settings.PREMISE_TIMEOUT)
-        payment = seen.get("payment") or (case.get("payment") if isinstance(case, dict) else None)
-        if payment is None:
-            raise ValueError("no payment to read")
-        now = target.capture(payment)
-    except Exception as exc:  # noqa: BLE001 - any failure to read is shown, never raised
-        result.error = f"unavailable: {type(exc).__name__}: {exc}"[:300]
-        return result
-    for row in result.rows:
-        if row.name in now:
-            row.now, row.available = now[row.name], True
-            row.changed = now[row.name] != row.seen
-    return result
-
-
-# -- the approval queue -------------------------------------------------------------------------
-
-@dataclass
-class ApprovalCase:
-    """A workflow waiting for approval, as the queue shows it."""
-
-    workflow: Workflow
-    proposal: Proposal | None
-    premises: Premises
-    approvers: list[str]
-    decided: bool
-    threshold: int
-
-    @property
-    def needs_two(self) -> bool:
-        """True when the two-person rule applies to this proposal's amount."""
-        return self.proposal is not None and self.proposal.amount is not None and self.proposal.amount >= self.threshold
-
-
-def _cases(rows: list[Workflow], threshold: int) -> list[ApprovalCase]:
-    ids = [w.id for w in rows]
-    props = _proposals(ids)
-    votes: dict[str, list[str]] = {}
-    for a in Approval.objects.filter(workflow_id__in=ids, grant_id__isnull=True).order_by("created_at"):
-        if a.workflow_id in props and a.payload_hash == props[a.workflow_id].payload_hash:
-            votes.setdefault(a.workflow_id, []).append(a.username)
-    decided = set(Signal.objects.filter(workflow_id__in=ids, name="approve", consumed_seq__isnull=True)
-                  .values_list("workflow_id", flat=True))
-
-    def read(w: Workflow) -> Premises:
-        """The premises of one case beside their current values (runs in a pool thread)."""
-        p = props.get(w.id)
-        return premises_now(w.input, p.facts_seen if p else None)
-
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(rows)))) as pool:
-        premises = list(pool.map(read, rows))
-    return [ApprovalCase(w, props.get(w.id), prem, votes.get(w.id, []), w.id in decided, threshold)
-            for w, prem in zip(rows, premises)]
-
-
-def approval_queue(page: Any = 1, per_page: int = QUEUE_PAGE_SIZE) -> tuple[Page, list[ApprovalCase]]:
-    """One page of the approval queue (oldest first) and its cases with premises re-read.
-
-    Args:
-        page: a page number (bad values give the first or last page).
-    """
-    from approvals.services import second_approver_cents
-
-    pager = Paginator(waiting_for_approval(), per_page)
-    current = pager.get_page(page)
-    return current, _cases(list(current.object_list), second_approver_cents())
-
-
-def approval_case(workflow_id: str) -> ApprovalCase | None:
-    """The queue entry of one workflow, or None when it does not wait for approval."""
-    from approvals.services import second_approver_cents
-
-    w = waiting_for_approval().filter(id=workflow_id).first()
-    return _cases([w], second_approver_cents())[0] if w is not None else None
-
-
 # -- one workflow --------------------------------------------------------------------------------
 
 @dataclass
@@ -270,7 +74,6 @@ class WorkflowDetail:
     effects: list[Effect]
     children: list[dict]
     claims: list[Claim]
-    approvals: list[Approval]
 
 
 def workflow_detail(workflow_id: str) -> WorkflowDetail:
@@ -288,7 +91,6 @@ def workflow_detail(workflow_id: str) -> WorkflowDetail:
         children=list(Workflow.objects.filter(parent_id=workflow_id).order_by("created_at")
                       .values("id", "name", "status")),
         claims=list(Claim.objects.filter(workflow_id=workflow_id).order_by("epoch")),
-        approvals=list(Approval.objects.filter(workflow_id=workflow_id).order_by("created_at")),
     )
 
 
@@ -356,20 +158,40 @@ class Receipt:
         return json.dumps(self.bundle, indent=2, sort_keys=True, ensure_ascii=False)
 
 
+def _refusal_words(refusals: list[dict], at: str) -> str:
+    """The refusals at ``at`` ("dispatch" or "recovery") in one sentence, or ""."""
+    found = [r for r in refusals if r["at"] == at]
+    if not found:
+        return ""
+    parts = []
+    for r in found:
+        if r["premise_violations"]:
+            parts.append("the premises had changed: " + "; ".join(r["premise_violations"]))
+        elif r["grant_refused"]:
+            parts.append("the grant no longer covered it (revoked, expired, or for another payload)")
+        else:
+            parts.append(r["reason"])
+    return "; ".join(parts)
+
+
 def _answers(v: dict, b: dict) -> list[Answer]:
     happened, once, auth, held = v["happened"], v["happened_once"], v["authorized_when_fired"], v["assumptions_held"]
     sends = v.get("sends")
+    refusals = v.get("refusals") or []
+    at_dispatch, at_recovery = _refusal_words(refusals, "dispatch"), _refusal_words(refusals, "recovery")
     out = []
     if happened is True:
         out.append(Answer("P1", "Did it happen?", "Yes",
-                          "The target confirmed the refund: the journal holds its COMMITTED entry.", True))
+                          "The target confirmed the effect: the journal holds its COMMITTED entry.", True))
     elif happened is False:
+        why = (f" It was refused before it was sent: {at_dispatch}." if at_dispatch else
+               f" Recovery refused it: {at_recovery}." if at_recovery else "")
         out.append(Answer("P1", "Did it happen?", "No",
-                          "It was never applied: the journal shows it refused or never sent.", True))
+                          "It was never applied: the journal shows it refused or never sent." + why, True))
     else:
         out.append(Answer("P1", "Did it happen?", "Unknown",
                           "It was sent but no answer was recorded (AMBIGUOUS or still open): a person must "
-                          "reconcile it against the target's ledger.", None))
+                          "reconcile it against the target's records.", None))
     if happened is False:
         out.append(Answer("P2", "Did it happen at most once?", "Yes", "It did not happen at all.", True))
     elif once is True:
@@ -383,23 +205,33 @@ def _answers(v: dict, b: dict) -> list[Answer]:
         out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
                           "Recovery reapplied it after a send whose answer never came. Had that send been "
                           "applied late, after the send deadline plus the settle margin (A2), the target "
-                          "applied it twice: a person must check the target's ledger.", None))
+                          "applied it twice: a person must check the target's records.", None))
     else:
         out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
                           "Whether it happened is unknown, so how often is too.", None))
     if auth is None:
-        out.append(Answer("P3", "Was it authorized when it fired?", "Not applicable", "Nothing was sent.", None))
+        out.append(Answer("P3", "Was it authorized when it fired?", "Not applicable: nothing was sent",
+                          f"Nothing was sent. The check before sending refused it: {at_dispatch}." if at_dispatch
+                          else "Nothing was sent.", None))
     elif auth:
+        later = (f" Recovery later refused to send it again: {at_recovery}." if at_recovery else "")
         out.append(Answer("P3", "Was it authorized when it fired?", "Yes",
                           "Every send carried a live, unrevoked, unexpired grant that covered this exact payload "
-                          "and amount.", True))
+                          "and amount." + later, True))
     else:
         out.append(Answer("P3", "Was it authorized when it fired?", "No",
                           "A send went out without a live grant covering it; see the problems below.", False))
-    if held:
-        out.append(Answer("P4", "Did its assumptions hold?", "Yes",
-                          "The premises were checked immediately before every send and still held, and no "
-                          "answer arrived after the send deadline plus the settle margin.", True))
+    if held is None:
+        out.append(Answer("P4", "Did its assumptions hold?", "Not applicable: nothing was sent",
+                          f"Nothing was sent: the check before sending found that {at_dispatch}, and refused it."
+                          if at_dispatch else "Nothing was sent, so no premise was relied on.", None))
+    elif held:
+        later = (f" A later re-check at recovery found that {at_recovery}, and refused to send again: the "
+                 f"premises no longer hold." if at_recovery else "")
+        out.append(Answer("P4", "Did its assumptions hold?", "Yes, at every send" if at_recovery else "Yes",
+                          "The premises were checked immediately before every send and held then, and no "
+                          "answer arrived after the send deadline plus the settle margin." + later,
+                          None if at_recovery else True))
     else:
         out.append(Answer("P4", "Did its assumptions hold?", "No",
                           "A premise had changed when a send went out, or an answer arrived too late; see "

@@ -1,8 +1,8 @@
 """Writes: every action of the admin and the review UI (Django's services/selectors split).
 
 Each service checks the acting user's permission, runs the runtime's own transaction body
-(``approve_in``, ``signal_in``, ``cancel_in``, ``resume_in``, ``grant_in``, ``revoke_in``,
-``reconcile_in``) on
+(``approve_request_in``, ``reject_request_in``, ``cancel_in``, ``resume_in``, ``grant_in``,
+``revoke_in``, ``reconcile_in``) on
 Django's connection inside ``transaction.atomic()``, and writes a ``django.contrib.admin``
 ``LogEntry`` in the same transaction: either the action and its log entry commit together, or
 neither does. ``by`` / ``granted_by`` is always ``user.get_username()``, never a form value.
@@ -14,22 +14,21 @@ second into a 404.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from psycopg.rows import dict_row
 from psycopg.types.json import JsonbLoader, JsonLoader
 
-from approvals import conf, selectors
-from approvals.models import Approval
-from ilr import CancelRequest, cancel_in, resume_in, signal_in
-from ilr.errors import InvalidInput, WorkflowNotFound
-from ilr.grants import approve_in, grant_in, reconcile_in, revoke_in
-from ilr.models import Deployment, Effect, Grant, Workflow
+from approvals import queue, selectors
+from ilr import CancelRequest, cancel_in, resume_in
+from ilr.approval_requests import ApprovalRefused, ApprovalRequestNotFound, approve_request_in, reject_request_in
+from ilr.errors import InvalidInput
+from ilr.grants import grant_in, reconcile_in, revoke_in
+from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
 
 
 class ActionRefused(Exception):
@@ -52,19 +51,16 @@ class ApprovalOutcome:
 
     Attributes:
         grant_id: the issued grant, or None while a second approver is due.
-        approvers: usernames that approved this proposal, first approver first.
+        approvers: usernames that approved this request, first approver first.
         needs_second: True when this approval was recorded and waits for a second person.
+        premise_changes: what a re-check of the premises found just before approving ([] when
+            they hold or could not be read): an approval that will not send.
     """
 
     grant_id: str | None
     approvers: list[str]
     needs_second: bool
-
-
-def second_approver_cents() -> int:
-    """APPROVALS_SECOND_APPROVER_CENTS (approvals.conf): the amount (cents) from which an approval
-    needs two distinct approvers."""
-    return int(conf.settings.SECOND_APPROVER_CENTS)
+    premise_changes: list[str]
 
 
 # -- the runtime's transaction bodies on Django's connection ---------------------------------------
@@ -116,119 +112,81 @@ def _log(user, model, object_id: str, object_repr: str, flag: int, message: str)
     )
 
 
-def _lock_waiting_workflow(conn: _IlrConnection, wf_id: str) -> dict:
-    """Lock the workflow row (the runtime's lock order starts there) and refuse unless it waits
-    for approval with no approval already on its way."""
-    row = conn.execute("select id, name, status, waiting from ilr.workflows where id = %s for update",
-                       (wf_id,)).fetchone()
-    if row is None:
-        raise WorkflowNotFound(wf_id)
-    pending = conn.execute("select id from ilr.signals where workflow_id = %s and name = 'approve' "
-                           "and consumed_seq is null limit 1", (wf_id,)).fetchone()
-    if pending is not None:
-        raise ActionRefused(f"Workflow {wf_id} has already been decided: an approval or rejection is on its way "
-                            f"to it. Nothing was changed.")
-    waiting = row["waiting"] or {}
-    if not (row["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == "approve"):
-        raise ActionRefused(f"Workflow {wf_id} no longer waits for approval (it is {row['status']}). "
-                            f"Nothing was changed.")
-    return row
-
-
-def _proposal_for(wf_id: str, seen_hash: str | None) -> selectors.Proposal:
-    proposal = selectors.proposal(wf_id)
-    if proposal is None:
-        raise ActionRefused(f"Workflow {wf_id} has no recorded proposal to approve. Nothing was changed.")
-    if seen_hash is not None and seen_hash != proposal.payload_hash:
-        raise ActionRefused("The proposal is not the one you reviewed (its payload hash differs). "
+def _request_for(request_id: str, seen_hash: str | None) -> ApprovalRequest:
+    """The request, refused when the reviewer's page showed another payload."""
+    req = ApprovalRequest.objects.filter(id=request_id).first()
+    if req is None:
+        raise ApprovalRequestNotFound(request_id)
+    if seen_hash is not None and seen_hash != req.payload_hash:
+        raise ActionRefused("The request is not the one you reviewed (its payload hash differs). "
                             "Reload the page and review it again. Nothing was changed.")
-    return proposal
+    return req
 
 
-# -- approvals ----------------------------------------------------------------------------
+def _refused(exc: ApprovalRefused) -> ActionRefused:
+    return ActionRefused(f"{exc} Nothing was changed.")
 
-def approval_submit(*, user, workflow_id: str, seen_payload_hash: str, expires_in: float | None = None
+
+# -- approval requests --------------------------------------------------------------------------
+
+def request_approve(*, user, request_id: str, seen_payload_hash: str, expires_in: float | None = None
                     ) -> ApprovalOutcome:
-    """Approve the exact proposal of a workflow waiting on signal "approve".
-
-    Binds the recorded proposal (payload hash) and the premises the decision rested on
-    (facts_seen) through ``approve_in``. At or above ``second_approver_cents()`` the first
-    approval is only recorded (an ``Approval`` row) and the grant is issued at the second,
-    distinct approver's approval; the grant's lifetime is then the shorter of the two requested.
+    """Approve an approval request as the logged-in user (``approve_request_in``: the grant is
+    bound to the request's payload hash and premises; the two-person rule is the request's own).
 
     Args:
-        user: the logged-in user (needs approvals.approve); the grant's ``granted_by``.
-        workflow_id: the workflow.
-        seen_payload_hash: the payload hash the reviewer saw; a different current proposal is
-            refused (the page was stale).
+        user: the logged-in user (needs approvals.approve); the approver.
+        request_id: the request.
+        seen_payload_hash: the payload hash the reviewer saw; another payload is refused.
         expires_in: grant lifetime in seconds; None never expires.
 
     Returns:
-        an ApprovalOutcome.
+        an ApprovalOutcome, with what a re-check of the premises found just before.
 
     Raises:
         PermissionDenied: no approvals.approve permission.
-        WorkflowNotFound: unknown workflow.
-        ActionRefused: the workflow no longer waits, it was already decided, the proposal differs
-            from the one reviewed, or this person already approved it (two-person rule).
-        InvalidInput: approve_in refused the payload or expiry.
+        ApprovalRequestNotFound: unknown request.
+        ActionRefused: the page showed another payload, or the runtime refused (decided already,
+            expired, its workflow ended or is being cancelled, the same person twice).
+        InvalidInput: a bad expiry.
     """
     _require(user, "approve")
     by = user.get_username()
     if not seen_payload_hash:
-        raise ActionRefused("The form did not say which proposal you reviewed. Reload the page. Nothing was changed.")
-    try:
-        with transaction.atomic():
-            conn = _ilr_conn()
-            _lock_waiting_workflow(conn, workflow_id)
-            prop = _proposal_for(workflow_id, seen_payload_hash)
-            votes = list(Approval.objects.select_for_update().filter(
-                workflow_id=workflow_id, payload_hash=prop.payload_hash, grant_id__isnull=True).order_by("created_at"))
-            if any(v.username == by for v in votes):
-                raise ActionRefused(f"You already approved {workflow_id}. The two-person rule needs a second, "
-                                    f"different approver. Nothing was changed.")
-            two_person = prop.amount is not None and prop.amount >= second_approver_cents()
-            vote = Approval(workflow_id=workflow_id, payload_hash=prop.payload_hash, amount=prop.amount, user=user,
-                            username=by, expires_in=expires_in)
-            if two_person and not votes:
-                vote.save()
-                _log(user, Workflow, workflow_id, workflow_id, CHANGE,
-                     f"First approval of {json.dumps(prop.payload, sort_keys=True)} (payload hash "
-                     f"{prop.payload_hash[:12]}); a second, different approver is needed before the grant is issued.")
-                return ApprovalOutcome(None, [by], True)
-            lifetimes = [v.expires_in for v in votes if v.expires_in] + ([expires_in] if expires_in else [])
-            grant_id = approve_in(conn, workflow_id, prop.payload, prop.facts_seen, by=by,
-                                  expires_in=min(lifetimes) if lifetimes else None)
-            vote.grant_id = grant_id
-            vote.save()
-            for v in votes:
-                v.grant_id = grant_id
-                v.save(update_fields=["grant_id"])
-            approvers = [v.username for v in votes] + [by]
-            detail = f"; approvers {', '.join(approvers)} (two-person rule)" if two_person else ""
-            _log(user, Workflow, workflow_id, workflow_id, CHANGE,
-                 f"Approved {json.dumps(prop.payload, sort_keys=True)} with the premises it rested on as grant "
-                 f"{grant_id}{detail}.")
-            _log(user, Grant, grant_id, grant_id, ADDITION,
-                 f"Issued by the approval of workflow {workflow_id}{detail}.")
-            return ApprovalOutcome(grant_id, approvers, False)
-    except IntegrityError:
-        # Two concurrent first approvals by the same person: the unique constraint refused one.
-        raise ActionRefused(f"You already approved {workflow_id}. Nothing more was changed.") from None
+        raise ActionRefused("The form did not say which request you reviewed. Reload the page. Nothing was changed.")
+    card = queue.request_card(request_id)
+    if card is None:
+        raise ApprovalRequestNotFound(request_id)
+    with transaction.atomic():
+        req = _request_for(request_id, seen_payload_hash)
+        try:
+            after = approve_request_in(_ilr_conn(), request_id, by=by, expires_in=expires_in)
+        except ApprovalRefused as exc:
+            raise _refused(exc) from None
+        approvers = [a["by"] for a in after["approvals"]]
+        changes = card.premises.changes
+        warning = f" The premises had changed ({'; '.join(changes)}): the send will be refused." if changes else ""
+        if after["status"] == "pending":
+            _log(user, Workflow, req.workflow_id, req.workflow_id, CHANGE,
+                 f"First approval of request {request_id} ({req.summary or req.action}); a second, different "
+                 f"approver is needed.{warning}")
+            return ApprovalOutcome(None, approvers, True, changes)
+        _log(user, Workflow, req.workflow_id, req.workflow_id, CHANGE,
+             f"Approved request {request_id} ({req.summary or req.action}) as grant {after['grant_id']}; "
+             f"approvers {', '.join(approvers)}.{warning}")
+        _log(user, Grant, after["grant_id"], after["grant_id"], ADDITION,
+             f"Issued by approval request {request_id} of workflow {req.workflow_id}.")
+        return ApprovalOutcome(after["grant_id"], approvers, False, changes)
 
 
-def approval_reject(*, user, workflow_id: str, reason: str, seen_payload_hash: str | None = None) -> int:
-    """Reject a proposal: send the workflow the signal "approve" with {"rejected": true, "by", "reason"}
-    through ``signal_in`` (the refund workflow ends "rejected").
+def request_reject(*, user, request_id: str, reason: str, seen_payload_hash: str | None = None) -> None:
+    """Reject an approval request with a reason (``reject_request_in``); its workflow reads the
+    rejection and the reason.
 
     Raises:
         PermissionDenied: no approvals.approve permission.
-        WorkflowNotFound: unknown workflow.
-        ActionRefused: empty reason, the workflow no longer waits or was already decided, or the
-            proposal differs from the one reviewed.
-
-    Returns:
-        the signal id.
+        ApprovalRequestNotFound: unknown request.
+        ActionRefused: an empty reason, the page showed another payload, or the runtime refused.
     """
     _require(user, "approve")
     by = user.get_username()
@@ -236,13 +194,12 @@ def approval_reject(*, user, workflow_id: str, reason: str, seen_payload_hash: s
     if not reason:
         raise ActionRefused("A rejection needs a reason. Nothing was changed.")
     with transaction.atomic():
-        conn = _ilr_conn()
-        _lock_waiting_workflow(conn, workflow_id)
-        if seen_payload_hash:
-            _proposal_for(workflow_id, seen_payload_hash)
-        signal_id = signal_in(conn, workflow_id, "approve", {"rejected": True, "by": by, "reason": reason}, sender=by)
-        _log(user, Workflow, workflow_id, workflow_id, CHANGE, f"Rejected: {reason}")
-    return signal_id
+        req = _request_for(request_id, seen_payload_hash or None)
+        try:
+            reject_request_in(_ilr_conn(), request_id, by=by, reason=reason)
+        except ApprovalRefused as exc:
+            raise _refused(exc) from None
+        _log(user, Workflow, req.workflow_id, req.workflow_id, CHANGE, f"Rejected request {request_id}: {reason}")
 
 
 # -- grants ------------------------------------------------------------------------------
@@ -410,13 +367,12 @@ __all__ = [
     "ApprovalOutcome",
     "DeploymentNotFound",
     "InvalidInput",
-    "approval_reject",
-    "approval_submit",
     "deployment_retire",
     "effect_reconcile",
     "grant_create",
     "grant_revoke",
-    "second_approver_cents",
+    "request_approve",
+    "request_reject",
     "workflow_cancel",
     "workflow_resume",
 ]

@@ -19,8 +19,8 @@ urlpatterns = [
     path("effects/<str:effect_id>/reconcile/", views.reconcile, name="reconcile"),
     path("receipts/<str:effect_id>/", views.receipt, name="receipt"),
     path("receipts/<str:effect_id>/bundle.json", views.receipt_json, name="receipt_json"),
-    # Workflow ids may hold slashes: the action routes come before the detail route.
-    path("cases/<path:workflow_id>/approve/", views.approve, name="approve"),
-    path("cases/<path:workflow_id>/reject/", views.reject, name="reject"),
+    path("requests/<str:request_id>/approve/", views.approve, name="approve"),
+    path("requests/<str:request_id>/reject/", views.reject, name="reject"),
+    # Workflow ids may hold slashes.
     path("cases/<path:workflow_id>/", views.case, name="case"),
 ]

@@ -19,7 +19,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors, services
 from approvals.forms import ApproveForm, ReconcileForm, RejectForm
-from ilr.errors import InvalidInput, WorkflowNotFound
+from approvals.queue import approval_queue, request_card, requests_of
+from ilr.approval_requests import ApprovalRequestNotFound
+from ilr.errors import InvalidInput
 from ilr.grants import EffectNotFound
 from ilr.models import Workflow
 
@@ -79,10 +81,10 @@ def _form_errors(request, form) -> None:
 @require_GET
 @reviewer_required()
 def queue(request):
-    """The approval queue: workflows waiting on "approve", with decision and premises."""
-    page, cases = selectors.approval_queue(request.GET.get("page", 1))
+    """The approval queue: pending approval requests of every workflow and target."""
+    page, cards = approval_queue(request.GET.get("page", 1))
     return render(request, "approvals/queue.html", {
-        "nav": "queue", "page": page, "cases": cases, "threshold": services.second_approver_cents(),
+        "nav": "queue", "page": page, "cards": cards,
         "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
     })
 
@@ -90,14 +92,14 @@ def queue(request):
 @require_GET
 @reviewer_required()
 def case(request, workflow_id: str):
-    """One workflow: its approval (when it waits), step timeline, signals, effects."""
+    """One workflow: its approval requests (decided ones with their outcome), effects with their
+    receipts, step timeline and signals."""
     try:
         detail = selectors.workflow_detail(workflow_id)
     except Workflow.DoesNotExist:
         raise Http404(f"no workflow with id {workflow_id!r}") from None
     return render(request, "approvals/case.html", {
-        "detail": detail, "wf": detail.workflow, "approval": selectors.approval_case(workflow_id),
-        "threshold": services.second_approver_cents(),
+        "detail": detail, "wf": detail.workflow, "cards": requests_of(workflow_id),
         "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
     })
 
@@ -140,51 +142,63 @@ def receipt_json(request, effect_id: str):
 
 # -- actions ---------------------------------------------------------------------------------
 
+def _case_of(request_id: str) -> str:
+    card = request_card(request_id)
+    if card is None:
+        raise Http404(f"no approval request with id {request_id!r}")
+    return reverse("approvals:case", args=[card.request.workflow_id])
+
+
 @require_POST
 @reviewer_required("approvals.approve")
-def approve(request, workflow_id: str):
-    """Approve the proposal the reviewer saw (two-person rule at or above the threshold)."""
-    fallback = reverse("approvals:case", args=[workflow_id])
+def approve(request, request_id: str):
+    """Approve the request the reviewer saw (its payload hash); the two-person rule is the
+    request's. Changed premises make the answer a warning: the send will be refused."""
+    fallback = _case_of(request_id)
     form = ApproveForm(request.POST)
     if not form.is_valid():
         _form_errors(request, form)
         return _back(request, fallback)
     try:
-        outcome = services.approval_submit(user=request.user, workflow_id=workflow_id,
+        outcome = services.request_approve(user=request.user, request_id=request_id,
                                            seen_payload_hash=form.cleaned_data["payload_hash"],
                                            expires_in=form.cleaned_data["expires_in"])
-    except WorkflowNotFound:
-        raise Http404(f"no workflow with id {workflow_id!r}") from None
+    except ApprovalRequestNotFound:
+        raise Http404(f"no approval request with id {request_id!r}") from None
     except (services.ActionRefused, InvalidInput) as exc:
         _refused(request, exc)
         return _back(request, fallback)
+    changed = (f" But the premises have changed ({'; '.join(outcome.premise_changes)}): the runtime re-checks "
+               f"them before sending and will refuse this send.") if outcome.premise_changes else ""
     if outcome.needs_second:
-        messages.warning(request, f"Your approval of {workflow_id} is recorded. The amount needs a second, "
-                                  f"different approver before the grant is issued.")
+        messages.warning(request, f"Your approval of {request_id} is recorded. It needs a second, different "
+                                  f"approver before the grant is issued.{changed}")
+    elif changed:
+        messages.warning(request, f"Approved {request_id} as grant {outcome.grant_id}.{changed}")
     else:
-        messages.success(request, f"Approved {workflow_id} as grant {outcome.grant_id} "
+        messages.success(request, f"Approved {request_id} as grant {outcome.grant_id} "
                                   f"(approvers: {', '.join(outcome.approvers)}).")
     return _back(request, fallback)
 
 
 @require_POST
 @reviewer_required("approvals.approve")
-def reject(request, workflow_id: str):
-    """Reject a proposal; the workflow receives the rejection and its reason."""
-    fallback = reverse("approvals:case", args=[workflow_id])
+def reject(request, request_id: str):
+    """Reject a request; its workflow reads the rejection and the reason."""
+    fallback = _case_of(request_id)
     form = RejectForm(request.POST)
     if not form.is_valid():
         _form_errors(request, form)
         return _back(request, fallback)
     try:
-        services.approval_reject(user=request.user, workflow_id=workflow_id, reason=form.cleaned_data["reason"],
-                                 seen_payload_hash=form.cleaned_data["payload_hash"] or None)
-    except WorkflowNotFound:
-        raise Http404(f"no workflow with id {workflow_id!r}") from None
+        services.request_reject(user=request.user, request_id=request_id, reason=form.cleaned_data["reason"],
+                                seen_payload_hash=form.cleaned_data["payload_hash"] or None)
+    except ApprovalRequestNotFound:
+        raise Http404(f"no approval request with id {request_id!r}") from None
     except (services.ActionRefused, InvalidInput) as exc:
         _refused(request, exc)
         return _back(request, fallback)
-    messages.success(request, f"Rejected {workflow_id}.")
+    messages.success(request, f"Rejected {request_id}.")
     return _back(request, fallback)
 
 

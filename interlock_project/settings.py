@@ -118,7 +118,9 @@ if ILR_POOLER == "transaction":
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
 
+# The two-person rule of approval requests (ilr/conf.py): from this amount (cents) a refund
+# needs two different approvers before the grant is issued.
+ILR_TWO_PERSON_CENTS = {"refund": env.int("ILR_TWO_PERSON_REFUND_CENTS", default=50_000)}
+
 # --- Approvals (the review UI, /review/; every APPROVALS_* setting: approvals/conf.py) ---------
-# From this amount (cents) an approval needs two distinct approvers before the grant is issued.
-APPROVALS_SECOND_APPROVER_CENTS = env.int("APPROVALS_SECOND_APPROVER_CENTS", default=50_000)
 LOGIN_URL = "approvals:login"

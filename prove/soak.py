@@ -1,9 +1,9 @@
 """A long run under faults: ``python manage.py soak --minutes M``.
 
 On a fresh database (``ilr_soak``) of the embedded PostgreSQL, W ``ilr_worker`` subprocesses run,
-at a steady rate, the refund workflow (``prove.workflows.refund``: the model stub decides, an
-approver thread approves the exact proposal, the gated refund goes to a tier-1 or a tier-2
-payment target) and a multi-step workflow (``soak_steps``: five steps, a durable timer, a
+at a steady rate, the refund workflow (``prove.workflows.refund``: the model stub decides, the workflow asks for
+approval through an approval request, an approver thread approves it, the gated refund goes to
+a tier-1 or a tier-2 payment target) and a multi-step workflow (``soak_steps``: five steps, a durable timer, a
 signal). Meanwhile, at random (seeded) times:
 
 - a worker is SIGKILLed or SIGSTOPped (then SIGCONTed after twice the lease) from outside;
@@ -335,27 +335,23 @@ class Soak:
         self._retrying(lambda: rt.start("refund", wf_id, case), "start")
 
     def _approve(self) -> None:
-        """Approve each refund that waits for approval, with the exact proposal and the facts
-        its decision saw (what a person in the review UI does)."""
+        """Approve each pending approval request, as a person in the review UI does: the
+        request's exact payload and premises; the two-person rule as the request says."""
         from ilr import Runtime
         from ilr.errors import InterlockError
 
         rt = Runtime(self.dsn)
         while not self.stop.is_set():
             try:
-                rows = self._retrying(lambda: rt.connection().execute(
-                    "select id from ilr.workflows where name = 'refund' and status = 'sleeping' "
-                    "and waiting->>'signal' = 'approve' order by id limit 50").fetchall(), "approver")
-                for r in rows:
-                    d = rt.describe(r["id"])
-                    steps = {s["name"]: s for s in d["steps"]}
-                    if "propose" not in steps or d["status"] != "sleeping":
-                        continue
+                pending = self._retrying(lambda: rt.approval_requests("pending", limit=50), "approver")
+                for req in pending:
                     try:
-                        rt.approve(r["id"], steps["propose"]["output"], steps["pick_amount"]["output"]["premises"],
-                                   by="soak-approver")
-                        self.rec.approvals += 1
-                    except InterlockError as exc:  # approved a moment ago (an answer lost to a restart)
+                        for by in ("soak-approver", "soak-second")[:req["approvals_needed"]]:
+                            after = rt.approve_request(req["id"], by=by)
+                            if after["status"] == "approved":
+                                self.rec.approvals += 1
+                                break
+                    except InterlockError as exc:  # decided a moment ago (an answer lost to a restart)
                         self.rec.harness_errors[f"approve: {type(exc).__name__}"] += 1
             except Exception as exc:  # noqa: BLE001 - counted; the next round tries again
                 self.rec.harness_errors[f"approver: {type(exc).__name__}"] += 1

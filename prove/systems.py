@@ -172,7 +172,7 @@ class RuntimeSystem(System):
     def __init__(self, run):
         super().__init__(run)
         self.rt = run.infra.rt
-        self.workflow = "refund"
+        self.workflow = "refund_signal"
         self.wf_id = run.case_id
         self.grant_id = None
         self.proposal = None

@@ -1,7 +1,8 @@
-"""The refund workflow of spec §6, autodiscovered by ``ilr`` (this app's ``workflows`` module).
+"""The refund workflows, autodiscovered by ``ilr`` (this app's ``workflows`` module).
 
 A model decides an amount (recorded once), a person approves the exact payload, and the refund
-is a gated effect against the payment target. The target is configured per case (``case
+is a gated effect against the payment target. ``refund`` asks through an approval request (the
+review UI's queue); ``refund_signal`` waits on the raw "approve" signal (the Prove harness). The target is configured per case (``case
 ["target"]``) so every worker, fork and replay of a case talks to the same target; without it,
 the ILR_TARGET_* environment is used.
 """
@@ -17,7 +18,8 @@ from ilr.targets import register_target
 from prove import model
 from prove.targets_client import LocalRefunds
 
-REFUND_VERSION = "2026-12-01.1"
+REFUND_VERSION = "2026-12-01.2"
+REFUND_SIGNAL_VERSION = "2026-12-01.1"
 
 
 def target_for(case: dict) -> LocalRefunds:
@@ -87,14 +89,53 @@ def proposal_for(case: dict, amount: int) -> dict:
     return {"payment": case["payment"], "amount": amount}
 
 
+def summary_for(case: dict, amount: int) -> str:
+    """The approval request's line in the queue."""
+    reason = str(case.get("reason") or "")[:120].replace("\n", " ")
+    return f"Refund {amount / 100:.2f} of payment {case['payment']}" + (f": {reason}" if reason else "")
+
+
 @workflow(name="refund", version=REFUND_VERSION)
 def refund(ctx, case):
-    """Decide, wait for approval, send the gated refund, verify.
+    """Decide, ask a person to approve the exact refund (an approval request), send it as a
+    gated effect under the approval's grant, verify.
 
     Input: {"id": case id, "payment": payment id, "reason": str, "target": {...},
     "approval_timeout": seconds (default 86400), "verify_after": seconds (default 1)}.
-    Returns {"status": EffectResult status or "approval expired"/"rejected", "effect_id",
-    "amount"}.
+    Returns {"status": EffectResult status, "approval expired" or "rejected", "effect_id",
+    "amount", "request_id"}.
+    """
+    target = target_for(case)
+    d = ctx.decide("pick_amount", call=call_model, request=model.build_request(
+        {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}),
+        premises=lambda: target.capture(case["payment"]))
+    proposal = proposal_for(case, d.output["amount"])
+    key = f"refund:{case['id']}"
+    approval = ctx.request_approval(target, key, proposal, premises=d.premises, decision=d.ref,
+                                    summary=summary_for(case, proposal["amount"]),
+                                    timeout=case.get("approval_timeout", 24 * 3600))
+    if approval is None:
+        out = ctx.last_approval
+        if out["status"] == "expired":
+            return {"status": "approval expired", "amount": proposal["amount"], "request_id": out["request_id"]}
+        return {"status": "rejected", "by": out["decided_by"], "reason": out["reason"],
+                "request_id": out["request_id"]}
+    r = ctx.effect(target, key=key, payload=approval.payload, premises=approval.facts_seen,
+                   grant=approval.grant_id, decision=d.ref)
+    if r.status == "AMBIGUOUS":
+        ctx.step("page_human", notify_ops, r.effect_id)
+    ctx.sleep(case.get("verify_after", 1))
+    return {"status": r.status, "effect_id": r.effect_id, "amount": proposal["amount"],
+            "request_id": approval.request_id, "approved_by": list(approval.approved_by)}
+
+
+@workflow(name="refund_signal", version=REFUND_SIGNAL_VERSION)
+def refund_signal(ctx, case):
+    """The refund on the raw signal path, as the Prove harness drives it: decide, record the
+    proposal (step "propose"), wait for signal "approve" ({"grant_id", "facts_seen"} from
+    ``rt.approve``, or {"rejected", "by", "reason"}), send the gated refund, verify.
+
+    Input and result as ``refund`` (without "request_id").
     """
     target = target_for(case)
     d = ctx.decide("pick_amount", call=call_model, request=model.build_request(

@@ -82,3 +82,16 @@ def wait_for_approval_request(rt, wf_id: str, timeout: float = 30) -> tuple[dict
 def approve(rt, wf_id: str, by: str = "alice") -> tuple[str, dict]:
     proposal, facts = wait_for_approval_request(rt, wf_id)
     return rt.approve(wf_id, proposal, facts, by=by), proposal
+
+
+def wait_for_request(rt, wf_id: str, timeout: float = 30) -> dict:
+    """Wait until the refund (the request-based one) has a pending approval request and sleeps
+    on it; return the request row."""
+    def pending():
+        d = rt.describe(wf_id)
+        if d["status"] in ("failed", "stuck", "completed", "cancelled"):
+            raise AssertionError(f"{wf_id} ended {d['status']}: {d['error']} {d['result']}")
+        rows = [r for r in rt.approval_requests() if r["workflow_id"] == wf_id]
+        return rows[0] if rows and d["status"] == "sleeping" else None
+
+    return wait_for(pending, timeout=timeout, message=f"{wf_id} waiting on its approval request")

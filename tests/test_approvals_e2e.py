@@ -2,7 +2,8 @@
 
 The real stack: Django's live server (pytest-django's ``live_server``) on the test database,
 ``manage.py ilr_worker`` subprocesses, the local payment target and the model stub. A person
-logs in, opens the queue, sees the decision and its premises, approves, and watches the
+logs in, opens the queue, sees the approval request (what will be sent, the decision and its
+premises, re-checked through the registered target), approves, and watches the
 workflow complete with one refund in the target's ledger; then revokes a grant whose effect is
 in flight and sees the ids that may still land; then reads a receipt. Screenshots of the queue,
 the revoke and a receipt go to the test's tmp_path, or to $ILR_UI_SHOTS when set: results/ui/
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.refund_harness import refund_env, wait_for_approval_request
+from tests.refund_harness import refund_env, wait_for_request
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -51,9 +52,23 @@ def _browser_or_skip():
     return sync_playwright
 
 
-def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
+@pytest.fixture
+def registered():
+    """This process's target registry for one test (the live server re-checks premises through
+    it); restored afterwards."""
+    from ilr.targets import _TARGETS, register_target
+
+    saved = dict(_TARGETS)
+    yield lambda target: register_target(target, check=False)
+    _TARGETS.clear()
+    _TARGETS.update(saved)
+
+
+def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, registered):
     sync_playwright = _browser_or_skip()
     from django.contrib.auth.models import User
+
+    from prove.targets_client import LocalRefunds
 
     # Playwright's sync API keeps an event loop in this thread; the ORM calls made here (none
     # after this line but the fixtures' teardown) would otherwise be refused as async-unsafe.
@@ -63,10 +78,11 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
     shots.mkdir(parents=True, exist_ok=True)
 
     with refund_env(tmp_path, tier=1) as env, sync_playwright() as pw:
+        registered(LocalRefunds(env.target_url, name="local-refunds"))
         workers.start("A", lease_ttl=2, env=env.worker_env())
         case = env.case("e2e-1")
         rt.start("refund", "e2e-1", case)
-        proposal, _ = wait_for_approval_request(rt, "e2e-1")
+        proposal = wait_for_request(rt, "e2e-1")["payload"]
 
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
@@ -81,23 +97,23 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
             page.click("button[type=submit]")
             page.wait_for_url(f"{live_server.url}/review/")
 
-            # The queue: the decision (model, amount, reasoning) and the premises beside their
-            # current values, read again from the target.
+            # The queue: the request (what will be sent, the decision's model and reasoning) and
+            # the premises, re-checked through the registered target.
             card = page.locator('article[data-workflow="e2e-1"]')
             card.wait_for()
-            assert "$20.00" in card.inner_text()
+            assert "$20.00" in card.locator('[data-field="amount"]').inner_text()
             assert "claude-haiku-4-5-20251001" in card.inner_text()
             assert card.locator(".reasoning").inner_text().strip()
             row = card.locator('tr[data-premise="refunded_by_others"]')
             assert row.locator("td").nth(1).inner_text() == "0"
-            assert row.locator("td").nth(2).inner_text() == "0"  # read again now: unchanged
+            assert "every premise still holds" in card.locator(".premise-state").inner_text()
             assert "unavailable" not in card.inner_text()
             page.screenshot(path=str(shots / "queue.png"), full_page=True)
 
             # Approve, then watch the workflow complete.
             card.locator("button.approve").click()
             page.locator(".messages .success").wait_for()
-            assert "Approved e2e-1 as grant" in page.locator(".messages").inner_text()
+            assert "as grant" in page.locator(".messages").inner_text()
             page.goto(f"{live_server.url}/review/cases/e2e-1/")
             deadline = time.monotonic() + 60
             while page.locator("#wf-status").inner_text() != "completed":
@@ -109,7 +125,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
             assert [(r["amount"], r["source"]) for r in refunds] == [(proposal["amount"], "api")]
 
             # A receipt: verify()'s answers in words, the chain, no tamper flag.
-            page.get_by_role("link", name="receipt", exact=True).click()
+            page.get_by_role("link", name="receipt", exact=True).first.click()
             page.wait_for_url(re.compile(r".*/review/receipts/eff_[0-9a-f]+/$"))
             answers = page.locator("table.answers").inner_text()
             for code in ("P1", "P2", "P3", "P4", "P5"):
@@ -124,7 +140,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch):
             workers.kill("A")
             killed = workers.start("K", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
             rt.start("refund", "e2e-2", env.case("e2e-2"))
-            wait_for_approval_request(rt, "e2e-2")
+            wait_for_request(rt, "e2e-2")
             page.goto(f"{live_server.url}/review/")
             page.locator('article[data-workflow="e2e-2"] button.approve').click()
             page.locator(".messages .success").wait_for()

@@ -14,7 +14,7 @@ from tests.refund_harness import approve, refund_env
 def run_case(rt, workers, env, case_id, kill_at, during_outage=None):
     a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT=kill_at))
     case = env.case(case_id)
-    rt.start("refund", case_id, case)
+    rt.start("refund_signal", case_id, case)
     grant_id, proposal = approve(rt, case_id)
     a.wait(30)
     assert a.returncode == -signal.SIGKILL, workers.log("A")

@@ -25,7 +25,7 @@ def test_approve_errors_write_nothing(rt, workers, tmp_path):
             rt.approve("nobody", {"amount": 1}, {}, by="alice")
         workers.start("A", env=env.worker_env())
         case = env.case("bad1")
-        rt.start("refund", "bad1", case)
+        rt.start("refund_signal", "bad1", case)
         proposal, facts = wait_for_approval_request(rt, "bad1")
         before = counts(rt)
         for payload, field in (({"payment": "p", "amount": -5}, "payload.amount"),
@@ -58,7 +58,7 @@ def test_amount_above_the_grant_is_refused_and_nothing_sent(rt, workers, tmp_pat
     with refund_env(tmp_path, 1) as env:
         workers.start("A", env=env.worker_env())
         case = env.case("cap")
-        rt.start("refund", "cap", case)
+        rt.start("refund_signal", "cap", case)
         proposal, facts = wait_for_approval_request(rt, "cap")
         small = rt.grant("refund", "refund", max_cents=1000, by="policy")
         rt.signal("cap", "approve", {"grant_id": small, "payload": proposal, "facts_seen": facts})
@@ -100,7 +100,7 @@ def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path)
     with refund_env(tmp_path, 3) as env:
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
         case = env.case("amb")
-        rt.start("refund", "amb", case)
+        rt.start("refund_signal", "amb", case)
         approve(rt, "amb")
         a.wait(30)
         workers.start("B", lease_ttl=2, env=env.worker_env())
@@ -137,7 +137,7 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
     with refund_env(tmp_path, 2) as env:
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
         case = env.case("orphan")
-        rt.start("refund", "orphan", case)
+        rt.start("refund_signal", "orphan", case)
         approve(rt, "orphan")
         a.wait(30)
         workers.start("B", lease_ttl=2, args=("--max-takeovers", "0"), env=env.worker_env())

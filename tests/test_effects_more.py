@@ -23,7 +23,7 @@ def test_s08b_response_after_timeout_inside_settle(rt, workers, tmp_path, tier, 
         env.admin("delay", {"seconds": 3.0})
         a = workers.start("A", lease_ttl=2, env=env.worker_env())
         case = env.case(f"s08b{tier}")
-        rt.start("refund", case["id"], case)
+        rt.start("refund_signal", case["id"], case)
         approve(rt, case["id"])
         # Wait until the first POST was applied by the target (after its delay).
         wait_for(lambda: our_refunds(env, case), timeout=30, message="the delayed refund applied")
@@ -45,7 +45,7 @@ def test_a_slow_answer_ends_the_send_not_the_worker(rt, workers, tmp_path):
         env.admin("delay", {"seconds": 3.0})
         a = workers.start("A", lease_ttl=2, env=env.worker_env())
         case = env.case("slow-answer")
-        rt.start("refund", case["id"], case)
+        rt.start("refund_signal", case["id"], case)
         approve(rt, case["id"])
         wait_for(lambda: "failed with an unknown outcome" in workers.log("A"), timeout=30,
                  message="the send gave up by its socket timeout")
@@ -87,7 +87,7 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
     with refund_env(tmp_path, 1) as env:
         workers.start("A", lease_ttl=30, env=env.worker_env())
         case = env.case(f"race{first}")
-        rt.start("refund", case["id"], case)
+        rt.start("refund_signal", case["id"], case)
         proposal, facts = wait_for_approval_request(rt, case["id"])
         holder = db.connect(test_dsn, application_name="test-holder")
         holder.execute("begin")
@@ -148,7 +148,7 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
     with refund_env(tmp_path, 1) as env:
         workers.start("A", lease_ttl=5, env=env.worker_env(ILR_SIGNING_KEY=str(private)))
         case = env.case("tamper")
-        rt.start("refund", case["id"], case)
+        rt.start("refund_signal", case["id"], case)
         approve(rt, case["id"])
         result = rt.result(case["id"], timeout=60)
         assert result["status"] == "COMMITTED"
@@ -190,7 +190,7 @@ def test_a_failing_response_log_does_not_block_the_commit(rt, workers, tmp_path)
         with refund_env(tmp_path, 1) as env:
             workers.start("A", lease_ttl=5, env=env.worker_env())
             case = env.case("log-refused")
-            rt.start("refund", case["id"], case)
+            rt.start("refund_signal", case["id"], case)
             approve(rt, case["id"])
             result = rt.result(case["id"], timeout=60)
             assert result["status"] == "COMMITTED", workers.log("A")
@@ -219,7 +219,7 @@ def test_entries_written_before_the_key_are_unsigned_not_tampered(rt, workers, t
         with refund_env(tmp_path, 1) as env:
             workers.start("A", lease_ttl=5, env=env.worker_env())
             case = env.case("unsigned")
-            rt.start("refund", case["id"], case)
+            rt.start("refund_signal", case["id"], case)
             approve(rt, case["id"])
             result = rt.result(case["id"], timeout=60)
     finally:

@@ -23,7 +23,7 @@ def test_s08a_late_response_after_claim_expiry(rt, workers, tmp_path, test_dsn):
         a = workers.start("A", lease_ttl=2, env=env.worker_env(
             DATABASE_URL=url, ILR_STOP_AT="effect_after_dispatch", ILR_LOG_LEVEL="INFO"))
         case = env.case("s08a")
-        rt.start("refund", "s08a", case)
+        rt.start("refund_signal", "s08a", case)
         approve(rt, "s08a")
         workers.wait_state("A", "T")  # T_dispatch committed; no byte sent yet
         proxy.set_mode("blackhole", direction="both")

@@ -48,7 +48,7 @@ def cancelled_orphan(rt, workers, env, case_id: str) -> tuple[dict, dict]:
     """
     a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
     case = env.case(case_id)
-    rt.start("refund", case_id, case)
+    rt.start("refund_signal", case_id, case)
     approve(rt, case_id)
     a.wait(30)
     assert a.returncode == -signal.SIGKILL, workers.log("A")
@@ -100,7 +100,7 @@ def test_a_sweep_on_a_slow_lookup_leaves_the_cancelled_workflow_ended_and_unclai
             assert "cancelled" in err.value.rule
             assert not rt.cancel(wf_id, by="ops")
             assert [r["id"] for r in rt.list(status="cancelled")] == [wf_id] and rt.list(status="running") == []
-            assert [d["active"] for d in rt.drain_report(name="refund")] == [0]
+            assert [d["active"] for d in rt.drain_report(name="refund_signal")] == [0]
             claim = claims_of(rt, wf_id)[-1]
             assert (claim["owner"], claim["prev_status"], claim["epoch"]) == ("$recovery", "cancelled", wf["epoch"])
             # The lease the claim first took lapses; B polls about 20 times past it.

@@ -321,7 +321,7 @@ def test_fork_never_resends_a_committed_effect(rt, workers, tmp_path, point):
     with refund_env(tmp_path, 1) as env:
         workers.start("A", env=env.worker_env())
         case = env.case(f"fnr-{point}")
-        rt.start("refund", case["id"], case)
+        rt.start("refund_signal", case["id"], case)
         approve(rt, case["id"])
         original = rt.result(case["id"], timeout=60)
         assert original["status"] == "COMMITTED"
@@ -352,7 +352,7 @@ def test_s05_fork_before_the_decision_is_refused_as_conflicting_payload(rt, work
         assert http_json("POST", f"{env.model_url}/admin/script", {"redecide": True})[0] == 200
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
         case = env.case("s05")
-        rt.start("refund", "s05", case)
+        rt.start("refund_signal", "s05", case)
         _, proposal = approve(rt, "s05")
         assert proposal["amount"] == 2000
         a.wait(30)
@@ -381,7 +381,7 @@ def test_decision_recorded_once_across_a_kill(rt, workers, tmp_path):
     with refund_env(tmp_path, 1) as env:
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="decide_after_response"))
         case = env.case("dec1")
-        rt.start("refund", "dec1", case)
+        rt.start("refund_signal", "dec1", case)
         a.wait(30)
         assert a.returncode == -signal.SIGKILL, workers.log("A")
         assert rt.describe("dec1")["steps"] == []

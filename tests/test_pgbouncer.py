@@ -182,7 +182,7 @@ def test_session_mode_runs_a_refund_with_steps_a_signal_and_a_gated_effect(rt, w
             # The worker's connections (claims, heartbeat, LISTEN, runs) are pgbouncer clients.
             wait_for(lambda: len(bouncer.clients()) >= 4, message="the worker's connections on pgbouncer")
             case = env.case("pb-s1")
-            client.start("refund", "pb-s1", case)
+            client.start("refund_signal", "pb-s1", case)
             _, proposal = approve(client, "pb-s1")
             result = client.result("pb-s1", timeout=60)
             assert result["status"] == "COMMITTED", result
@@ -231,7 +231,7 @@ def test_transaction_mode_client_and_django_app_work(rt, workers, tmp_path, pgbo
         with refund_env(tmp_path, 2) as env:
             workers.start("direct", env=env.worker_env())
             case = env.case("pb-t1")
-            client.start("refund", "pb-t1", case)
+            client.start("refund_signal", "pb-t1", case)
             _, proposal = approve(client, "pb-t1")
             result = client.result("pb-t1", timeout=60)
             assert result["status"] == "COMMITTED", result

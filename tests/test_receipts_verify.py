@@ -266,7 +266,7 @@ def test_runtime_s08c_reapply_after_an_unanswered_send_is_unknown(rt, workers, t
         a = workers.start("A", lease_ttl=2, env=env.worker_env())
         b = workers.start("B", lease_ttl=2, env=env.worker_env())
         case = env.case("s08c")
-        rt.start("refund", "s08c", case)
+        rt.start("refund_signal", "s08c", case)
         approve(rt, "s08c")
 
         def sender_gave_up():

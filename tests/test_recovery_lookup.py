@@ -30,7 +30,7 @@ def test_recovery_waits_out_an_unreachable_target_instead_of_failing(rt, workers
             env = RefundEnv(url, model_url, 1, True)
             a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
             case = env.case("lookup-down")
-            rt.start("refund", case["id"], case)
+            rt.start("refund_signal", case["id"], case)
             approve(rt, case["id"])
             a.wait(30)
             assert a.returncode == -signal.SIGKILL, workers.log("A")

@@ -15,7 +15,7 @@ from tests.conftest import ROOT, wait_for
 from tests.minimal_project import write_settings
 
 UNSET = ("ILR_MAX_TAKEOVERS", "ILR_DEPLOYMENT_REFRESH", "ILR_SIGNING_KEY", "ILR_DATA_DIR", "ILR_BEFORE_CONNECT",
-         "DATA_DIR", "BASE_DIR", "APPROVALS_SECOND_APPROVER_CENTS", "APPROVALS_PREMISE_TIMEOUT")
+         "DATA_DIR", "BASE_DIR", "ILR_TWO_PERSON_CENTS", "APPROVALS_PREMISE_TIMEOUT")
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_every_setting_has_its_default(bare_settings, tmp_path, monkeypatch):
     assert ilr_settings.SIGNING_KEY is None
     assert ilr_settings.BEFORE_CONNECT is None
     assert ilr_settings.DATA_DIR == tmp_path / "xdg" / "interlock"
-    assert approvals_settings.SECOND_APPROVER_CENTS == 50_000
+    assert ilr_settings.TWO_PERSON_CENTS is None
     assert approvals_settings.PREMISE_TIMEOUT == 2.0
     with override_settings(BASE_DIR=tmp_path / "proj"):
         assert ilr_settings.DATA_DIR == tmp_path / "proj" / ".data"

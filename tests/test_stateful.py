@@ -79,7 +79,7 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule()
     def start_refund(self):
         case = self.env["refund"].case(f"c{len(self.cases)}-{time.monotonic_ns()}")
-        self.rt.start("refund", case["id"], case)
+        self.rt.start("refund_signal", case["id"], case)
         self.cases.append(case)
 
     @precondition(lambda self: self.cases)

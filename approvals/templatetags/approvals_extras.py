@@ -51,3 +51,38 @@ def premise_value(value) -> str:
     if value is False:
         return "no"
     return as_json(value)
+
+
+_OUTCOMES = {
+    "COMMITTED": "sent once, confirmed", "COMMITTED_BY_RETRY": "sent once (a resend under the same key)",
+    "COMMITTED_ON_QUERY": "sent once (found by a lookup)", "REAPPLIED_AFTER_QUERY": "sent again after a lookup",
+    "DUPLICATE_IGNORED": "already sent before", "AMBIGUOUS": "outcome unknown: a person must reconcile it",
+    "rejected": "rejected by a person", "approval expired": "the approval request expired",
+}
+
+
+@register.filter
+def outcome_words(status) -> str:
+    """A workflow result's ``status`` in words ("REFUSED:stale_premise" -> "refused: the premises
+    changed", ...); unknown values unchanged."""
+    status = "" if status is None else str(status)
+    if status.startswith("REFUSED:"):
+        why = status.split(":", 1)[1]
+        return "refused: " + {"stale_premise": "the premises changed", "lease": "the grant did not cover it",
+                              "cancelled": "the workflow was cancelled", "target": "the target said no",
+                              "conflicting_payload": "another payload than the approved one",
+                              "stale_premise_at_recovery": "the premises changed (at recovery)",
+                              "lease_at_recovery": "the grant was revoked or expired (at recovery)"}.get(why, why)
+    return _OUTCOMES.get(status, status)
+
+
+@register.filter
+def outcome_class(status) -> str:
+    """The badge class of a result status: "ok" for a confirmed send, "bad" for a refusal or an
+    unknown outcome, "warn" otherwise."""
+    status = "" if status is None else str(status)
+    if status.startswith("COMMITTED") or status in ("DUPLICATE_IGNORED", "REAPPLIED_AFTER_QUERY"):
+        return "ok"
+    if status.startswith("REFUSED") or status == "AMBIGUOUS":
+        return "bad"
+    return "warn" if status else "ok"

@@ -1,0 +1,397 @@
+"""Reads of approval requests (``ilr.approval_requests``) for the review UI and the admin.
+
+A request is shown whatever its workflow and target: its one-line summary, the payload as
+labelled fields (money formatted when the target declares its amount field and currency), the
+decision it cites (the model and its reasoning), the premises it was captured with and what a
+re-check through the registered target says now, the approvers so far and the expiry. Premises
+are re-checked with the target's own ``validate_premises`` (the check the runtime makes before
+sending), found by name in the target registry, with a timeout, concurrently for a page.
+
+A request made by an agent (``ilr.agents``: its decision is a turn ``<agent>:turn:<t>``) also
+shows the conversation that led to it, rebuilt from the workflow's recorded steps: each turn up
+to the one that made the call (its text and its tool calls, arguments as labelled fields), and
+what each earlier call came back with.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.utils import timezone
+
+from approvals import conf
+from ilr.codec import effect_id_for
+from ilr.models import ApprovalRequest, Effect, Step
+from ilr.targets import get_target
+
+QUEUE_PAGE_SIZE = 20
+# One pool for premise re-checks: a target that never answers holds a thread, not a request.
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="approvals-premises")
+
+
+@dataclass
+class Field:
+    """One payload field as a person reads it."""
+
+    name: str
+    label: str
+    value: Any
+    money: str | None = None  # the value formatted as money, for the target's amount field
+
+
+@dataclass
+class PremiseCheck:
+    """The premises a request was captured with, and what a re-check says now.
+
+    Attributes:
+        seen: {name: value} when the decision was made.
+        changes: the target's sentences for each premise that no longer holds ([] when all hold).
+        checked: True when the target answered the re-check.
+        error: why the re-check could not run (no registered target, no check, no answer).
+    """
+
+    seen: dict = field(default_factory=dict)
+    changes: list[str] = field(default_factory=list)
+    checked: bool = False
+    error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """True when the re-check found a premise that no longer holds."""
+        return bool(self.changes)
+
+
+@dataclass
+class ToolCall:
+    """One tool_use block of an agent's turn, and what came back for it.
+
+    Attributes:
+        tool: the tool's name. position: "<turn>.<block>".
+        arguments: the call's input as labelled fields.
+        result: what the tool gave back (None: nothing recorded before the request).
+        is_error: the result was an error or a refusal.
+        current: this is the call the request is for.
+        note: why there is no result (not run, or not run yet).
+    """
+
+    tool: str
+    position: str
+    arguments: list[Field]
+    result: str | None = None
+    is_error: bool = False
+    current: bool = False
+    note: str = ""
+
+
+@dataclass
+class Turn:
+    """One recorded model turn of an agent: its text and its tool calls."""
+
+    number: int
+    model: str | None
+    text: str
+    calls: list[ToolCall]
+    at: Any = None
+
+
+@dataclass
+class RequestCard:
+    """An approval request as the queue and the case page show it."""
+
+    request: ApprovalRequest
+    fields: list[Field]
+    amount: str | None
+    premises: PremiseCheck
+    decision: dict
+    effect: Effect | None
+    conversation: list[Turn] = field(default_factory=list)
+    """An agent's turns up to the one that made this request's call ([] for other workflows)."""
+
+    @property
+    def approvers(self) -> list[str]:
+        """Who approved so far, in order."""
+        return [a["by"] for a in self.request.approvals or []]
+
+    @property
+    def needs_two(self) -> bool:
+        """True when the two-person rule applies to this request."""
+        return self.request.approvals_needed > 1
+
+    @property
+    def pending(self) -> bool:
+        """True while it can still be approved or rejected (pending and not expired)."""
+        return self.request.status == "pending" and self.request.expires_at > timezone.now()
+
+    @property
+    def expires_in(self) -> str:
+        """The time left before it expires, in words ("expired" once past)."""
+        return duration_words((self.request.expires_at - timezone.now()).total_seconds())
+
+    @property
+    def outcome(self) -> str:
+        """The request's decision in words."""
+        r = self.request
+        if r.status == "approved":
+            return f"approved by {', '.join(self.approvers)}"
+        if r.status == "rejected":
+            return f"rejected by {r.decided_by}: {r.reason}"
+        if r.status == "expired":
+            return "expired with no decision"
+        if r.status == "cancelled":
+            return "cancelled with its workflow"
+        if not self.pending:
+            return "expired; the workflow has not read it yet"
+        return "waiting for a second approver" if self.approvers else "waiting for approval"
+
+
+def duration_words(seconds: float) -> str:
+    """A duration for people: "3 minutes", "2 hours 5 minutes", "expired" when not positive."""
+    if seconds <= 0:
+        return "expired"
+    minutes = int(seconds // 60)
+    if minutes < 1:
+        return f"{int(seconds)} seconds"
+    if minutes < 60:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {minutes} minutes" if minutes else "")
+    return f"{hours // 24} days"
+
+
+def money(cents: Any, currency: str = "USD") -> str | None:
+    """Integer cents as money ("$20.00", "EUR 20.00"); None for anything else."""
+    if isinstance(cents, bool) or not isinstance(cents, int):
+        return None
+    sign = "-" if cents < 0 else ""
+    amount = f"{abs(cents) // 100:,}.{abs(cents) % 100:02d}"
+    return f"{sign}${amount}" if currency == "USD" else f"{sign}{currency} {amount}"
+
+
+def _fields(request: ApprovalRequest) -> tuple[list[Field], str | None]:
+    """The payload as labelled fields, and the amount in money when the target declares one
+    (``amount_field``, default "amount"; ``currency``, default "USD")."""
+    target = get_target(request.target)
+    amount_field = getattr(target, "amount_field", "amount")
+    currency = getattr(target, "currency", "USD")
+    payload = request.payload if isinstance(request.payload, dict) else {"value": request.payload}
+    out, amount = [], None
+    for name, value in payload.items():
+        formatted = money(value, currency) if name == amount_field else None
+        if formatted is not None:
+            amount = formatted
+        out.append(Field(name, name.replace("_", " ").capitalize(), value, formatted))
+    return out, amount
+
+
+def _start_check(request: ApprovalRequest):
+    """Start the re-check of a request's premises through its registered target.
+
+    Returns:
+        (PremiseCheck, Future or None): the check so far, and the running call of the target's
+        ``validate_premises`` (None when it cannot run; the check's ``error`` says why).
+    """
+    seen = request.premises if isinstance(request.premises, dict) else {}
+    result = PremiseCheck(seen=dict(seen))
+    if request.premises is None:
+        result.error = "the request recorded no premises"
+        return result, None
+    target = get_target(request.target)
+    if target is None:
+        result.error = (f"target {request.target!r} is not registered in this process "
+                        f"(ilr.targets.register_target), so the premises cannot be re-checked here")
+        return result, None
+    check = getattr(target, "validate_premises", None)
+    if not callable(check):
+        result.error = f"target {request.target!r} has no validate_premises, so the premises cannot be re-checked"
+        return result, None
+    return result, _POOL.submit(check, request.premises, effect_id_for({"request_id": request.effect_key}))
+
+
+def _finish_check(result: PremiseCheck, future, deadline: float) -> PremiseCheck:
+    """Wait for the re-check until ``deadline`` (monotonic seconds) and record what it said."""
+    if future is None:
+        return result
+    try:
+        result.changes = [str(s) for s in future.result(timeout=max(0.0, deadline - time.monotonic())) or []]
+        result.checked = True
+    except FutureTimeout:
+        result.error = f"the target did not answer within {conf.settings.PREMISE_TIMEOUT} s"
+    except Exception as exc:  # noqa: BLE001 - any failure to read is shown, never raised
+        result.error = f"unavailable: {type(exc).__name__}: {exc}"[:300]
+    return result
+
+
+AGENT_TURN = re.compile(r"^(?P<agent>[a-zA-Z0-9_-]{1,64}):turn:(?P<turn>\d+)$")
+"""The name ``ilr.agents`` gives each model turn's decide step."""
+
+
+def _text_of(response: dict) -> str | None:
+    """The text blocks of a Messages API response (an agent turn's reasoning), else None."""
+    content = response.get("content")
+    if not isinstance(content, list):
+        return None
+    text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return text or None
+
+
+def _result_of(step: Step | None, tool: str, refusal: Step | None, outcome: Step | None) -> tuple[str | None, bool]:
+    """(what came back for a tool call, is_error), read from its recorded steps: the read's
+    step, the effect's step (and its refusal step), or the outcome of a request that sent
+    nothing; (None, False) when nothing is recorded for it."""
+    if step is not None and step.kind == "effect":
+        from ilr.agents import AMBIGUOUS_TEXT, COMMITTED_STATUSES
+
+        out = step.output if isinstance(step.output, dict) else {}
+        status = out.get("status")
+        if refusal is not None and isinstance(refusal.output, dict) and refusal.output.get("text"):
+            return str(refusal.output["text"]), True
+        if status == "AMBIGUOUS":
+            return f"{AMBIGUOUS_TEXT} (effect {out.get('effect_id')})", True
+        body = {"status": status, "effect_id": out.get("effect_id"), "result": out.get("result")}
+        return json.dumps(body, sort_keys=True, default=str), status not in COMMITTED_STATUSES
+    if step is not None:
+        if step.error:
+            err = step.error if isinstance(step.error, dict) else {}
+            return f"error: {tool} failed: {err.get('type')}: {err.get('message')}", True
+        return json.dumps(step.output, sort_keys=True, default=str), False
+    if outcome is not None and isinstance(outcome.output, dict) and not outcome.output.get("grant_id"):
+        out = outcome.output
+        by = out.get("decided_by")
+        return f"{out.get('status')}: {out.get('reason') or 'no reason given'}" + (f" (by {by})" if by else ""), True
+    return None, False
+
+
+def _arguments(value: Any) -> list[Field]:
+    """A tool call's input as labelled fields."""
+    args = value if isinstance(value, dict) else {"input": value}
+    return [Field(name, str(name).replace("_", " ").capitalize(), v) for name, v in args.items()]
+
+
+def _conversation(request: ApprovalRequest, decide: Step, steps: list[Step]) -> list[Turn]:
+    """The agent's turns up to ``decide`` (the turn that made the request's call), each call
+    with what its recorded steps say came back before the request was written ([] when
+    ``decide`` is not an agent's turn)."""
+    found = AGENT_TURN.match(decide.name or "")
+    if found is None:
+        return []
+    agent, last = found["agent"], int(found["turn"])
+    before = {s.name: s for s in steps if s.seq < request.seq}
+    key_step = before.get(f"{agent}:key")
+    base = key_step.output if key_step is not None else None
+    turns = []
+    for s in steps:
+        m = AGENT_TURN.match(s.name or "") if s.kind == "decide" and s.seq <= decide.seq else None
+        if m is None or m["agent"] != agent:
+            continue
+        t = int(m["turn"])
+        output = s.output if isinstance(s.output, dict) else {}
+        response = output.get("response") if isinstance(output.get("response"), dict) else {}
+        content = [b for b in response.get("content") or [] if isinstance(b, dict)]
+        calls = []
+        for b, block in enumerate(content):
+            if block.get("type") != "tool_use":
+                continue
+            tool, position = str(block.get("name")), f"{t}.{b}"
+            key = f"agent:{base}:{agent}:{position}"  # ilr.agents' effect key for this position
+            call = ToolCall(tool, position, _arguments(block.get("input")), current=key == request.effect_key)
+            call.result, call.is_error = _result_of(before.get(f"{agent}:tool:{position}:{tool}"), tool,
+                                                    before.get(f"{agent}:refusal:{position}"),
+                                                    before.get(f"approval_outcome:{key}"))
+            if call.result is None and not call.current:
+                call.note = ("not run yet" if t == last else
+                             "not run: the runtime turned it down before it ran (an unknown tool or invalid input)")
+            calls.append(call)
+        turns.append(Turn(t, response.get("model") or output.get("model"), _text_of(response) or "", calls,
+                          s.created_at))
+    return turns
+
+
+def _conversations(requests: list[ApprovalRequest]) -> dict[str, list[Turn]]:
+    """The conversation of each request an agent made (``_conversation``), in one query."""
+    refs = {r.id: r.decision for r in requests if isinstance(r.decision, dict) and r.decision.get("seq") is not None
+            and r.decision.get("workflow_id") == r.workflow_id}
+    by_workflow: dict[str, list[Step]] = {}
+    for s in Step.objects.filter(workflow_id__in={r.workflow_id for r in requests if r.id in refs}).order_by("seq"):
+        by_workflow.setdefault(s.workflow_id, []).append(s)
+    out = {}
+    for r in requests:
+        steps = by_workflow.get(r.workflow_id, [])
+        seq = refs.get(r.id, {}).get("seq")
+        decide = next((s for s in steps if s.seq == seq and s.kind == "decide"), None)
+        if decide is not None:
+            out[r.id] = _conversation(r, decide, steps)
+    return out
+
+
+def _decisions(requests: list[ApprovalRequest]) -> dict[str, dict]:
+    """The decide step each request cites ({"model", "reasoning"}), in one query."""
+    refs = {r.id: r.decision for r in requests if isinstance(r.decision, dict) and r.decision.get("seq") is not None}
+    steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(
+        workflow_id__in={d.get("workflow_id") for d in refs.values()}, kind="decide")}
+    out = {}
+    for rid, ref in refs.items():
+        step = steps.get((ref.get("workflow_id"), ref.get("seq")))
+        output = step.output if step is not None and isinstance(step.output, dict) else {}
+        response = output.get("response") if isinstance(output.get("response"), dict) else {}
+        out[rid] = {"name": step.name if step else None, "model": response.get("model") or output.get("model"),
+                    "reasoning": response.get("reasoning") or _text_of(response),
+                    "at": step.created_at if step else None}
+    return out
+
+
+def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[RequestCard]:
+    """Cards for requests; pending ones get their premises re-checked (concurrently)."""
+    decisions = _decisions(requests)
+    conversations = _conversations(requests)
+    keyed = {}
+    for r in requests:
+        keyed.setdefault(r.workflow_id, set()).add(effect_id_for({"request_id": r.effect_key}))
+    effects = {e.effect_id: e for e in Effect.objects.filter(effect_id__in={e for ids in keyed.values() for e in ids})}
+    started = {r.id: _start_check(r) for r in requests if recheck and r.status == "pending"}
+    deadline = time.monotonic() + float(conf.settings.PREMISE_TIMEOUT)
+    checks = {rid: _finish_check(result, future, deadline) for rid, (result, future) in started.items()}
+    out = []
+    for r in requests:
+        fields, amount = _fields(r)
+        premises = checks.get(r.id) or PremiseCheck(seen=dict(r.premises) if isinstance(r.premises, dict) else {})
+        out.append(RequestCard(r, fields, amount, premises, decisions.get(r.id, {}),
+                               effects.get(effect_id_for({"request_id": r.effect_key})),
+                               conversations.get(r.id, [])))
+    return out
+
+
+def pending_requests():
+    """Requests still waiting for a decision (pending, not expired), oldest first."""
+    return ApprovalRequest.objects.filter(status="pending", expires_at__gt=timezone.now()) \
+        .select_related("workflow").order_by("requested_at", "id")
+
+
+def approval_queue(page: Any = 1, per_page: int = QUEUE_PAGE_SIZE) -> tuple[Page, list[RequestCard]]:
+    """One page of the approval queue (oldest first), with premises re-checked.
+
+    Args:
+        page: a page number (bad values give the first or last page).
+    """
+    current = Paginator(pending_requests(), per_page).get_page(page)
+    return current, cards(list(current.object_list))
+
+
+def requests_of(workflow_id: str) -> list[RequestCard]:
+    """Every approval request of a workflow, oldest first (pending ones re-checked)."""
+    return cards(list(ApprovalRequest.objects.filter(workflow_id=workflow_id).select_related("workflow")
+                      .order_by("requested_at", "id")))
+
+
+def request_card(request_id: str) -> RequestCard | None:
+    """One request's card, or None for an unknown id."""
+    r = ApprovalRequest.objects.filter(id=request_id).select_related("workflow").first()
+    return cards([r])[0] if r is not None else None
+
