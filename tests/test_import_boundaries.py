@@ -2,8 +2,7 @@
 project (``interlock_project``: settings, the embedded PostgreSQL) or its harness (``prove``).
 
 Every .py file is parsed with ``ast``; every Import and ImportFrom counts, including imports
-inside functions and ``if`` blocks. KNOWN lists the offenders still waiting for their redesign;
-each must still exist, so a fixed one is taken off the list.
+inside functions and ``if`` blocks.
 """
 
 from __future__ import annotations
@@ -15,12 +14,6 @@ ROOT = Path(__file__).resolve().parent.parent
 APPS = ("ilr", "approvals")
 FORBIDDEN = ("interlock_project", "prove")
 
-KNOWN = {
-    # The review page re-reads a case's premises through the demo's target lookup; it goes once
-    # the review UI finds a case's target through a target registry instead.
-    ("approvals/selectors.py", "prove.workflows"),
-}
-"""(file, imported module) pairs allowed for now."""
 
 
 def imports_of(source: str, package: str) -> set[str]:
@@ -62,11 +55,5 @@ def test_the_walk_sees_every_kind_of_import():
 
 
 def test_no_app_module_imports_the_project_or_the_harness():
-    found = offenders()
-    unexpected = sorted(found - KNOWN)
-    assert not unexpected, f"ilr/approvals import the project or the harness: {unexpected}"
-
-
-def test_the_known_offenders_are_not_stale():
-    stale = sorted(KNOWN - offenders())
-    assert not stale, f"no longer imported, take them off KNOWN: {stale}"
+    found = sorted(offenders())
+    assert not found, f"ilr/approvals import the project or the harness: {found}"
