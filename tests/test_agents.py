@@ -301,6 +301,24 @@ def test_a_premise_that_changed_after_the_approval_is_refused_and_named(rt, work
         assert [r["source"] for r in env.ledger(input["payment"])] == ["hand"]
 
 
+def test_a_revoke_during_the_loop_stops_the_send(rt, workers, tmp_path):
+    """The request is approved while no worker runs, then its grant is revoked: the next worker
+    resumes the loop, T_dispatch refuses the send (REFUSED:lease), and the model is told."""
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        input = start(rt, env, "ag-revoke")
+        req = pending_request(rt, "ag-revoke")
+        workers.kill("w1")
+        grant = rt.approve_request(req["id"], by="alice")["grant_id"]
+        assert rt.revoke(grant, by="bob") == []  # nothing dispatched under it yet
+        workers.start("w2", env=env.worker_env())
+        result = rt.result("ag-revoke", timeout=40)
+        refund = result["outcomes"][-1]
+        assert refund["status"] == "REFUSED:lease" and refund["is_error"]
+        assert refund["content"].startswith("refused: not authorized") and refund["content"] in result["text"]
+        assert refund_posts(env, input["payment"]) == []
+
+
 def test_policies_a_grant_below_the_threshold_and_a_grant_over_its_cap(rt, workers, tmp_path):
     """approval_above(2500, grant): 2000 sends under the grant with no request. standing(grant
     with max_cents 1000): the runtime refuses 2000 (REFUSED:lease) and the model is told."""
