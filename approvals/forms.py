@@ -40,7 +40,7 @@ class ReconcileForm(forms.Form):
     """Attest what happened to an AMBIGUOUS effect; evidence is required."""
 
     evidence = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=4000, strip=True,
-                               error_messages={"required": "A reconcile needs evidence: what shows the refund did "
+                               error_messages={"required": "A reconcile needs evidence: what shows the effect did "
                                                            "or did not land (a ledger reference, a ticket)."})
     applied = forms.ChoiceField(choices=APPLIED_CHOICES, widget=forms.RadioSelect, label="The evidence shows")
 

@@ -225,7 +225,7 @@ def _finish_check(result: PremiseCheck, future, deadline: float) -> PremiseCheck
     except FutureTimeout:
         result.error = f"the target did not answer within {conf.settings.PREMISE_TIMEOUT} s"
     except Exception as exc:  # noqa: BLE001 - any failure to read is shown, never raised
-        result.error = f"unavailable: {type(exc).__name__}: {exc}"[:300]
+        result.error = f"the target's check raised {type(exc).__name__}: {exc}"[:300]
     return result
 
 

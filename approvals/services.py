@@ -267,7 +267,7 @@ def effect_reconcile(*, user, effect_id: str, evidence: str, applied: bool | Non
     _require(user, "reconcile")
     evidence = (evidence or "").strip()
     if not evidence:
-        raise ActionRefused("A reconcile needs evidence: what shows the refund did or did not land "
+        raise ActionRefused("A reconcile needs evidence: what shows the effect did or did not land "
                             "(a ledger reference, a ticket). Nothing was changed.")
     with transaction.atomic():
         conn = _ilr_conn()

@@ -168,7 +168,8 @@ def _open_for_decision(conn, cur, request_id: str) -> dict:
                      (found["workflow_id"],)).fetchone()
     req = get_in(conn, request_id, lock=True)
     if req["status"] != "pending":
-        raise ApprovalRefused(request_id, req["status"], f"is {req['status']} already (by {req['decided_by']})")
+        who = "with no decision" if req["decided_by"] == "$workflow" else f"by {req['decided_by']}"
+        raise ApprovalRefused(request_id, req["status"], f"is {req['status']} already ({who})")
     live = cur.execute("select clock_timestamp() < %s as live", (req["expires_at"],)).fetchone()["live"]
     if not live:
         raise ApprovalRefused(request_id, "pending", f"expired at {req['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
