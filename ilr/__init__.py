@@ -1,6 +1,6 @@
 """Interlock runtime: durable workflows with gated effects, on PostgreSQL.
 
-The public API (design-notes §1). Implementation lives in the modules beside this file.
+The public API. Implementation lives in the modules beside this file.
 """
 
 from ilr.approval_requests import Approval, ApprovalRefused, ApprovalRequestNotFound

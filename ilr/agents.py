@@ -435,6 +435,9 @@ class Agent:
         return f"agent:{base}:{self.name}:{turn}.{block}"
 
     def _tool_call(self, ctx, base: str, t: int, b: int, block: dict, ref: dict) -> dict:
+        # The model's tool_use block (JSON): an unknown name finds no tool; tool.errors checks args.
+        name: Any
+        args: Any
         name, args = block.get("name"), block.get("input")
         out = {"turn": t, "block": b, "tool": name, "input": args, "effect_id": None}
 
@@ -459,6 +462,7 @@ class Agent:
                 return done("read", "failed", f"error: {name} failed: {exc.type}: {exc.message}", True)
             return done("read", "ok", json.dumps(value, sort_keys=True), False)
         policy = tool.policy
+        assert policy is not None  # Tool.__post_init__: a tool without run has a target, hence a Policy
         key = self.effect_key(base, t, b)
         facts = ctx.step(f"{self.name}:premises:{where}", tool.premises, args) if tool.premises else None
         if policy.needs_approval(args):

@@ -2,10 +2,8 @@
 
 psycopg's pipeline mode runs every statement through its cursor machinery: a generator, the
 connection lock, a socket poll and a send per statement, and the cursor's result handling.
-On the effect path that machinery is most of the cost: right after the worker wakes from a
-20 ms send, a T_dispatch-shaped transaction took 0.8-1.1 ms of worker CPU through psycopg's
-pipeline and 0.2-0.3 ms queued here, 2.0-2.3 ms against 1.1-1.6 ms of wall time (two runs of
-a throwaway script on this 2-vCPU machine, 300 transactions each).
+On the effect path, whose transactions are a few short statements, that machinery is most of
+the cost.
 
 A Batch queues prepared statements on the same connection's libpq handle (``psycopg.pq``,
 psycopg's documented libpq wrapper), adapts parameters and rows with psycopg's own
@@ -28,8 +26,9 @@ import select
 import sys
 import weakref
 from collections import deque
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any, cast
 
 import psycopg
 from psycopg import errors as e
@@ -44,7 +43,7 @@ _IDLE = pq.TransactionStatus.IDLE
 _DUPLICATE_PREPARED = "42P05"
 _UNKNOWN_PREPARED = "26000"
 
-_prepared: weakref.WeakKeyDictionary[psycopg.Connection, set[bytes]] = weakref.WeakKeyDictionary()
+_prepared: weakref.WeakKeyDictionary[psycopg.BaseConnection[Any], set[bytes]] = weakref.WeakKeyDictionary()
 """The statement names prepared on each connection (prepared statements live as long as the
 session; a name is added only when the server acknowledged its Parse)."""
 
@@ -126,6 +125,7 @@ class Result:
     @property
     def rowcount(self) -> int:
         self._ready()
+        assert self._res is not None  # _ready returned: the statement succeeded, so _settle set _res
         status = self._res.command_status or b""
         tail = status.rsplit(b" ", 1)[-1]
         return int(tail) if tail.isdigit() else -1
@@ -158,7 +158,7 @@ class Batch:
         psycopg.OperationalError: the connection broke.
     """
 
-    def __init__(self, conn: psycopg.Connection, *, before: Sequence[tuple[str, Any]] = ()):
+    def __init__(self, conn: psycopg.Connection[Any], *, before: Sequence[tuple[str, Any]] = ()):
         self.conn = conn
         self.pg = conn.pgconn
         self._before = before
@@ -233,7 +233,8 @@ class Batch:
         """
         name, query, keys = _statement(sql, params is not None)
         if isinstance(keys, tuple):
-            values = [params[k] for k in keys]
+            named = cast("dict[str, Any]", params)  # %(name)s placeholders: params is the mapping
+            values = [named[k] for k in keys]
         else:
             values = list(params) if params is not None else []
             if len(values) != keys:
@@ -289,7 +290,8 @@ class Batch:
             res = pg.get_result()
             if res is None:
                 if group:  # the end of one statement's results
-                    self._settle(self._awaiting.popleft(), group)
+                    # cast: a None (the Sync) is popped only at its PIPELINE_SYNC result, below.
+                    self._settle(cast("Result | bytes", self._awaiting.popleft()), group)
                     group = []
                 else:  # nothing for the next item yet: read more
                     _wait(pg.socket, select.POLLIN)
@@ -348,7 +350,7 @@ def _wait(fd: int, event: int) -> None:
     poller.poll()
 
 
-def one(conn: psycopg.Connection, sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Result:
+def one(conn: psycopg.Connection[Any], sql: str, params: Sequence[Any] | dict[str, Any] | None = None) -> Result:
     """Run one statement as its own transaction through a Batch: one round trip, one commit.
 
     For the worker's one-statement fenced writes (record a step, finish), where psycopg's

@@ -1,4 +1,4 @@
-"""Plain JSON: validation, the canonical form, and hashes (design-notes §4).
+"""Plain JSON: validation, the canonical form, and hashes (docs/protocol.md §1, §9).
 
 Everything the runtime stores in jsonb (workflow input, step outputs, signal payloads, effect
 payloads) must be plain JSON: dict with str keys, list, str, int, finite float, bool, None.
@@ -80,7 +80,8 @@ def check_plain(value: Any, field: str) -> None:
         if isinstance(v, list):
             stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(v))
             continue
-        raise InvalidInput(path, f"{type(v).__name__} is not plain JSON (use dict, list, str, int, float, bool or None)")
+        raise InvalidInput(path, f"{type(v).__name__} is not plain JSON "
+                                 "(use dict, list, str, int, float, bool or None)")
 
 
 def check_cents(value: Any, field: str) -> int:
@@ -117,6 +118,16 @@ def check_text(value: Any, field: str, rule: str = "must be a non-empty string")
     return value
 
 
+def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
+    """``wf_id`` as a workflow id (check_text).
+
+    Raises:
+        InvalidInput: naming ``field``: not a non-empty str of at most MAX_TEXT_LENGTH
+        characters without NUL.
+    """
+    return check_text(wf_id, field)
+
+
 def check_who(by: Any, field: str = "by") -> str:
     """``by`` as the person or service acting (check_text with that rule).
 
@@ -146,7 +157,7 @@ canonical_string = json.encoder.encode_basestring
 
 
 def canonical(value: Any) -> str:
-    """The canonical JSON text: sorted keys, no spaces, UTF-8 kept (design-notes §4).
+    """The canonical JSON text: sorted keys, no spaces, UTF-8 kept (docs/protocol.md §9).
 
     Raises:
         ValueError: NaN or an infinity (or what json.dumps refuses so: an int too long to
@@ -174,12 +185,12 @@ def sha256_hex(text: str) -> str:
 
 
 def payload_hash(payload: Any) -> str:
-    """sha256 of the canonical payload (spec §4 "Payload hash")."""
+    """sha256 of the canonical payload, to which an effect is bound (docs/protocol.md §1)."""
     return sha256_hex(canonical(payload))
 
 
 def effect_id_for(request: Any) -> str:
-    """``"eff_" + sha256(canonical(request))[:32]`` (design-notes §4)."""
+    """``"eff_" + sha256(canonical(request))[:32]`` (docs/protocol.md §1, idempotency key)."""
     return "eff_" + sha256_hex(canonical(request))[:32]
 
 

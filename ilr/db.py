@@ -1,4 +1,4 @@
-"""Connections and the fence (spec §5.2).
+"""Connections and the fence (docs/protocol.md §3.2).
 
 The engine speaks raw psycopg 3 on its own connections, opened from Django's DATABASES entry;
 the ORM is never on a worker's write path. Connections are in autocommit mode: a one-statement
@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import datetime as dt
 import select
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard, TypeVar, cast
 
 import psycopg
 from psycopg.adapt import Loader
 from psycopg.conninfo import make_conninfo
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 
 from ilr.errors import Fenced
 
-INFINITY = dt.datetime.max.replace(tzinfo=dt.timezone.utc)
-"""'infinity' timestamps load as datetime.max in UTC (spec §13.3.11)."""
+INFINITY = dt.datetime.max.replace(tzinfo=dt.UTC)
+"""'infinity' timestamps load as datetime.max in UTC (psycopg has no infinite datetime)."""
+
+Connection: TypeAlias = psycopg.Connection[DictRow]
+"""A connection from ``connect``: its cursors return rows as dicts keyed by column name."""
+
+Cursor: TypeAlias = psycopg.Cursor[DictRow]
+"""A cursor of a ``Connection`` (dict rows)."""
+
+_Conn = TypeVar("_Conn", bound="psycopg.Connection[Any]")
 
 
 class _InfinityTimestamptzLoader(Loader):
@@ -29,7 +37,9 @@ class _InfinityTimestamptzLoader(Loader):
     # Every other value goes to the loader psycopg would use (its C one when psycopg[binary]
     # is installed): subclassing the pure-Python loader instead cost ~10x per value, on every
     # fence and claim row (issue 9).
-    _default = psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT)
+    # cast: get_loader is typed Optional; psycopg always registers a text timestamptz loader.
+    _default = cast("type[Loader]", psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid,
+                                                                psycopg.pq.Format.TEXT))
 
     def __init__(self, oid: int, context=None):
         super().__init__(oid, context)
@@ -39,7 +49,7 @@ class _InfinityTimestamptzLoader(Loader):
         if data == b"infinity":
             return INFINITY
         if data == b"-infinity":
-            return dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+            return dt.datetime.min.replace(tzinfo=dt.UTC)
         return self._load(data)
 
 
@@ -62,11 +72,12 @@ def conninfo(alias: str = "default") -> str:
         "host": db.get("HOST") or None,
         "port": str(db["PORT"]) if db.get("PORT") else None,
     }
-    options = {k: v for k, v in (db.get("OPTIONS") or {}).items() if isinstance(v, (str, int))}
+    # Any: make_conninfo types its first parameter (conninfo: str) as a possible keyword too.
+    options: dict[str, Any] = {k: v for k, v in (db.get("OPTIONS") or {}).items() if isinstance(v, (str, int))}
     return make_conninfo(**{k: v for k, v in params.items() if v is not None}, **options)
 
 
-def connect(dsn: str | None = None, *, application_name: str = "ilr", **kwargs: Any) -> psycopg.Connection:
+def connect(dsn: str | None = None, *, application_name: str = "ilr", **kwargs: Any) -> Connection:
     """Open an autocommit connection with dict rows and the infinity-aware timestamptz loader.
 
     psycopg's own statement preparation is off (``prepare_threshold=None``): the hot paths
@@ -97,7 +108,7 @@ def is_connection_fault(exc: BaseException) -> bool:
     return sqlstate == "25006" or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
 
 
-def usable(conn: psycopg.Connection | None) -> bool:
+def usable(conn: _Conn | None) -> TypeGuard[_Conn]:
     """Whether an idle pooled connection may be handed out: open, not broken, idle, and with
     nothing waiting on its socket. No round trip: a zero-timeout poll of the socket.
 
@@ -122,7 +133,7 @@ def usable(conn: psycopg.Connection | None) -> bool:
     return not readable and not failed
 
 
-def discard(conn: psycopg.Connection | None) -> None:
+def discard(conn: psycopg.Connection[Any] | None) -> None:
     """Close ``conn`` (None is fine), ignoring the errors of a connection that already died."""
     if conn is not None:
         try:
@@ -148,9 +159,9 @@ admits no other epoch. Both tests read the row the primary key found: the hot pa
 extra index or round trip."""
 
 
-def fence(cur: psycopg.Cursor, wf_id: str, epoch: int, ttl: float) -> dict:
-    """The first statement of every worker write (spec §5.2): renew the lease only while this
-    epoch is current and the lease is live (FENCE_SQL), taking the workflow row lock.
+def fence(cur: Cursor, wf_id: str, epoch: int, ttl: float) -> DictRow:
+    """The first statement of every worker write (docs/protocol.md §3.2): renew the lease only
+    while this epoch is current and the lease is live (FENCE_SQL), taking the workflow row lock.
 
     Returns:
         {"cancel_requested_at": datetime | None, "now": datetime} (database clock).
@@ -163,7 +174,7 @@ def fence(cur: psycopg.Cursor, wf_id: str, epoch: int, ttl: float) -> dict:
 
 FENCE_RESET_TAKEOVERS_SQL = FENCE_SQL.replace("updated_at = now()", "updated_at = now(), takeovers = 0")
 """The fence of a transaction that records a step row: a recorded step ends a crash loop
-(design-notes §5), so the same statement resets takeovers."""
+(docs/protocol.md §3.4), so the same statement resets takeovers."""
 
 
 def send_fence(batch, wf_id: str, epoch: int, ttl: float, *, reset_takeovers: bool = False):
@@ -184,7 +195,7 @@ def send_fence(batch, wf_id: str, epoch: int, ttl: float, *, reset_takeovers: bo
                          {"wf": wf_id, "epoch": epoch, "ttl": ttl})
 
 
-def fenced(row: dict | None, wf_id: str, epoch: int) -> dict:
+def fenced(row: DictRow | None, wf_id: str, epoch: int) -> DictRow:
     """The fence's row, or Fenced when it matched nothing (see ``fence``)."""
     if row is None:
         raise Fenced(f"workflow {wf_id}: epoch {epoch} no longer holds a live claim")

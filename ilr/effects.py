@@ -1,4 +1,4 @@
-"""Gated effects: submit, T_dispatch, send, T_commit, late results, recovery (spec §5.7).
+"""Gated effects: submit, T_dispatch, send, T_commit, late results, recovery (docs/protocol.md §6).
 
 The shape of one effect:
 
@@ -21,8 +21,10 @@ import inspect
 import json
 import logging
 import time
-from dataclasses import dataclass, fields as dataclass_fields
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from dataclasses import fields as dataclass_fields
+from typing import Any
 
 import psycopg
 
@@ -41,12 +43,13 @@ STATUSES = (
     "AMBIGUOUS", "REFUSED:conflicting_payload", "REFUSED:cancelled", "REFUSED:lease", "REFUSED:stale_premise",
     "REFUSED:lease_at_recovery", "REFUSED:stale_premise_at_recovery", "REFUSED:target",
 )
-"""EffectResult statuses (design-notes §2). IN_FLIGHT is never returned: the workflow suspends."""
+"""EffectResult statuses (docs/protocol.md §6.1). There is no in-flight status: the workflow
+suspends instead."""
 
 LOOKUP_RETRY = RetryPolicy()
 """How an effect waits out a target it cannot read (its premises before a send; its premises or
-its lookup during recovery): Temporal's defaults, 1 s doubling to 100 s, without end. The spec
-names no rule for a failed read. Before a send nothing has happened yet; during recovery the
+its lookup during recovery): Temporal's defaults, 1 s doubling to 100 s, without end
+(docs/protocol.md §6.7). Before a send nothing has happened yet; during recovery the
 outcome stays unknown. Either way the runtime writes nothing and tries again later, as a failed
 activity attempt would be retried."""
 
@@ -94,7 +97,7 @@ class EffectRefused(InterlockError):
         super().__init__(f"effect {result.effect_id} refused: {result.status}")
 
 
-# -- the recovery decision (spec §5.7 recovery table): one pure function ------------------------
+# -- the recovery decision (docs/protocol.md §6.5): one pure function ----------------------------
 
 def effective_tier(tier: int, window_passed: bool, queryable: bool) -> int:
     """Tier 1 past dedup_window - DEDUP_MARGIN becomes tier 2 when queryable, else tier 3."""
@@ -147,7 +150,8 @@ def _ts(now) -> float:
 
 
 def _lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tuple[bool, dict | None]:
-    """(allowed, snapshot) for a grant row read FOR SHARE in this transaction (spec §5.7 (c) 8)."""
+    """(allowed, snapshot) for a grant row read FOR SHARE in this transaction (docs/protocol.md
+    §6.2, check 8)."""
     if grant is None:
         return False, None
     amount = payload.get("amount") if isinstance(payload, dict) else None
@@ -258,14 +262,16 @@ class EffectCall:
         pre_read = self.run.takeovers > 0 or waiting.get("kind") == "effect"
         while True:
             eff = self.conn.execute(
-                "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s",
+                "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects "
+                "where effect_id = %s",
                 (self.effect_id,)).fetchone() if pre_read else None
             pre_read = True
             if eff is not None and eff["state"] == "dispatched":
                 # An unresolved send exists (ours from a crashed claim, or another workflow's).
                 # Ours with the same payload: its recovery outcome is this call's status. Anyone
                 # else's, or another payload: resolve it without taking its status, then go
-                # round (spec §13.3.6); the next pass returns DUPLICATE_IGNORED or refuses.
+                # round; the next pass returns DUPLICATE_IGNORED or refuses (docs/protocol.md
+                # §6.8).
                 take = eff["dispatch_workflow_id"] == self.run.workflow_id and eff["payload_hash"] == self.payload_hash
                 try:
                     result = self._recover(take_status=take)
@@ -291,7 +297,8 @@ class EffectCall:
         """
         validate = getattr(self.target, "validate_premises", None)
         try:
-            violations = list(validate(self.premises, self.effect_id)) if (validate and self.premises is not None) else []
+            violations = (list(validate(self.premises, self.effect_id))
+                          if (validate and self.premises is not None) else [])
         except Exception as exc:  # noqa: BLE001 - any failure to read the target
             raise LookupFailed(self.effect_id, exc) from exc
         return violations, time.monotonic()
@@ -306,7 +313,10 @@ class EffectCall:
         if switch is not None:
             lost = self._lost_dispatch(switch)
             if lost["found"] or lost["decision"] == "ambiguous":
-                return self._t_dispatch([], lost=lost)  # nothing will be sent: no premise read
+                result = self._t_dispatch([], lost=lost)  # nothing will be sent: no premise read
+                # With such a ``lost``, every path of T_dispatch records a status (step 6b at the latest).
+                assert result is not None
+                return result
         # (a) external premises, outside any transaction (A3: true as read at read time).
         violations, read_t = self._external_violations()
         # (b) kill point, then the stopwatch. Past premise_max_age since the read: read again.
@@ -321,7 +331,9 @@ class EffectCall:
             return outcome
         killpoints.hit("effect_after_dispatch")
         # (d) send, inside the remaining local time (the stopwatch began before T_dispatch).
-        return self._send(t0, via="first-send", status="COMMITTED", rechecked=None, payload=self.payload)
+        sent = self._send(t0, via="first-send", status="COMMITTED", rechecked=None, payload=self.payload)
+        assert sent is not None  # only a rejected idempotent resend returns None, never a first send
+        return sent
 
     def _lost_dispatch(self, switch: dict) -> dict:
         """Decide a first send that may repeat a dispatch lost in a failover (ilr.failover).
@@ -354,8 +366,8 @@ class EffectCall:
         return {"decision": decision, "found": found, "fields": fields}
 
     def _t_dispatch(self, violations: list[str], lost: dict | None = None) -> EffectResult | None:
-        """T_dispatch (spec §5.7 (c)). Returns a recorded refusal or duplicate, or None when
-        the send is authorized (DISPATCHED committed).
+        """T_dispatch (docs/protocol.md §6.2). Returns a recorded refusal or duplicate, or None
+        when the send is authorized (DISPATCHED committed).
 
         ``lost`` (from ``_lost_dispatch``): this first send may repeat a dispatch lost in a
         failover. Found by the lookup: COMMITTED via recovery-query, nothing sent. Decision
@@ -398,6 +410,7 @@ class EffectCall:
                 "settle_margin": self.settle_margin, **({"compensation": True} if self.compensation else {})})
             fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
             eff = eff_cur.fetchone()
+            assert eff is not None  # insert ... on conflict do update ... returning: always one row
             tail = tail_cur.fetchone()
             grant = grant_cur.fetchone() if grant_cur is not None else None
             chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
@@ -510,8 +523,10 @@ class EffectCall:
     # -- send and commit --------------------------------------------------------------------
 
     def _send(self, t0: float, *, via: str, status: str, rechecked: dict | None, payload: Any,
-              take_status: bool = True) -> EffectResult:
-        """Send ``payload`` and commit the answer; see the module docstring.
+              take_status: bool = True) -> EffectResult | None:
+        """Send ``payload`` and commit the answer; see the module docstring. None only when
+        the target rejected an idempotent resend and the effect was resolved meanwhile
+        (``_resolve_rejected_resend``: the caller goes round).
 
         A recovery passes the payload of the DISPATCHED entry: the bytes bound to the key at the
         first PROPOSED, whatever this replay offers (PayloadBound).
@@ -612,7 +627,7 @@ class EffectCall:
         conn = self.conn
         t_fence = time.monotonic()
         with Batch(conn, before=[self._response_log(result)] if with_log else ()) as cur:
-            # A recorded step ends a crash loop (design-notes §5): the fence resets takeovers
+            # A recorded step ends a crash loop (docs/protocol.md §3.4): the fence resets takeovers
             # when this transaction records the step row.
             fence_cur = db.send_fence(cur, run.workflow_id, run.epoch, run.lease_ttl, reset_takeovers=take_status)
             # The effect row lock every appender takes first, taken by the update this
@@ -792,8 +807,9 @@ class EffectCall:
 
     # -- recovery path -------------------------------------------------------------------------
 
-    def _recover(self, take_status: bool) -> EffectResult:
-        """Resolve a dispatched effect whose outcome is unknown (spec §5.7 recovery).
+    def _recover(self, take_status: bool) -> EffectResult | None:
+        """Resolve a dispatched effect whose outcome is unknown (docs/protocol.md §6.5); None
+        when it was resolved meanwhile (the caller goes round).
 
         Raises:
             LookupFailed: the re-check of premises or the lookup raised; nothing was written.
@@ -811,8 +827,8 @@ class EffectCall:
                 return None  # resolved meanwhile: the caller goes round
             if not eff["settled"]:
                 self._suspend_until_settled()
-            dispatched = journal.parsed(self.conn, self.effect_id)
-            dispatched = [e for e in dispatched if e["kind"] == "DISPATCHED"][-1]
+            entries = journal.parsed(self.conn, self.effect_id)
+            dispatched = [e for e in entries if e["kind"] == "DISPATCHED"][-1]
             window_passed = eff["age"] > self.dedup_window - DEDUP_MARGIN
             tier = eff["tier"]
             eff_tier = effective_tier(tier, window_passed, self.queryable)
@@ -835,7 +851,9 @@ class EffectCall:
                     found = bool(self.target.query(self.effect_id, eff["payload"]))
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
                 raise LookupFailed(self.effect_id, exc) from exc
-            # (d) T_resolve, with the stopwatch for a resend started before it begins (finding 2).
+            # (d) T_resolve, with the stopwatch for a resend started before it begins, so the
+            # resend's local deadline is no later than the send_deadline it writes
+            # (docs/protocol.md §6.5).
             t0 = time.monotonic()
             try:
                 outcome = self._t_resolve(eff, dispatched, violations, window_passed, found, take_status)

@@ -57,14 +57,14 @@ class WorkflowConflict(InterlockError):
 
 class Fenced(InterlockError):
     """This worker no longer holds a live claim (epoch moved, lease expired, or the local
-    lease ran out): the run is abandoned and nothing more is written (spec §5.2)."""
+    lease ran out): the run is abandoned and nothing more is written (docs/protocol.md §3.2)."""
 
     code = "ILR-010"
 
 
 class Cancelled(InterlockError):
     """The workflow was cancelled; raised once, at the first durable call after the cancel is
-    seen (spec §13.3.4). Catch it to run compensation; an uncaught one ends the workflow
+    seen (docs/protocol.md §5.2). Catch it to run compensation; an uncaught one ends the workflow
     with status cancelled."""
 
     code = "ILR-011"
@@ -92,7 +92,7 @@ class StepFailed(InterlockError):
 
 
 class NonDeterminism(InterlockError):
-    """Replay offered a different call than the recorded one at a seq (spec §5.1,
+    """Replay offered a different call than the recorded one at a seq (docs/protocol.md §4,
     NonDeterminismLoud). The workflow becomes stuck with {seq, recorded, offered}."""
 
     code = "ILR-013"
@@ -147,5 +147,5 @@ class WorkflowFailed(InterlockError):
 
 class Suspend(BaseException):
     """Internal: the workflow suspended durably; unwinds workflow code. A BaseException so a
-    plain ``except Exception`` does not swallow it (spec §5.1); a bare ``except:`` that does
-    is detected and the workflow marked stuck ("Suspend swallowed")."""
+    plain ``except Exception`` does not swallow it; a bare ``except:`` that does is detected and
+    the workflow marked stuck ("Suspend swallowed", docs/protocol.md §4)."""

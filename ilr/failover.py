@@ -64,7 +64,8 @@ with tl as (select ilr.current_timeline() as id),
 ins as (insert into ilr.timelines (timeline_id) select id from tl on conflict do nothing
         returning timeline_id, seen_at)
 select tl.id as timeline,
-       coalesce((select seen_at from ins), (select seen_at from ilr.timelines t where t.timeline_id = tl.id)) as seen_at,
+       coalesce((select seen_at from ins),
+                (select seen_at from ilr.timelines t where t.timeline_id = tl.id)) as seen_at,
        (select min(timeline_id) from ilr.timelines) as baseline
   from tl
 """

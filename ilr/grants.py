@@ -1,4 +1,4 @@
-"""Grants, approvals, revocation and reconciliation: transaction bodies (spec §6).
+"""Grants, approvals, revocation and reconciliation: transaction bodies (docs/protocol.md §7).
 
 Each ``*_in`` body runs inside the caller's transaction on any psycopg 3 connection, so Django
 admin and the review UI call exactly this SQL inside ``transaction.atomic()``. Lock order:
@@ -16,8 +16,8 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from ilr import codec
+from ilr.codec import check_workflow_id
 from ilr.errors import InterlockError, InvalidInput, WorkflowNotFound
-from ilr.runtime import check_workflow_id
 
 
 class GrantNotFound(InterlockError, LookupError):
@@ -112,11 +112,11 @@ def insert_payload_grant(cur, *, principal: str, action: str, payload: Any, fact
 
 def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
                action: str = "refund", principal: str | None = None) -> str:
-    """Approve the exact ``payload`` of a workflow waiting on signal "approve" (spec §6).
+    """Approve the exact ``payload`` of a workflow waiting on signal "approve".
 
-    One transaction: lock the workflow row; insert a grant binding payload_hash and
-    facts_seen (max_cents = the amount); insert the approve signal {grant_id, payload,
-    facts_seen}; wake the workflow.
+    docs/protocol.md §7. One transaction: lock the workflow row; insert a grant binding
+    payload_hash and facts_seen (max_cents = the amount); insert the approve signal {grant_id,
+    payload, facts_seen}; wake the workflow.
 
     Returns:
         the new grant id.
@@ -157,7 +157,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
 
 def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
     """Revoke a grant, recording when and by whom, and return exactly the effect ids that may
-    still land (spec §6).
+    still land (docs/protocol.md §7).
 
     The UPDATE waits for every T_dispatch or T_resolve holding the grant FOR SHARE; once it
     commits, no later one authorizes a send under it (RevokeLinearizable).

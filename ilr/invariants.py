@@ -1,9 +1,10 @@
-"""The invariants registry: every invariant of spec §2.1 marked C, checked over real runs.
+"""The invariants registry: every invariant with a code check (docs/protocol.md §11), run over
+real runs.
 
 ``INVARIANTS = {"Name": check_fn}``; each ``check_fn(snapshot) -> [violation]`` reads only the
-``Snapshot`` (PostgreSQL's ilr.* tables, read once) and, where the spec says so, the target's
-ledger and access log passed in as evidence. A violation is plain data (a dict) naming the rows
-that break the rule. A check whose evidence is missing returns [] and is reported as skipped by
+``Snapshot`` (PostgreSQL's ilr.* tables, read once) and, where the rule needs it (``NEEDS``), the
+target's ledger and access log passed in as evidence. A violation is plain data (a dict) naming the
+rows that break the rule. A check whose evidence is missing returns [] and is reported as skipped by
 ``check_all``.
 
 Evidence (all optional): {"ledger": [refund rows with effect_id, key, amount, source],
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ilr import codec, receipts
 
@@ -173,7 +175,7 @@ def fenced_writes(s: Snapshot) -> list:
             out.append(_v(step=[st["workflow_id"], st["seq"]], epoch=st["epoch"], at=st["ts"], window=w))
     for eid, entries in s.journal.items():
         for e in entries:
-            by = e.get("by") or {}
+            by: Any = e.get("by") or {}  # journal JSON: a missing id finds no window (a violation)
             if not by or e.get("via") == "late-commit" or e.get("kind") == "LATE_RESULT":
                 continue
             w = windows.get((by.get("workflow_id"), by.get("epoch")))
@@ -308,7 +310,7 @@ def send_requires_live_claim(s: Snapshot) -> list:
     windows = s.claim_windows()
     out = []
     for eid, e in s.sends():
-        by = e.get("by") or {}
+        by: Any = e.get("by") or {}  # journal JSON: a missing id finds no window (a violation)
         w = windows.get((by.get("workflow_id"), by.get("epoch")))
         if w is None or not (w[0] <= s.authorized_at(e) < w[1]):
             out.append(_v(effect_id=eid, kind=e.get("kind"), by=by, ts=s.authorized_at(e), window=w))
@@ -322,7 +324,9 @@ def _lease_of(s: Snapshot, eid: str, e: dict) -> tuple[dict | None, dict | None]
     checks = e.get("checks") if e.get("kind") == "DISPATCHED" else e.get("rechecked")
     eff = s.effects.get(eid) or {}
     grant_id = (checks or {}).get("lease", {}) or {}
-    grant = s.grants.get(grant_id.get("grant_id")) if grant_id else s.grants.get(eff.get("grant_id"))
+    # ignore: typeshed's dict.get takes no None key; a send without a grant id finds no grant here.
+    grant = (s.grants.get(grant_id.get("grant_id")) if grant_id  # type: ignore[arg-type]
+             else s.grants.get(eff.get("grant_id")))  # type: ignore[arg-type]
     return checks, grant
 
 
@@ -337,7 +341,8 @@ def no_send_under_revoked_grant(s: Snapshot) -> list:
         ok, why = receipts._lease_live((checks or {}).get("lease"), at, payload)
         revoked_before = grant is not None and grant["revoked_ts"] is not None and grant["revoked_ts"] <= at
         if not ok or not (checks or {}).get("lease_live") or revoked_before:
-            out.append(_v(effect_id=eid, kind=e.get("kind"), ts=e.get("ts"), why=why or "grant revoked before the send"))
+            out.append(_v(effect_id=eid, kind=e.get("kind"), ts=e.get("ts"),
+                          why=why or "grant revoked before the send"))
     return out
 
 
@@ -397,7 +402,8 @@ def no_send_after_cancel(s: Snapshot) -> list:
     for eid, e in s.sends():
         if e.get("compensation"):
             continue
-        wf = s.workflows.get((e.get("by") or {}).get("workflow_id"))
+        # ignore: typeshed's dict.get takes no None key; an entry without a workflow finds none here.
+        wf = s.workflows.get((e.get("by") or {}).get("workflow_id"))  # type: ignore[arg-type]
         if wf and wf["cancel_ts"] is not None and e.get("ts", 0) >= wf["cancel_ts"] and e.get("kind") == "DISPATCHED":
             out.append(_v(effect_id=eid, workflow_id=wf["id"], dispatched_at=e.get("ts"), cancelled_at=wf["cancel_ts"]))
     return out
@@ -472,7 +478,7 @@ def signal_exactly_once_consumed(s: Snapshot) -> list:
     JSON-null payload would otherwise equal)."""
     steps = {(st["workflow_id"], st["seq"]): st for st in s.steps}
     out = []
-    consumed = defaultdict(int)
+    consumed: defaultdict[tuple[str, int], int] = defaultdict(int)
     for sig in s.signals:
         if sig["consumed_seq"] is None:
             continue
@@ -494,7 +500,8 @@ def no_lost_wakeup(s: Snapshot) -> list:
     for wf in s.workflows.values():
         w = wf["waiting"] or {}
         forever = wf["available_at"] is not None and wf["available_at"].year == dt.MAXYEAR
-        if wf["status"] == "sleeping" and forever and w.get("kind") == "signal" and (wf["id"], w.get("signal")) in pending:
+        if (wf["status"] == "sleeping" and forever and w.get("kind") == "signal"
+                and (wf["id"], w.get("signal")) in pending):
             out.append(_v(workflow_id=wf["id"], waiting=w))
     return out
 
@@ -584,7 +591,7 @@ INVARIANTS: dict[str, Check] = {
     "NonDeterminismLoud": non_determinism_loud,
     "ForkNeverResends": fork_never_resends,
 }
-"""Every invariant of spec §2.1 marked C (code check), by its exact name."""
+"""Every invariant with a code check (docs/protocol.md §11), by its exact name."""
 
 NEEDS = {
     "NoRerunAfterComplete": "invocations", "EffectAtMostOnceTier12": "ledger", "NoOverlappingSends": "access_log",

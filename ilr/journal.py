@@ -1,4 +1,4 @@
-"""The effect journal: sealed, chained entries (design-notes §4, spec §4).
+"""The effect journal: sealed, chained entries (docs/protocol.md §2, §9).
 
 A sealed entry is ``{kind, effect_id, ts, prev, ...fields, hash, sig}``: ``prev`` is the previous
 entry's hash for this effect (null for the first), ``ts`` the database clock, ``hash`` the
@@ -10,7 +10,7 @@ chain (unique nulls not distinct (effect_id, prev)) and a second COMMITTED (one_
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,7 +45,7 @@ class Encoded:
         self.fields = fields
         self.parts = {k: codec.canonical(v) for k, v in fields.items()}
 
-    def merged(self, more: dict[str, Any]) -> "Encoded":
+    def merged(self, more: dict[str, Any]) -> Encoded:
         """These fields plus ``more`` (which wins on a shared key); encodes only ``more``."""
         out = Encoded.__new__(Encoded)
         out.fields = {**self.fields, **more}
@@ -124,7 +124,7 @@ class Chain:
         self._also.append((sql, params))
 
     @classmethod
-    def read(cls, cur, effect_id: str) -> "Chain":
+    def read(cls, cur, effect_id: str) -> Chain:
         """Read the tail hash with ``cur`` (inside the caller's transaction, after the lock)."""
         row = cur.execute(LAST_HASH_SQL, (effect_id,)).fetchone()
         return cls(effect_id, row["hash"] if row else None)
@@ -160,7 +160,7 @@ class Chain:
         return entry
 
 
-def _insert(cur, rows: list[tuple], also: list[tuple[str, tuple]] = ()) -> None:
+def _insert(cur, rows: list[tuple], also: Sequence[tuple[str, tuple]] = ()) -> None:
     """One INSERT of ``rows`` (effect_id, kind, body, prev, hash), with the ``also`` statements
     as data-modifying CTEs ahead of it; with no rows, the ``also`` statements alone."""
     if not rows:

@@ -1,4 +1,4 @@
-"""Ed25519 keys for journal signatures (design-notes §4), with the ``cryptography`` package.
+"""Ed25519 keys for journal signatures (docs/protocol.md §9), with the ``cryptography`` package.
 
 The signing key is read from ILR_SIGNING_KEY (a PEM path; ilr.conf) when set, else from
 ``<ILR_DATA_DIR>/keys/ed25519.pem`` when ``manage.py ilr_keys generate`` wrote one. With no key,

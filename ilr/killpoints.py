@@ -1,4 +1,4 @@
-"""Kill points (spec §2.2): the one implementation, shared with the Temporal baselines.
+"""Kill points (docs/protocol.md §12): the one implementation, shared with the Temporal baselines.
 
 ILR_KILL_AT and ILR_STOP_AT are comma lists of ``name`` or ``name@n`` (the nth time the point is
 hit in this process). At a matching point the process sends itself SIGKILL (instrumented

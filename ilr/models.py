@@ -1,6 +1,6 @@
 """Django models over the ilr.* tables, for admin and reporting only.
 
-The schema is owned by ilr/sql (spec §4), applied by migration 0001; these models are
+The schema is owned by ilr/sql (docs/protocol.md §2), applied by migration 0001; these models are
 ``managed = False`` and their manager refuses writes through the ORM, so every write goes
 through the runtime's fenced transactions or its transaction bodies (approve_in, revoke_in,
 signal_in, cancel_in). Tables in the ilr schema are named with the quoting trick
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from ilr.runtime import STATUSES as WORKFLOW_STATUSES
+from ilr.statuses import STATUSES as WORKFLOW_STATUSES
 
 
 class ReadOnlyQuerySet(models.QuerySet):
@@ -38,7 +38,7 @@ class ReadOnlyModel(models.Model):
 
 class TimestampText(models.TextField):
     """A timestamptz column read as text, because it may hold 'infinity' (a workflow waiting
-    with no timeout, spec §13.3.11), which no datetime can represent: the SELECT casts it."""
+    with no timeout), which no datetime can represent: the SELECT casts it."""
 
     def select_format(self, compiler, sql, params):
         return f"({sql})::text", params
@@ -91,7 +91,7 @@ class Workflow(ReadOnlyModel):
     lease_expires_at = models.DateTimeField(null=True)
     takeovers = models.IntegerField()
     # 'infinity' while waiting with no timeout: a text column in this model, because
-    # datetime cannot hold infinity (spec §13.3.11).
+    # datetime cannot hold infinity.
     available_at = TimestampText()
     waiting = models.JSONField(null=True)
     cancel_requested_at = models.DateTimeField(null=True)

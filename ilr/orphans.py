@@ -1,9 +1,9 @@
-"""Orphaned effects: dispatched effects whose workflow ended (spec §5.7 "Orphans"). Each is
+"""Orphaned effects: dispatched effects whose workflow ended (docs/protocol.md §8). Each is
 resolved by the recovery path under a synthetic claim.
 
-The spec names stuck, failed and cancelled. A workflow can also complete (or continue as new)
-with its effect still dispatched: its code caught the Cancelled delivered while recovery was
-waiting on the target. Nothing else would ever resolve that effect, so every ended status counts.
+Every ended status counts, not only stuck, failed and cancelled: a workflow can also complete (or
+continue as new) with its effect still dispatched: its code caught the Cancelled delivered while
+recovery was waiting on the target. Nothing else would ever resolve that effect.
 
 The synthetic claim bumps the epoch and sets owner $recovery and a lease, and leaves the ended
 status as it is: the fence (``db.FENCE_SQL``) admits the claim by its owner, while the worker's
@@ -22,7 +22,7 @@ import psycopg
 from ilr import db
 from ilr.effects import EffectCall, LookupFailed
 from ilr.errors import Fenced, Suspend
-from ilr.runtime import ACTIVE
+from ilr.statuses import ACTIVE
 from ilr.targets import attr, registered_targets
 
 log = logging.getLogger("ilr.orphans")

@@ -1,6 +1,6 @@
-"""Receipts: the bundle of an effect's journal and ``verify()`` (design-notes §4).
+"""Receipts: the bundle of an effect's journal and ``verify()`` (docs/protocol.md §9).
 
-``verify`` answers the auditor's five questions (spec §11.6.2) from the bundle alone:
+``verify`` answers the auditor's five questions (docs/protocol.md §16.5) from the bundle alone:
 P1 happened, P2 happened_once, P3 authorized_when_fired, P4 assumptions_held, P5
 tamper_evident. It never reads the target or the database.
 """
@@ -8,7 +8,7 @@ tamper_evident. It never reads the target or the database.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from cryptography.exceptions import InvalidSignature
 
@@ -82,6 +82,9 @@ def _arrived_past_settle(entry: dict) -> bool:
     """A2 for a late result: the answer arrived later than send_timeout + settle_margin after
     the send's stopwatch started (measured by the sender), or, without that measure, the entry
     was written past send_deadline + settle_margin."""
+    received: Any  # Any: mypy does not narrow through the all(isinstance(...)) below
+    timeout: Any
+    settle: Any
     received, timeout, settle = entry.get("received_in_s"), entry.get("send_timeout"), entry.get("settle_margin")
     if all(isinstance(x, (int, float)) for x in (received, timeout, settle)):
         return received > timeout + settle
@@ -101,7 +104,7 @@ def _send_checks(entry: dict) -> Any:
 
 
 def verify(bundle: dict, public_key=None) -> dict:
-    """Check a receipt bundle and answer P1 to P5 (design-notes §4).
+    """Check a receipt bundle and answer P1 to P5 (docs/protocol.md §9).
 
     Args:
         bundle: from ``bundle()`` (or a copy of it, e.g. a downloaded JSON file).
@@ -122,17 +125,17 @@ def verify(bundle: dict, public_key=None) -> dict:
     The rules, each from the bundle's entries alone:
 
     - happened (P1): True with a COMMITTED; "unknown" when AMBIGUOUS or a DISPATCHED is still
-      open; otherwise False (design-notes §4).
+      open; otherwise False.
     - happened_once (P2): True only when happened is True and the journal rules out a second
-      application (design-notes §4). False when a LATE_RESULT sits beside a COMMITTED via
+      application. False when a LATE_RESULT sits beside a COMMITTED via
       "recovery-reapply": the late answer shows the first send applied, and the reapply applied
       again. "unknown" when a COMMITTED via "recovery-reapply" follows a send whose answer the
       journal does not hold, which is every reapply without a LATE_RESULT (recovery reapplies
       only while the effect is still dispatched, so no first-send or late-commit COMMITTED and
       no target rejection answered it): that send could still have been applied late, past
       send_deadline + settle_margin (A2 broken, Prove S08c), after the lookup said not found. This
-      is the spec's P2 standard for Temporal (§11.6.2: "not derivable when a retry followed a
-      timeout: answer unknown") applied to ourselves. A tier-1 resend (via "retry-idempotent")
+      is the standard the auditor holds Temporal to on P2 ("unknown" when a retry followed a
+      timeout, prove/audit.py) applied to ourselves. A tier-1 resend (via "retry-idempotent")
       reuses the idempotency key inside the dedup window, so the target deduplicates it (A4) and
       it stays True; so does a COMMITTED via "recovery-query", which sent nothing. "unknown"
       also when happened is "unknown"; False when happened is False.
@@ -250,7 +253,8 @@ def verify(bundle: dict, public_key=None) -> dict:
             payload = e.get("effect")
         else:
             payload = e.get("effect", dispatched[-1].get("effect") if dispatched else None)
-        ts = e.get("ts") if isinstance(e.get("ts"), (int, float)) else float("inf")
+        # cast: the isinstance test makes it a number (mypy does not narrow a repeated e.get).
+        ts = cast(float, e.get("ts")) if isinstance(e.get("ts"), (int, float)) else float("inf")
         ok, why = _lease_live(checks.get("lease") if isinstance(checks, dict) else None, ts, payload)
         if not ok or not checks.get("lease_live"):
             authorized = False
@@ -259,7 +263,7 @@ def verify(bundle: dict, public_key=None) -> dict:
     # P4 assumptions held: zero premise violations in every check that accompanied a send (each
     # DISPATCHED, each resend), and no late result past send_deadline + settle_margin (A2). A
     # re-check that refused or resolved without sending is not counted (see the docstring).
-    assumptions = True
+    assumptions: bool | None = True
     for e in entries:
         checks = _send_checks(e) if _records_send(e) else None
         if isinstance(checks, dict) and checks.get("violations"):

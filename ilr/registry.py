@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ilr.errors import InvalidInput, UnknownWorkflow
 
@@ -30,7 +31,7 @@ class WorkflowDefinition:
 
     @property
     def code_sha256(self) -> str:
-        """sha256 of the workflow function's module source bytes (spec §4 deployments)."""
+        """sha256 of the workflow function's module source bytes (docs/protocol.md §4)."""
         module = sys.modules.get(self.fn.__module__)
         try:
             source = inspect.getsource(module) if module else inspect.getsource(self.fn)
@@ -51,7 +52,7 @@ def workflow(name: str | None = None, version: str = "1", *, input_object: bool 
 
     Args:
         name: the workflow type name; defaults to the function's name.
-        version: an explicit version string (spec §5.8). Default "1".
+        version: an explicit version string (docs/protocol.md §4, versions). Default "1".
         input_object: require the input to be a JSON object (dict). Default True.
 
     Returns:

@@ -1,4 +1,4 @@
-"""RetryPolicy with Temporal's defaults (spec §5.5)."""
+"""RetryPolicy with Temporal's defaults (docs/protocol.md §4, steps)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The client: start, signal, cancel, resume, describe, list, result, and the version
-operations fork, migrate, drain_report, retire (spec §5.8, §6).
+operations fork, migrate, drain_report, retire (docs/protocol.md §4, §5, §7).
 
 ``signal_in``, ``cancel_in`` and ``resume_in`` are the transaction bodies: they run inside a caller's
 transaction on any psycopg 3 connection (Django's included: ``connection.connection`` inside
@@ -9,6 +9,7 @@ Lock order everywhere: workflow row, then effect row, then grant row.
 
 from __future__ import annotations
 
+import builtins
 import math
 import threading
 import time
@@ -18,16 +19,16 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from ilr import codec, db, registry
+from ilr import codec, db, receipts, registry
+from ilr.approval_requests import approve_request_in, get_in, list_in, reject_request_in
+from ilr.codec import check_workflow_id
 from ilr.errors import InvalidInput, UnknownWorkflow, WorkflowConflict, WorkflowFailed, WorkflowNotFound
+from ilr.grants import EffectNotFound, approve_in, grant_in, reconcile_in, revoke_in
+from ilr.orphans import recover_orphans
+from ilr.statuses import ACTIVE, STATUSES, TERMINAL  # noqa: F401 (re-exported)
 from ilr.store import successor_id
 
-TERMINAL = ("completed", "failed", "cancelled", "stuck")
-STATUSES = ("pending", "running", "sleeping", "completed", "failed", "cancelled", "stuck", "continued")
-"""A workflow's statuses (spec §2)."""
 MAX_LIST_LIMIT = 10_000
-ACTIVE = ("pending", "running", "sleeping")
-"""Statuses of a workflow that has not ended: a version is drained when it has none."""
 FORK_OWNER = "$fork"
 MIGRATE_OWNER = "$migrate"
 
@@ -59,7 +60,7 @@ select due.name, due.version, due.due,
 """
 
 
-def unserved_on(conn: psycopg.Connection) -> list[dict]:
+def unserved_on(conn: db.Connection) -> list[dict]:
     """The (name, version) pairs with due work (DUE_SQL) and no live worker, on ``conn``.
 
     Returns:
@@ -67,12 +68,6 @@ def unserved_on(conn: psycopg.Connection) -> list[dict]:
         pair, or None when no worker row is left}], by name then version.
     """
     return conn.execute(UNSERVED_SQL).fetchall()
-
-
-def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
-    """Raise InvalidInput unless ``wf_id`` is a non-empty str of at most 200 characters
-    without NUL (codec.check_text)."""
-    return codec.check_text(wf_id, field)
 
 
 def _finite_seconds(value: Any, *, minimum_open: bool) -> bool:
@@ -108,8 +103,8 @@ def _deploy(conn, definition) -> None:
                  "on conflict do nothing", (definition.name, definition.version, definition.code_sha256))
 
 
-def resolve_version_on(conn: psycopg.Connection, name: str, version: str | None = None) -> str:
-    """The version a start (``rt.start``, ``ctx.child``) uses, on ``conn`` (spec §5.8).
+def resolve_version_on(conn: db.Connection, name: str, version: str | None = None) -> str:
+    """The version a start (``rt.start``, ``ctx.child``) uses, on ``conn`` (docs/protocol.md §4).
 
     ``version`` given: it must be deployed or registered in this process (then it is
     deployed with this process's code hash), and not retired. ``version`` None: the newest
@@ -164,14 +159,14 @@ def check_input_shape(name: str, version: str, input: Any) -> None:
         raise InvalidInput("input", f"{name}@{version} takes a JSON object, got {type(input).__name__}")
 
 
-def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sender: str | None = None) -> int:
+def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any, sender: str | None = None) -> int:
     """Insert signal ``name`` for ``wf_id`` and wake it if it waits on that signal.
 
     Runs inside the caller's transaction. It locks the workflow row first, so against the
     suspend transaction (which fences, i.e. locks, the same row first) either this commits
     before the mailbox read, or it waits and then sees the row sleeping and wakes it
-    (NoLostWakeup, spec §5.6). A workflow that continued-as-new passes the signal to its
-    current run (spec §5.8).
+    (NoLostWakeup, docs/protocol.md §5.1). A workflow that continued-as-new passes the signal to
+    its current run (§5.3).
 
     Args:
         conn: a psycopg 3 connection inside a transaction.
@@ -194,6 +189,7 @@ def signal_in(conn: psycopg.Connection, wf_id: str, name: str, payload: Any, sen
         raise InvalidInput("workflow_id", f"workflow {wf['id']} is {wf['status']}; it takes no more signals")
     sig = cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) "
                       "returning id", (wf["id"], name, payload_json, sender)).fetchone()
+    assert sig is not None  # an INSERT ... RETURNING without ON CONFLICT returns its row or raises
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
         cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf["id"],))
@@ -223,7 +219,7 @@ class CancelRequest:
         return self.requested
 
 
-def cancel_in(conn: psycopg.Connection, wf_id: str, by: str | None = None) -> CancelRequest:
+def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) -> CancelRequest:
     """Request cancellation of ``wf_id`` inside the caller's transaction.
 
     Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
@@ -274,7 +270,7 @@ def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
     return True
 
 
-def resume_in(conn: psycopg.Connection, wf_id: str, by: str) -> dict:
+def resume_in(conn: psycopg.Connection[Any], wf_id: str, by: str) -> dict:
     """Resume a stuck workflow inside the caller's transaction: an operator's way back from a
     crash loop, a NonDeterminism after the code was fixed, or a swallowed Suspend.
 
@@ -317,6 +313,7 @@ def resume_in(conn: psycopg.Connection, wf_id: str, by: str) -> dict:
         "owner = null, lease_expires_at = null, resumed_by = %s, resumed_at = now(), updated_at = now() "
         "where id = %s returning resumed_at, (select count(*) from ilr.steps where workflow_id = %s) as steps",
         (by, wf_id, wf_id)).fetchone()
+    assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
     return {"workflow_id": wf_id, "status": "pending", "error": wf["error"], "steps": row["steps"],
             "resumed_by": by, "resumed_at": row["resumed_at"]}
 
@@ -330,12 +327,12 @@ class Runtime:
 
     def __init__(self, dsn: str | None = None):
         self._dsn = dsn
-        self._conn: psycopg.Connection | None = None
+        self._conn: db.Connection | None = None
         self._lock = threading.RLock()
 
     # -- plumbing --------------------------------------------------------------------------------
 
-    def connection(self) -> psycopg.Connection:
+    def connection(self) -> db.Connection:
         """The client's autocommit connection (reopened when broken)."""
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._conn = db.connect(self._dsn or db.conninfo(), application_name="ilr-client")
@@ -358,7 +355,7 @@ class Runtime:
     def resolve_version(self, name: str, version: str | None = None) -> str:
         """The version a start would use: ``version`` when given (it must be deployed or
         registered here, and not retired), else the newest unretired deployment (see
-        ``resolve_version_on``; spec §5.8).
+        ``resolve_version_on``; docs/protocol.md §4).
 
         Raises:
             UnknownWorkflow: nothing registered or deployed under that name/version.
@@ -537,12 +534,12 @@ class Runtime:
                 raise TimeoutError(f"workflow {current} did not end within {timeout} s (status {row['status']})")
             time.sleep(poll)
 
-    # -- versions: fork, migrate, drain, retire (spec §5.8) ---------------------------------
+    # -- versions: fork, migrate, drain, retire (docs/protocol.md §4) -------------------------
 
     def fork(self, wf_id: str, at_seq: int, new_id: str) -> str:
         """Temporal's reset: a new workflow ``new_id`` with ``wf_id``'s name, version and
         input, and copies of its steps below ``at_seq``; it replays them and runs on from
-        ``at_seq`` (spec §5.8). The original is left as it is.
+        ``at_seq`` (docs/protocol.md §4, versions). The original is left as it is.
 
         One transaction writes the new row (pending, ``forked_from`` = wf_id), a synthetic
         claim (owner ``$fork``, epoch 1) that the copied step rows carry, and the copies. A
@@ -600,10 +597,10 @@ class Runtime:
         return self._tx(body)
 
     def migrate(self, wf_id: str, to_version: str) -> dict:
-        """Move a workflow that is not running to another deployed version of its name (spec
-        §5.8). Its history replays on ``to_version``'s code, so that code must replay it (use
-        ``ctx.patched`` for the differences). A stuck workflow (e.g. NonDeterminism) becomes
-        pending again, to resume on the new code.
+        """Move a workflow that is not running to another deployed version of its name
+        (docs/protocol.md §4). Its history replays on ``to_version``'s code, so that code must
+        replay it (use ``ctx.patched`` for the differences). A stuck workflow (e.g. NonDeterminism)
+        becomes pending again, to resume on the new code.
 
         One transaction locks the row, checks, sets the version, bumps the epoch and records a
         synthetic claim (owner ``$migrate``, the new version) as the audit trail. Migrating to
@@ -670,10 +667,10 @@ class Runtime:
 
         return self._tx(body)
 
-    def drain_report(self, name: str | None = None, version: str | None = None) -> list[dict]:
-        """Whether each deployed version can retire (spec §5.8), and whether anything serves it:
-        its workflows counted by (name, version, status), its oldest active (pending, running
-        or sleeping) one, its live workers and its due work.
+    def drain_report(self, name: str | None = None, version: str | None = None) -> builtins.list[dict]:
+        """Whether each deployed version can retire, and whether anything serves it: its workflows
+        counted by (name, version, status), its oldest active (pending, running or sleeping)
+        one, its live workers and its due work (docs/protocol.md §4, versions).
 
         Args:
             name, version: filters; default every deployment.
@@ -734,7 +731,7 @@ class Runtime:
             row["unserved"] = not row["workers"]
         return list(by_key.values())
 
-    def unserved(self) -> list[dict]:
+    def unserved(self) -> builtins.list[dict]:
         """The deployments with due work and no live worker: a workflow a worker would claim
         now (pending or sleeping and available, or running with a lapsed lease) of a (name,
         version) that no worker has refreshed within its staleness bound (3 refresh periods,
@@ -749,8 +746,8 @@ class Runtime:
             return unserved_on(self.connection())
 
     def retire(self, name: str, version: str) -> Any:
-        """Retire a deployed version: it takes no new starts (``rt.start``, ``ctx.child``);
-        its existing workflows keep running on workers that register it (spec §5.8). Check
+        """Retire a deployed version: it takes no new starts (``rt.start``, ``ctx.child``); its
+        existing workflows keep running on workers that register it (docs/protocol.md §4). Check
         ``drain_report`` first to see what is still active. Retiring twice keeps the first time.
 
         Returns:
@@ -771,12 +768,11 @@ class Runtime:
             raise InvalidInput("version", f"{name}@{version} is not deployed")
         return row["retired_at"]
 
-    # -- grants, approvals, receipts (spec §6) -------------------------------------------
+    # -- grants, approvals, receipts (docs/protocol.md §7, §9) --------------------------
 
     def grant(self, principal: str, action: str, max_cents: int | None = None, expires_in: float | None = None,
               *, by: str, grant_id: str | None = None) -> str:
         """A policy grant (see ilr.grants.grant_in). Returns its id."""
-        from ilr.grants import grant_in
 
         return self._tx(grant_in, principal, action, by=by, max_cents=max_cents, expires_in=expires_in,
                         grant_id=grant_id)
@@ -784,42 +780,36 @@ class Runtime:
     def approve(self, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
                 action: str = "refund") -> str:
         """Approve the exact payload a waiting workflow proposed (see ilr.grants.approve_in)."""
-        from ilr.grants import approve_in
 
         return self._tx(approve_in, wf_id, payload, facts_seen, by=by, expires_in=expires_in, action=action)
 
     def approve_request(self, request_id: str, *, by: str, expires_in: float | None = None) -> dict:
         """Approve an approval request as ``by`` (see ilr.approval_requests.approve_request_in);
         returns the request row (still pending when a second approver is needed)."""
-        from ilr.approval_requests import approve_request_in
 
         return self._tx(approve_request_in, request_id, by=by, expires_in=expires_in)
 
     def reject_request(self, request_id: str, *, by: str, reason: str) -> dict:
         """Reject an approval request (see ilr.approval_requests.reject_request_in)."""
-        from ilr.approval_requests import reject_request_in
 
         return self._tx(reject_request_in, request_id, by=by, reason=reason)
 
     def approval_request(self, request_id: str) -> dict:
         """One approval request row. Raises ApprovalRequestNotFound."""
-        from ilr.approval_requests import get_in
 
         return self._tx(get_in, request_id)
 
-    def approval_requests(self, status: str | None = "pending", limit: int = 200) -> list[dict]:
+    def approval_requests(self, status: str | None = "pending", limit: int = 200) -> builtins.list[dict]:
         """Approval requests with ``status`` (None: any), oldest first."""
-        from ilr.approval_requests import list_in
 
         return self._tx(list_in, status, limit)
 
-    def revoke(self, grant_id: str, *, by: str) -> list[str]:
+    def revoke(self, grant_id: str, *, by: str) -> builtins.list[str]:
         """Revoke a grant; returns the effect ids that may still land (see ilr.grants.revoke_in)."""
-        from ilr.grants import revoke_in
 
         return self._tx(revoke_in, grant_id, by=by)
 
-    def ambiguous(self) -> list[dict]:
+    def ambiguous(self) -> builtins.list[dict]:
         """Effects in state ambiguous, oldest dispatch first, with any reconciliation."""
         with self._lock:
             return self.connection().execute(
@@ -827,7 +817,6 @@ class Runtime:
 
     def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:
         """Attest what happened to an AMBIGUOUS effect (see ilr.grants.reconcile_in)."""
-        from ilr.grants import reconcile_in
 
         return self._tx(reconcile_in, effect_id, evidence, by=by, applied=applied)
 
@@ -838,8 +827,6 @@ class Runtime:
             EffectNotFound: unknown effect id.
             InvalidInput: effect_id is not an id (codec.check_text).
         """
-        from ilr import receipts
-        from ilr.grants import EffectNotFound
 
         codec.check_text(effect_id, "effect_id")
         with self._lock:
@@ -848,7 +835,7 @@ class Runtime:
             except LookupError:
                 raise EffectNotFound(effect_id) from None
 
-    def recover_orphans(self, targets: dict | None = None) -> list[dict]:
+    def recover_orphans(self, targets: dict | None = None) -> builtins.list[dict]:
         """Resolve dispatched effects whose workflow ended: stuck, failed, cancelled, or
         completed after catching a Cancelled (see ilr.orphans.recover_orphans).
 
@@ -859,7 +846,6 @@ class Runtime:
 
         Returns:
             one report row per orphan (recover_orphans')."""
-        from ilr.orphans import recover_orphans
 
         return recover_orphans(self._dsn, targets)
 

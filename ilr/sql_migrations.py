@@ -1,6 +1,6 @@
 """Django receives the SQL migrations of ilr/sql/migrations through one RunSQL subclass.
 
-The SQL files are the source of truth (procrastinate's pattern, ../shared/style-anchors.md):
+The SQL files are the source of truth (the pattern of procrastinate, a PostgreSQL job queue):
 triggers, partial and unique indexes and ``unique nulls not distinct`` stay exactly as written.
 """
 

@@ -1,12 +1,12 @@
 """The worker's fenced writes on the workflow row: record a step, suspend, finish, start a
 child, wait on a child, continue-as-new.
 
-Each function is one short transaction whose first statement is the fence (spec §5.2). Where
-the whole write fits in one statement, the fence and the write are data-modifying CTEs of that
-statement: one round trip, one commit, and a zero-row fence inserts nothing.
+Each function is one short transaction whose first statement is the fence (docs/protocol.md
+§3.2). Where the whole write fits in one statement, the fence and the write are data-modifying
+CTEs of that statement: one round trip, one commit, and a zero-row fence inserts nothing.
 
-Lock order between workflows (spec §5.8): a parent's row before its child's. The parent's
-own writes fence the parent first and then touch the child (start_child, wait_child); a
+Lock order between workflows (docs/protocol.md §2, §5.3): a parent's row before its child's.
+The parent's own writes fence the parent first and then touch the child (start_child, wait_child); a
 child's terminal writes (finish, continue_as_new, mark_stuck_unfenced) lock the parent's row
 before their fence, so a child ending, its parent suspending on it and ``cancel_in`` of the
 parent (parent, then children) never deadlock.
@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
-
-import psycopg
+from typing import Any, cast
 
 from ilr import batch, db
 from ilr.errors import Fenced, InvalidInput, SignalTimeout, Suspend
+from ilr.statuses import TERMINAL
 
-TERMINAL = ("completed", "failed", "cancelled", "stuck")
 MAX_ID_LENGTH = 200
 INHERITED_CHILD_POLL = 1.0
 """Seconds between checks when a fork waits on a child of the workflow it was forked from: the
@@ -44,11 +42,11 @@ select f.cancel_requested_at, f.now, (select count(*) from s) as inserted from f
 """
 
 
-def record_step(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
+def record_step(conn: db.Connection, run, *, seq: int, kind: str, name: str,
                 output_json: str | None = None, error_json: str | None = None,
                 fingerprint: str | None = None) -> dict:
     """Insert the step row at ``seq`` in one fenced statement (one commit), and reset
-    ``takeovers`` (a recorded step ends a crash loop, design-notes §5).
+    ``takeovers`` (a recorded step ends a crash loop, docs/protocol.md §3.4).
 
     Args:
         run: the worker's Run (workflow_id, epoch, lease_ttl; its local lease is renewed).
@@ -72,19 +70,19 @@ def record_step(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str
     return row
 
 
-def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
+def suspend(conn: db.Connection, run, *, seq: int, kind: str, name: str,
             signal: str | None = None, until: str | None = None, seconds: float | None = None,
             attempt: int | None = None, timeout: float | None = None,
             last_error: dict | None = None) -> tuple[str, Any]:
-    """The suspend transaction (spec §5.6): consume a waiting signal, record a due timer, or
-    release the row as sleeping.
+    """The suspend transaction (docs/protocol.md §5.1): consume a waiting signal, record a due
+    timer, or release the row as sleeping.
 
     Because the fence locks the workflow row first, a concurrent signal_in or cancel_in either
     committed before this transaction (and the mailbox read below sees its row) or waits for
     the lock (and then finds the row sleeping and wakes it): no lost wakeup (NoLostWakeup).
 
     Args:
-        kind: "sleep", "signal" or "retry" (a retry records no step row, spec §5.5).
+        kind: "sleep", "signal" or "retry" (a retry records no step row, docs/protocol.md §4).
         signal: the signal name, for kind "signal".
         until: the recorded deadline (timestamptz text) when this seq suspended before.
         seconds: the timeout from now() for a first suspend; None with no ``until`` means
@@ -113,6 +111,7 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             "(select coalesce(%s::timestamptz, now() + make_interval(secs => %s)) as d) x",
             (until, seconds),
         ).fetchone()
+        assert deadline is not None  # a select over a one-row subquery returns one row
         until_json = deadline["until"]  # a JSON string, or None when waiting forever
         if kind == "signal":
             sig = cur.execute(
@@ -131,7 +130,9 @@ def suspend(conn: psycopg.Connection, run, *, seq: int, kind: str, name: str,
             output = json.dumps({"until": until_json}) if kind == "sleep" else None
             error = None
             if kind == "signal":
-                error = json.dumps({"type": "SignalTimeout", "message": str(SignalTimeout(signal, timeout)),
+                # cast: kind "signal" comes with its signal name (ctx.wait_signal passes both).
+                message = str(SignalTimeout(cast(str, signal), timeout))
+                error = json.dumps({"type": "SignalTimeout", "message": message,
                                     "signal": signal, "timeout": timeout, "until": until_json})
             _insert_step(cur, run, seq, kind, name, output, error)
             run.renewed(t0, fence["cancel_requested_at"])
@@ -160,7 +161,7 @@ INSERT_STEP_SQL = ("insert into ilr.steps (workflow_id, seq, name, kind, fingerp
 def _insert_step(cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None, *,
                  reset_takeovers=True, execute=None):
     # Inside a transaction the fence already ran: the row lock is held, so this insert is
-    # covered by the fence. takeovers resets with every recorded step (design-notes §5); a
+    # covered by the fence. takeovers resets with every recorded step (docs/protocol.md §3.4); a
     # caller whose fence already reset it passes reset_takeovers=False. ``execute`` runs the
     # insert in place of cur.execute: journal.Chain.also folds it into the journal INSERT.
     (execute or cur.execute)(INSERT_STEP_SQL,
@@ -185,12 +186,12 @@ def _lock_parent(cur, run) -> None:
         cur.execute("select 1 from ilr.workflows where id = %s for update", (parent_id,))
 
 
-def finish(conn: psycopg.Connection, run, status: str, *, result_json: str | None = None,
+def finish(conn: db.Connection, run, status: str, *, result_json: str | None = None,
            error_json: str | None = None) -> dict:
     """End the workflow with a terminal status, fenced (completed, failed, cancelled, stuck).
 
-    A child's terminal write also wakes its parent when the parent waits on it (spec §5.8);
-    the parent's row is locked first (lock order parent, then child).
+    A child's terminal write also wakes its parent when the parent waits on it; the parent's
+    row is locked first (lock order parent, then child; docs/protocol.md §5.3).
 
     Returns:
         {"parent_id"} of the finished workflow.
@@ -218,7 +219,7 @@ def finish(conn: psycopg.Connection, run, status: str, *, result_json: str | Non
 
 
 def wake_parent(cur, parent_id: str, child_id: str) -> None:
-    """Wake ``parent_id`` when it sleeps waiting on ``child_id`` (spec §5.8)."""
+    """Wake ``parent_id`` when it sleeps waiting on ``child_id`` (docs/protocol.md §5.3)."""
     cur.execute(
         "update ilr.workflows set available_at = now(), updated_at = now() "
         "where id = %s and status = 'sleeping' and waiting->>'kind' = 'child' and waiting->>'child' = %s",
@@ -226,11 +227,11 @@ def wake_parent(cur, parent_id: str, child_id: str) -> None:
     )
 
 
-# -- children and continue-as-new (spec §5.8) -----------------------------------------------------
+# -- children and continue-as-new (docs/protocol.md §5.3) ----------------------------------
 
 def successor_id(wf_id: str, continued_from: str | None) -> str:
-    """The id continue-as-new gives the next run (spec §13.3.15): ``<id>#1`` for a first run,
-    ``<base>#<n+1>`` for run ``<base>#<n>`` (a run that has ``continued_from``)."""
+    """The id continue-as-new gives the next run: ``<id>#1`` for a first run, ``<base>#<n+1>``
+    for run ``<base>#<n>`` (a run that has ``continued_from``; docs/protocol.md §5.3)."""
     if continued_from is not None:
         m = re.fullmatch(r"(.*)#(\d+)", wf_id, flags=re.DOTALL)
         if m:
@@ -238,11 +239,11 @@ def successor_id(wf_id: str, continued_from: str | None) -> str:
     return f"{wf_id}#1"
 
 
-def start_child(conn: psycopg.Connection, run, *, seq: int, step_name: str, child_id: str, name: str,
+def start_child(conn: db.Connection, run, *, seq: int, step_name: str, child_id: str, name: str,
                 version: str, input_json: str, output_json: str, fingerprint: str | None = None) -> None:
     """``ctx.child``'s write: the parent's ``child`` step row and the child's workflow row
-    (``parent_id`` set) in one fenced transaction (spec §5.8). A cancel already requested on
-    the parent is carried onto the child, so a cancel never misses a child.
+    (``parent_id`` set) in one fenced transaction (docs/protocol.md §5.3). A cancel already
+    requested on the parent is carried onto the child, so a cancel never misses a child.
 
     Args:
         run: the parent's Run.
@@ -289,9 +290,9 @@ select id from a
 _CHILD_ROW = "select id, parent_id, continued_from, status, result, error from ilr.workflows where id = %s for share"
 
 
-def wait_child(conn: psycopg.Connection, run, *, seq: int, name: str, child_id: str, until: str | None = None,
+def wait_child(conn: db.Connection, run, *, seq: int, name: str, child_id: str, until: str | None = None,
                seconds: float | None = None) -> dict:
-    """``ctx.wait_child``'s suspend transaction (spec §5.8).
+    """``ctx.wait_child``'s suspend transaction (docs/protocol.md §5.3).
 
     Fences the parent, then reads the child's row FOR SHARE (lock order parent, child): a
     child's terminal write either committed before this read (and it is seen) or waits for
@@ -323,6 +324,7 @@ def wait_child(conn: psycopg.Connection, run, *, seq: int, name: str, child_id: 
             "(select coalesce(%s::timestamptz, now() + make_interval(secs => %s)) as d) x",
             (until, seconds),
         ).fetchone()
+        assert deadline is not None  # a select over a one-row subquery returns one row
         child = cur.execute(_CHILD_ROW, (child_id,)).fetchone()
         if child is None:
             raise InvalidInput("id", f"no workflow {child_id!r}: wait_child takes the id ctx.child returned")
@@ -361,11 +363,11 @@ def wait_child(conn: psycopg.Connection, run, *, seq: int, name: str, child_id: 
     raise Suspend()
 
 
-def continue_as_new(conn: psycopg.Connection, run, input_json: str) -> str:
-    """``ctx.continue_as_new``'s write (spec §5.8): in one fenced transaction, mark this run
-    ``continued`` (result {"continued_as": successor}) and insert the successor ``<id>#<n>``
-    (same name and version, ``continued_from`` this id, the same parent, a requested cancel
-    carried over); wake a parent waiting on this run.
+def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
+    """``ctx.continue_as_new``'s write (docs/protocol.md §5.3): in one fenced transaction, mark this
+    run ``continued`` (result {"continued_as": successor}) and insert the successor ``<id>#<n>``
+    (same name and version, ``continued_from`` this id, the same parent, a requested cancel carried
+    over); wake a parent waiting on this run.
 
     Returns:
         the successor's id.
@@ -381,6 +383,7 @@ def continue_as_new(conn: psycopg.Connection, run, input_json: str) -> str:
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
         wf = cur.execute("select id, name, version, parent_id, continued_from from ilr.workflows where id = %s",
                          (run.workflow_id,)).fetchone()
+        assert wf is not None  # the fence above matched this row and holds its lock
         succ = successor_id(wf["id"], wf["continued_from"])
         if len(succ) > MAX_ID_LENGTH:
             raise InvalidInput("continue_as_new", f"the successor id {succ!r} would exceed {MAX_ID_LENGTH} characters")
@@ -401,8 +404,8 @@ def continue_as_new(conn: psycopg.Connection, run, input_json: str) -> str:
     return succ
 
 
-def mark_stuck_unfenced(conn: psycopg.Connection, run, error_json: str) -> bool:
-    """Mark the workflow stuck after a swallowed Suspend (spec §13.3.8).
+def mark_stuck_unfenced(conn: db.Connection, run, error_json: str) -> bool:
+    """Mark the workflow stuck after a swallowed Suspend (docs/protocol.md §4).
 
     The suspend transaction already released the row, so the fence cannot match; the write is
     guarded by the unchanged epoch instead: if another worker claimed since, it does nothing.

@@ -1,5 +1,5 @@
-"""The send watchdog (spec §5.4, assumption A1): a send that outlives its local deadline ends
-the process.
+"""The send watchdog (docs/protocol.md §6.3, assumption A1): a send that outlives its local
+deadline ends the process.
 
 A socket timeout bounds each read, not the whole request (a trickle of bytes, a blocked
 resolver); only a process exit guarantees that no byte of a send leaves after its deadline.
@@ -55,7 +55,7 @@ class Watchdog:
     ``seconds`` after it was entered.
 
     Args:
-        seconds: the send's remaining local time (spec §5.7 (d)), > 0.
+        seconds: the send's remaining local time (docs/protocol.md §6.3), > 0.
         effect_id: named in the line written to stderr when it fires.
     """
 

@@ -1,5 +1,5 @@
 """The worker: claim loop, heartbeat with the local lease, and the run of one workflow
-(spec §5.3, design-notes §5, tlc-findings finding 1).
+(docs/protocol.md §3.1 to §3.4; the local lease is §3.3).
 
 Connection budget per worker process: ``concurrency`` run connections (one per run thread),
 plus one each for claims, the heartbeat and LISTEN: ``concurrency + 3``. Eight workers of
@@ -30,8 +30,8 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable
 
 import psycopg
 
@@ -81,19 +81,18 @@ h as (
   select id, epoch, %(owner)s, version, now, lease_expires_at, prev_status, prev_lease from u)
 select * from u
 """
-"""The claim (spec §5.3), with the spec's one OR split in two scans: lapsed leases (takeovers)
-first, then due rows oldest first.
+"""The claim (docs/protocol.md §3.1), in two scans: lapsed leases (takeovers) first, then due
+rows oldest first.
 
 Each scan follows one partial index and stops after the rows it locks: wf_due in available_at
-order for the due rows, and wf_running in id order for the lapsed leases. The spec's single
+order for the due rows, and wf_running in id order for the lapsed leases. A single
 ``where (due) or (lapsed) order by available_at`` can only be planned as a bitmap scan of both
-indexes plus a sort of every due row, so each claim read and sorted the whole backlog: 4.4 ms
-per claim with 20,000 due rows against 1.0 ms now (issue 9; tests/test_claim_plan.py reads
-the plan). ``order by id`` keeps the lapsed-lease scan a plain index scan, which marks the
-index entries of rows that left 'running' dead as it passes them; a bitmap scan would visit
-them again on every claim until vacuum. A CTE is read only as far as its reader asks, so
-``c``'s LIMIT stops the due scan, and its row locks, once lapsed leases and due rows together
-fill ``n``. Takeovers first: a lapsed lease is work that was already started.
+indexes plus a sort of every due row, so each claim would read and sort the whole backlog
+(tests/test_claim_plan.py reads the plan). ``order by id`` keeps the lapsed-lease scan a plain
+index scan, which marks the index entries of rows that left 'running' dead as it passes them;
+a bitmap scan would visit them again on every claim until vacuum. A CTE is read only as far as
+its reader asks, so ``c``'s LIMIT stops the due scan, and its row locks, once lapsed leases and
+due rows together fill ``n``. Takeovers first: a lapsed lease is work that was already started.
 """
 
 STEPS_OF_THIS_CLAIM_SQL = """
@@ -107,10 +106,11 @@ select s.workflow_id, s.seq, s.name, s.kind, s.fingerprint, s.output, s.error
 """The step rows of the workflows the claim statement before it (same transaction) took.
 
 A claimed row has exactly this transaction's now() + ttl as its lease (wf_running serves the
-lookup: the running rows, filtered by lease). The statement runs after the claim statement and takes its own snapshot then (READ
-COMMITTED), so it sees every step committed before the claim locked the rows; a previous
-owner's later write is refused by its fence. Rows of another transaction with the same lease
-value would only add rows for ids this claim did not take; the caller keeps only its ids.
+lookup: the running rows, filtered by lease). The statement runs after the claim statement and
+takes its own snapshot then (READ COMMITTED), so it sees every step committed before the claim
+locked the rows; a previous owner's later write is refused by its fence. Rows of another
+transaction with the same lease value would only add rows for ids this claim did not take; the
+caller keeps only its ids.
 """
 
 
@@ -180,7 +180,8 @@ on conflict (worker_id, name, version) do update set seen_at = excluded.seen_at,
 
 
 class CodeChanged(InterlockError):
-    """A deployment's code_sha256 differs from the running code (spec §5.8); the worker exits 2.
+    """A deployment's code_sha256 differs from the running code; the worker exits 2
+    (docs/protocol.md §4, versions).
 
     Attributes:
         name, version: the deployment.
@@ -232,7 +233,7 @@ def check_pooler(pooler) -> None:
 class Run:
     """One claim of one workflow, as the worker holds it.
 
-    The local lease (tlc-findings finding 1): ``t0 = time.monotonic()`` is read before each
+    The local lease (docs/protocol.md §3.3): ``t0 = time.monotonic()`` is read before each
     transaction that renews the lease (the claim, every fenced write, every heartbeat), and
     ``local_lease = t0 + lease_ttl``. t0 precedes the transaction's now(), so under A5 (a
     worker's monotonic clock runs no faster than the database clock) local_lease <=
@@ -271,7 +272,7 @@ class Run:
             self.cancel_requested = True
 
     def require_local_lease(self) -> None:
-        """Raise Fenced unless this claim is still live by the local clock (finding 1).
+        """Raise Fenced unless this claim is still live by the local clock (docs/protocol.md §3.3).
 
         Called right before a step body, a decide call or a send starts.
         """
@@ -290,7 +291,7 @@ class Worker:
         concurrency: runs in flight at once (threads). Default 4.
         lease_ttl: seconds a claim lives without renewal. Default 30.
         poll: seconds between claim attempts when idle. Default 1.0.
-        max_takeovers: crash-loop guard (design-notes §5). Default 5.
+        max_takeovers: crash-loop guard (docs/protocol.md §3.4). Default 5.
         allow_code_change: accept a changed code_sha256 for an existing (name, version).
         dsn: conninfo; default Django's DATABASES["default"].
         deployment_refresh: seconds between refreshes of this worker's ilr.worker_deployments
@@ -323,7 +324,7 @@ class Worker:
         # workflow can be in flight here at once, and each must add, renew and remove only itself.
         self._active: dict[tuple[str, int], Run] = {}
         self._conns: queue.SimpleQueue = queue.SimpleQueue()
-        self._claim_conn: psycopg.Connection | None = None
+        self._claim_conn: db.Connection | None = None
         # Claims (workflow id, epoch) whose run ended on a database fault, to release (RELEASE_SQL)
         # from the claim loop, before its next claim, once the database takes writes again.
         self._abandoned: list[tuple[str, int]] = []
@@ -343,7 +344,7 @@ class Worker:
         self._wake.set()
 
     def register(self) -> None:
-        """Insert this worker's deployments; refuse a changed code hash (spec §5.8).
+        """Insert this worker's deployments; refuse a changed code hash (docs/protocol.md §4).
 
         A new (name, version) is inserted with this worker's code_sha256. An existing one with
         another hash is refused (CodeChanged: the worker exits 2, naming the name, the version
@@ -358,7 +359,8 @@ class Worker:
         """
         check_pooler(conf.settings.POOLER)
         for target in registered_targets().values():
-            check_target(target)  # finding 2: refuse a tier-1 target with a thin dedup margin
+            # docs/protocol.md §6.5: refuse a tier-1 target with a thin dedup margin.
+            check_target(target)
         with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:
             for d in self.definitions:
                 digest = d.code_sha256
@@ -366,6 +368,7 @@ class Worker:
                     "insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
                     "on conflict (name, version) do update set name = excluded.name "
                     "returning code_sha256", (d.name, d.version, digest)).fetchone()
+                assert row is not None  # ON CONFLICT DO UPDATE: RETURNING yields the inserted or updated row
                 if row["code_sha256"] != digest:
                     if not self.allow_code_change:
                         raise CodeChanged(d.name, d.version, row["code_sha256"], digest)
@@ -450,7 +453,7 @@ class Worker:
         killpoints.hit("claimed")
         return [(row, t0, steps[row["id"]]) for row in rows]
 
-    def _claim_connection(self) -> psycopg.Connection:
+    def _claim_connection(self) -> db.Connection:
         """The claim connection; a new one reads the server's timeline first (failover.seen): a
         claim on a promoted standby is made only after this worker knows of the switch."""
         if not db.usable(self._claim_conn):
@@ -575,7 +578,7 @@ class Worker:
                 "versions": [d.version for d in self.definitions],
                 "live": DEPLOYMENT_STALE_AFTER * self.deployment_refresh}
 
-    def _refresh_deployments(self, conn: psycopg.Connection | None) -> psycopg.Connection | None:
+    def _refresh_deployments(self, conn: db.Connection | None) -> db.Connection | None:
         """Mark every pair this worker serves as seen now (SEEN_SQL, one statement) on the
         heartbeat connection ``conn`` (opened when None or closed).
 
@@ -605,7 +608,7 @@ class Worker:
 
     # -- one run -----------------------------------------------------------------------------
 
-    def _get_conn(self) -> psycopg.Connection:
+    def _get_conn(self) -> db.Connection:
         """A pooled run connection that is still usable (``db.usable``), else a new one.
 
         A database restart kills every pooled connection while it sits idle; each dead one is
@@ -659,7 +662,7 @@ class Worker:
                 db.discard(conn)
             self._wake.set()
 
-    def _run_workflow(self, conn: psycopg.Connection, run: Run) -> None:
+    def _run_workflow(self, conn: db.Connection, run: Run) -> None:
         if run.takeovers > self.max_takeovers:
             store.finish(conn, run, "stuck", error_json=json.dumps({
                 "type": "CrashLoop", "message": f"crash loop: {run.takeovers} takeovers since the last recorded step "

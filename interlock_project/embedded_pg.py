@@ -9,7 +9,7 @@ The server listens on a Unix socket only (``listen_addresses = ''``), so no TCP 
 with anything else on the machine. Anything that needs TCP (the fault proxy, a benchmark
 client) forwards to the socket.
 
-Assumption beneath A1 to A5 (design-notes §3): fsync=on and synchronous_commit=on; both are
+Assumption beneath A1 to A5 (docs/protocol.md §10): fsync=on and synchronous_commit=on; both are
 passed explicitly at every start so a stray postgresql.conf cannot turn them off.
 """
 
@@ -90,7 +90,6 @@ class EmbeddedPostgres:
         if os.geteuid() != 0:
             return
         import pwd
-
         import stat
 
         utils = _pgserver_utils()

@@ -99,8 +99,8 @@ LOGGING = {
 # The engine's files (the signing key pair under keys/).
 ILR_DATA_DIR = DATA_DIR
 
-# Crash-loop guard (design-notes §5): a claim finding more takeovers than this marks the workflow
-# stuck instead of running it again.
+# Crash-loop guard (docs/protocol.md §3.4): a claim finding more takeovers than this marks the
+# workflow stuck instead of running it again.
 ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
 
 # Seconds between a worker's refreshes of its ilr.worker_deployments rows (which live worker
@@ -114,7 +114,7 @@ if ILR_POOLER == "transaction":
     # A server-side cursor outlives the transaction PgBouncer pins the server connection for.
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
-# Ed25519 key that signs journal entries (design-notes §4): a PEM path. Default: the key that
+# Ed25519 key that signs journal entries (docs/protocol.md §9): a PEM path. Default: the key that
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
 

@@ -1,11 +1,11 @@
-"""The auditor (spec §11.6.2): P1 to P5 from each system's own records only.
+"""The auditor (docs/protocol.md §16.5): P1 to P5 from each system's own records only.
 
 - runtime: the receipt bundle (ilr.receipts.bundle through Runtime.receipt) and ``verify()``.
 - Temporal: the workflow history of every run of the workflow id (through the temporalio
   client) plus the worker's attempt log (JSON lines written by prove.temporal_baselines).
 
 It never reads the target's ledger. Answers are True, False or "unknown"; ``score`` compares
-them with the oracle's ground truth (design-notes §8): 1 per correct definite answer, 0 for
+them with the oracle's ground truth (``oracle.ground_truth``): 1 per correct definite answer, 0 for
 "unknown", and a false claim for a definite wrong one. P5 is scored 1 only when a flipped byte
 in a copy of the record is detected.
 """

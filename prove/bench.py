@@ -1,4 +1,4 @@
-"""Benchmark of the runtime core (issue 2's speed note; the start of spec §11.6.4).
+"""Benchmark of the runtime core (docs/protocol.md §16.7).
 
 ``python manage.py bench --core [--n 1000] [--workers 2] [--concurrency 4]`` runs N
 three-step workflows (no-op steps) on a fresh database of the configured PostgreSQL over W
@@ -78,7 +78,8 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
             t0 = time.monotonic()
             conn.execute("insert into ilr.workflows (id, name, version, input) "
                          "select 'b' || g, 'bench_steps3', '1', '{}' from generate_series(1, %s) g", (n,))
-            while conn.execute("select count(*) as c from ilr.workflows where status = 'completed'").fetchone()["c"] < n:
+            while conn.execute(
+                    "select count(*) as c from ilr.workflows where status = 'completed'").fetchone()["c"] < n:
                 if time.monotonic() - t0 > 600:
                     raise TimeoutError("bench did not finish in 600 s")
                 time.sleep(0.05)
@@ -204,7 +205,8 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
                                                           params).fetchall()]
     with db.connect(base) as conn:
         conn.execute('drop database if exists "ilr_scale" with (force)')
-    return {"finished": finished, "sleeping": sleeping, "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
+    return {"finished": finished, "sleeping": sleeping,
+            "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
             "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3),
             "claims_per_s_empty_table": rate_empty, "claims_per_s_with_history": rate_history,
             "claim_batch": params["n"], "due_backlog": backlog, "claims_per_s_due_backlog": rate_backlog,

@@ -1,5 +1,5 @@
 """``manage.py bench``: throughput, latency and cost against Temporal and the commit limit
-(spec §11.6.4, issue 9), in one process tree and one run.
+(docs/protocol.md §16.7, issue 9), in one process tree and one run.
 
 1. The runtime: a 4-step workflow (no-op steps) and a refund-shaped workflow (one decide from the
    model stub, one tier-1 gated effect against the local target with a fixed 20 ms service
@@ -44,8 +44,8 @@ def bench_steps4(ctx, input):
 @workflow(name="bench_refund", version="1")
 def bench_refund(ctx, case):
     """The refund shape: one decide (model stub), one tier-1 gated effect under a policy grant."""
-    from prove.workflows import call_model, target_for
     from prove import model
+    from prove.workflows import call_model, target_for
 
     target = target_for(case)
     d = ctx.decide("pick_amount", call=call_model, request=model.build_request({"case_id": case["id"]}))
@@ -223,7 +223,8 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
         "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
         "postgres_cpu_s_per_workflow": round(cpu / n, 5), "worker_peak_rss_mb": round(rss, 1),
         "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
-        "machine_busy_cores": round((machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count(), 2),
+        "machine_busy_cores": round(
+            (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count(), 2),
         "heartbeats": sum(int(m[1]) for m in heartbeats if m),
         "worst_heartbeat_gap_s": max((float(m[2]) for m in heartbeats if m), default=None),
         "heartbeat_schedule_s": round(BENCH_LEASE_TTL / 3, 3),
@@ -628,7 +629,8 @@ def write(report: dict, out_dir: Path | None = None) -> None:
     rows = []
     for key in ("runtime_steps4", "temporal_steps4", "runtime_refund", "temporal_refund"):
         r = report[key]
-        rows.append(f"| {r['system']} | {r['shape']} | {r['workflows_per_s']} | {r['e2e_p50_ms']} | {r['e2e_p99_ms']} | "
+        rows.append(f"| {r['system']} | {r['shape']} | {r['workflows_per_s']} | {r['e2e_p50_ms']} | "
+                    f"{r['e2e_p99_ms']} | "
                     f"{r.get('durable_call_p50_ms', '')} | {r.get('commits_per_workflow', '')} | "
                     f"{r.get('postgres_cpu_s_per_workflow', '')} | {r.get('worker_peak_rss_mb', '')} |")
     s = report["scale"]
@@ -666,7 +668,7 @@ def write(report: dict, out_dir: Path | None = None) -> None:
         "response log and T_commit. "
         "Under load the figure also holds queueing at the single-process target.", "",
         *_wake_floor_lines(report),
-        *_profile_lines(report), 
+        *_profile_lines(report),
         "Where the time goes (4-step shape): worker CPU "
         f"{report['runtime_steps4'].get('worker_cpu_s_per_workflow')} s/workflow (Python: the workers and their "
         f"psycopg clients) against PostgreSQL CPU {report['runtime_steps4']['postgres_cpu_s_per_workflow']} "

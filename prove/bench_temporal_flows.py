@@ -1,4 +1,4 @@
-"""The benchmark's two shapes on Temporal (spec §11.6.4), and a worker entry point.
+"""The benchmark's two shapes on Temporal (docs/protocol.md §16.7), and a worker entry point.
 
 Kept free of Django imports: Temporal's workflow sandbox re-imports this module.
 

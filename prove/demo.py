@@ -27,7 +27,8 @@ from prove.targets_client import http_json
 from prove.workflows import REFUND_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
-LEASE_TTL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 3.0, 5.0  # the harness timeouts (spec §11.1)
+# The harness timeouts (docs/protocol.md §16.1).
+LEASE_TTL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 3.0, 5.0
 # Cases start at REFUND_VERSION, the code the demo's own workers run: with no version, rt.start
 # takes the newest deployment, which an older checkout's deployment is until a worker of this
 # code registers (then the case would wait at a version no worker of the demo's serves).
@@ -81,7 +82,7 @@ class Expectation:
 
 
 def expected(tier: int, crash: str | None) -> Expectation:
-    """What the ledger and the receipt must show for a tier and crash point (spec §11.3)."""
+    """What the ledger and the receipt must show for a tier and crash point."""
     if crash in (None, "none"):
         return Expectation({"COMMITTED"}, 1, True)
     sent = crash in ("effect_after_send", "effect_after_commit", "resolve_after_send")
@@ -118,7 +119,9 @@ class Demo:
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.say(self._banner())
-        self.say(f"  database: {'DATABASE_URL' if os.environ.get('DATABASE_URL') else 'embedded PostgreSQL 18 at ' + str(settings.DATA_DIR / 'pg')}")
+        where = ('DATABASE_URL' if os.environ.get('DATABASE_URL')
+                 else 'embedded PostgreSQL 18 at ' + str(settings.DATA_DIR / 'pg'))
+        self.say(f"  database: {where}")
         call_command("migrate", verbosity=0)
         if keys.key_path() is None:
             private, _ = keys.generate()
@@ -376,8 +379,8 @@ class Demo:
         if row is not None:
             raise RuntimeError(
                 f"workflow {case_id} was claimed by worker {row['owner']!r}, not by the demo's workers "
-                f"({', '.join(sorted(self.worker_ids))}): another worker serving the {self.workflow} workflow polls this "
-                "database. Stop it, or give the demo an embedded PostgreSQL of its own "
+                f"({', '.join(sorted(self.worker_ids))}): another worker serving the {self.workflow} workflow "
+                "polls this database. Stop it, or give the demo an embedded PostgreSQL of its own "
                 "(ILR_DATA_DIR=.data/demo-only python manage.py demo)")
 
     def _result(self, rt: Runtime, case_id: str, timeout: float) -> dict:

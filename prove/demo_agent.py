@@ -216,7 +216,8 @@ class AgentDemo(Demo):
         if outcome["status"] not in expect.status:
             failures.append(f"status {outcome['status']} not in {sorted(expect.status)}")
         if len(ledger) != expect.refunds or any(r["amount"] != payload.get("amount") for r in ledger):
-            failures.append(f"ledger holds {len(ledger)} refund(s); expected {expect.refunds} of {payload.get('amount')}")
+            failures.append(f"ledger holds {len(ledger)} refund(s); "
+                            f"expected {expect.refunds} of {payload.get('amount')}")
         if not (v["valid"] and v["tamper_evident"]):
             failures.append("the receipt does not verify")
         if v["happened"] != expect.happened:

@@ -396,7 +396,8 @@ def run(mode: str = "async", workflows: int = 24, lag: float = 1.5, kill_after: 
             statuses_by_effect[f"tier{key[1]}:{s}"] = statuses_by_effect.get(f"tier{key[1]}:{s}", 0) + 1
     result.update({
         "in_flight_at_kill": in_flight, "running_at_kill": running,
-        "kill_to_promote_s": round(t_promote - t_kill, 3), "promote_to_first_progress_s": round(t_progress - t_promote, 3),
+        "kill_to_promote_s": round(t_promote - t_kill, 3),
+        "promote_to_first_progress_s": round(t_progress - t_promote, 3),
         "kill_to_all_ended_s": round(t_all - t_kill, 3),
         "acknowledged_before_kill": _sizes(acked), "held_at_promotion": _sizes(at_promote),
         "lost_acknowledged": _lost(acked, at_promote), "lost_in_old_wal": _lost(held, at_promote),

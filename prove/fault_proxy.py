@@ -1,4 +1,4 @@
-"""A stdlib TCP fault proxy with real sockets and a small HTTP control API (spec §11.2).
+"""A stdlib TCP fault proxy with real sockets and a small HTTP control API (docs/protocol.md §16.2).
 
 One proxy sits between workers and the payment target; another between workers and PostgreSQL
 (or the Temporal server) for partition scenarios. The upstream is ``HOST:PORT`` or
@@ -14,7 +14,7 @@ Modes (all EMULATED network faults), set with ``POST /mode`` or ``set_mode``:
   HELD, never dropped; the connection stays open. Switching to pass (or delay) releases them in
   order. ``up`` is client to upstream, ``down`` is upstream to client. Blackholing ``down``
   between a worker and PostgreSQL lets a query execute and commit at the server while its
-  response is held (spec §11.3 S08a).
+  response is held (scenario S08a).
 - ``{"mode": "reset"}``: abort every current connection (RST to both sides, held bytes
   discarded), then behave as pass.
 
@@ -44,6 +44,8 @@ import urllib.request
 from collections import deque
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prove.processes import parse_address, spawn_subcommand, stop_process
 
 DIRECTIONS = ("both", "up", "down")
 _EOF = "eof"  # markers travelling in a flow's queue after the data that preceded them
@@ -605,7 +607,6 @@ def proxy_process(
         A ProxyClient with ``address`` set (clients connect there) and ``proc`` (the Popen). The
         process is stopped (SIGTERM, then SIGKILL) on exit.
     """
-    from prove.management.commands.prove import parse_address, spawn_subcommand, stop_process
 
     proc, line = spawn_subcommand(
         "proxy",

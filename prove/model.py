@@ -1,6 +1,6 @@
 """The refund decision: one call to the Messages API through the official ``anthropic`` SDK.
 
-Where the call goes (design-notes §7):
+Where the call goes (docs/protocol.md §16.2):
 
 - ``ILR_MODEL_BASE_URL`` set: the local stub (prove.model_stub), EMULATED model variance. The
   API key is ``ANTHROPIC_API_KEY`` when set, else a placeholder the stub accepts.
@@ -11,8 +11,7 @@ The request is built by ``build_request`` from the case alone (no clock, no rand
 ``request_hash`` of it is stable across processes and replays: the runtime can record which
 question a recorded decision answered.
 
-``anthropic`` is imported only inside ``decide_refund`` (spec §13.3 item 14), so importing this
-module stays cheap.
+``anthropic`` is imported only inside ``decide_refund``, so importing this module stays cheap.
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ def build_request(case: dict) -> dict:
 
 
 def request_hash(request: dict) -> str:
-    """sha256 hex of the request's canonical JSON (design-notes §4's canonical form)."""
+    """sha256 hex of the request's canonical JSON (the canonical form of docs/protocol.md §9)."""
     return hashlib.sha256(_canonical(request).encode()).hexdigest()
 
 

@@ -1,14 +1,14 @@
 """A local Anthropic Messages API stub with scripted amounts: EMULATED model variance.
 
-No network here (design-notes §7), so the real ``anthropic`` SDK is pointed by ``base_url`` at
-this server. It answers ``POST /v1/messages`` the way the API does for a non-streaming request,
-and what it "decides" is a script, not a model: that is the emulation, and every response says
-so in its ``X-Interlock-Emulated`` header.
+No network here (docs/protocol.md §16.2), so the real ``anthropic`` SDK is pointed by ``base_url``
+at this server. It answers ``POST /v1/messages`` the way the API does for a non-streaming request,
+and what it "decides" is a script, not a model: that is the emulation, and every response says so in
+its ``X-Interlock-Emulated`` header.
 
-Script (spec §11.2): the caller puts ``case_id: X`` in its user message; calls are counted per
+Script: the caller puts ``case_id: X`` in its user message; calls are counted per
 case. By default every call answers 2000 cents. With ``{"redecide": true}`` the first call for a
-case answers 2000 and every later call 3000 (the model changing its mind after a crash, spec
-§11.3 S05). With ``{"amounts": [a0, a1, ...]}`` the n-th call for a case (from 0) answers
+case answers 2000 and every later call 3000 (the model changing its mind after a crash,
+scenario S05). With ``{"amounts": [a0, a1, ...]}`` the n-th call for a case (from 0) answers
 ``amounts[n]``, and the last one once the list is used up; it overrides redecide.
 
 The answer's text is a JSON object ``{"amount": cents, "reasoning": "..."}``.
@@ -41,7 +41,8 @@ Endpoints:
   "output_tokens"}}``. Errors use the API's shape ``{"type": "error", "error": {"type",
   "message"}}``.
 - ``POST /admin/script`` ``{"redecide": bool, "amounts": [cents, ...] | null, "agent": NAME | null,
-  "agent_tools": {"lookup", "refund"}}``: any key may be given alone. ``POST /admin/reset``: counts and script back to their defaults.
+  "agent_tools": {"lookup", "refund"}}``: any key may be given alone. ``POST /admin/reset``: counts
+  and script back to their defaults.
 - ``GET /admin/calls``: ``{"total", "by_case": {case_id: count}, "calls": [{"case_id", "n",
   "amount", "model", "user_agent", "anthropic_version", "t_mono", "t_wall"}], "script"}``.
 """
@@ -56,6 +57,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prove.processes import parse_address, spawn_subcommand, stop_process
 
 FIRST_AMOUNT = 2000  # cents
 REDECIDED_AMOUNT = 3000  # cents
@@ -111,8 +114,9 @@ def _check_tool_results(messages) -> None:
         got = {b.get("tool_use_id") for b in _blocks(nxt) if b.get("type") == "tool_result"} \
             if isinstance(nxt, dict) and nxt.get("role") == "user" else set()
         if wanted - got:
-            raise ApiError(400, "invalid_request_error", f"messages.{i + 1}: tool_use ids were found without "
-                                                         f"tool_result blocks immediately after: {sorted(wanted - got)}")
+            raise ApiError(400, "invalid_request_error",
+                           f"messages.{i + 1}: tool_use ids were found without "
+                           f"tool_result blocks immediately after: {sorted(wanted - got)}")
 
 
 def _last_result(messages) -> tuple[str, bool]:
@@ -211,7 +215,8 @@ class Script:
                 call = (UNKNOWN_TOOL, {"payment": payment, "amount": FIRST_AMOUNT})
             elif script == "bad_args" and turn == 0:
                 call = (names["refund"], {"payment": payment, "amount": "all of it"})
-            self.calls.append({"case_id": case_id, "n": n, "turn": turn, "amount": (call or (None, {}))[1].get("amount"),
+            self.calls.append({"case_id": case_id, "n": n, "turn": turn,
+                               "amount": (call or (None, {}))[1].get("amount"),
                                "tool": call[0] if call else None, "model": model, **client,
                                "t_mono": time.monotonic(), "t_wall": time.time()})
         if call is None:
@@ -440,7 +445,6 @@ def model_stub_process(*, port: int = 0) -> Iterator[str]:
         The base URL for ``ILR_MODEL_BASE_URL``, e.g. "http://127.0.0.1:40125". The process is
         stopped (SIGTERM, then SIGKILL) on exit.
     """
-    from prove.management.commands.prove import parse_address, spawn_subcommand, stop_process
 
     proc, line = spawn_subcommand("model-stub", ["--port", str(port)])
     try:

@@ -1,4 +1,4 @@
-"""The oracle (spec §11.3): counts from the payment target's ledger and access log only.
+"""The oracle (docs/protocol.md §16.3): counts from the payment target's ledger and access log only.
 
 It never reads a system's own records. Everything a scenario's "correct when" needs is computed
 here from ``GET /ledger`` and ``GET /access_log`` of the run's target, plus the wall-clock times

@@ -1,6 +1,6 @@
 """Workflows only the Prove harness runs (imported by its workers with ``--import
 prove.prove_flows``): the refund of prove.workflows with a durable timer before the effect
-(spec §11.3 S10: "workflow sleeps 20 s (shortened from 3600, labeled) before the effect").
+(scenario S10: the workflow sleeps 20 s, shortened from 3600 and labeled so, before the effect).
 """
 
 from __future__ import annotations

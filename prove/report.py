@@ -1,4 +1,4 @@
-"""results/runtime_prove.md and .json (spec §11.7), and the PNG plots.
+"""results/runtime_prove.md and .json (docs/protocol.md §16.6), and the PNG plots.
 
 Order: header (versions, seeds, wall time, the command, every EMULATED mechanism, what was and
 was not run); the main table with verdicts; the Stripe live table; latency and throughput; the
@@ -99,17 +99,19 @@ TLC_MAP = {
 S07_A = ("the owner was SIGKILLed after the target applied the refund and Temporal scheduled exactly one "
          "retry (no race: the server owns the retry), but that retry is a second send; at tier 2 the "
          "run-id + activity-id key is not deduplicated by the target and at tier 3 nothing can be looked "
-         "up, so it applies again, exactly as in S01. The spec's 'equal' is right about the race and wrong "
+         "up, so it applies again, exactly as in S01. The predicted 'equal' is right about the race and wrong "
          "about the outcome: (a) $20 / $40 / $40 at tiers 1 / 2 / 3.")
 S07_B = ("as for (a), the one retry is a second send; (b)'s lookup saves it at tiers 1 and 2, and at "
          "tier 3 there is no lookup, so it applies again: (b) $20 / $20 / $40 at tiers 1 / 2 / 3.")
-S13L_B = ("$20 in some runs where the spec conceded $40, for two Temporal reasons measured in the attempt logs: the "
+S13L_B = ("$20 in some runs where the prediction conceded $40, for two Temporal reasons measured in the "
+          "attempt logs: the "
           "frozen worker keeps its long poll open, so the server hands the retry to the frozen worker rather "
           "than the live one, and the retry runs only after SIGCONT; and the SDK enforces start_to_close "
           "locally, so on SIGCONT the stale attempt is cancelled (CancelledError in its thread) before it "
           "sends. The retry then sends once, and a later attempt's lookup (b) or the key at tier 1 dedupes. "
           "Where the stale attempt's send wins the race with the local cancel, tier 2 pays $40.")
-S13L_RT = ("the pause is at effect_after_dispatch, before the send-deadline check (spec §5.4): on SIGCONT the "
+S13L_RT = ("the pause is at effect_after_dispatch, before the send-deadline check (docs/protocol.md §6.3): "
+           "on SIGCONT the "
            "sender's stopwatch shows 11 s > send_timeout and it skips the send; the successor queried at "
            "send_deadline + settle_margin, found nothing and reapplied: one application. A1 is exposed only "
            "by a pause after that check and before the bytes leave, which this scenario does not target "
@@ -126,17 +128,17 @@ NOTES = [
     "S08c tier 2, runtime: the ledger agrees with the conceded $40 (A2 violated: the first send was "
     "processed 11 s after it arrived, after recovery had queried, found nothing and reapplied). The "
     "prediction's second half, 'runtime receipt keeps evidence', did not hold: the first sender's process "
-    "was ended by its send watchdog (spec §5.4) before the late response came, so no LATE_RESULT was "
+    "was ended by its send watchdog (docs/protocol.md §6.3) before the late response came, so no LATE_RESULT was "
     "written, and verify() answers happened_once: true and assumptions_held: true for an effect the "
     "target applied twice (3 of 3 runs; counted as false claims on P2). A receipt could answer "
     "happened_once 'unknown' after a recovery-reapply that follows a send whose answer was never recorded.",
-    "S05b, runtime: the spec's '$20' assumed an approval of the first decision; with the approval given "
+    "S05b, runtime: the predicted '$20' assumed an approval of the first decision; with the approval given "
     "while the workflow waits (as this harness must: approve() requires the suspend), the grant binds "
     "$20 while the re-called model proposes $30, so the runtime refuses (REFUSED:lease, $0): never an "
     "unapproved amount, which is what the row tests; (a) pays the unapproved $30.",
     "TLC cross-reference, S13 long tier 3, (a) and (b): TLC's Pause config holds Tier3NeverResends for the "
     "Temporal modes, and the runs paid $60 (a) and $40 (b). The model's Temporal modes grant the baseline's "
-    "best case, 'an attempt sends only before its own timeout' (tlc-findings.txt); measured, a SIGSTOPped "
+    "best case, 'an attempt sends only before its own timeout' (spec/Runtime.tla); measured, a SIGSTOPped "
     "attempt resumed 11 s later and sent before the SDK's local start_to_close cancellation reached its "
     "thread (attempt log: send, then CancelledError), and the server had handed the retry to the frozen "
     "worker's open poll, whose own start_to_close lapsed while it sat there, so a third attempt ran on the "
@@ -179,7 +181,7 @@ def pct(values, q):
 
 
 def aggregate(runs: list[dict]) -> dict:
-    """Per cell (scenario|variant|tier|system) aggregates, spec §11.5."""
+    """Per cell (scenario|variant|tier|system) aggregates (docs/protocol.md §16.4)."""
     cells: dict[str, dict] = {}
     groups = defaultdict(list)
     for r in runs:
@@ -193,7 +195,8 @@ def aggregate(runs: list[dict]) -> dict:
             for key, val in (r.get("oracle") or {}).items():
                 if isinstance(val, (int, float)) and not isinstance(val, bool):
                     sums[key] += val
-        lat = [r["latency"].get("approve_to_outcome_s") for r in rs if r.get("latency", {}).get("approve_to_outcome_s") is not None]
+        lat = [r["latency"].get("approve_to_outcome_s") for r in rs
+               if r.get("latency", {}).get("approve_to_outcome_s") is not None]
         resume = [r["latency"].get("resume_s") for r in rs if r.get("latency", {}).get("resume_s") is not None]
         scores = [r["audit"].get("score") for r in rs if r["audit"].get("score") is not None]
         cells[f"{sid}|{var}|{tier}|{system}"] = {
@@ -204,7 +207,8 @@ def aggregate(runs: list[dict]) -> dict:
             "can_prove_mean": round(statistics.mean(scores), 2) if scores else None,
             "false_claims": sum(r["audit"].get("false_claims", 0) for r in rs),
             "false_claims_per_1000": round(1000 * sum(r["audit"].get("false_claims", 0) for r in rs) / n, 1),
-            "latency_approve_to_outcome_s": {"p50": pct(lat, 50), "p99": pct(lat, 99), "count": len(lat), "values": lat},
+            "latency_approve_to_outcome_s": {"p50": pct(lat, 50), "p99": pct(lat, 99), "count": len(lat),
+                                             "values": lat},
             "latency_resume_s": {"p50": pct(resume, 50), "p99": pct(resume, 99), "count": len(resume)},
             "_resume_values": resume,
             "outcomes": sorted({str((r.get("outcome") or {}).get("status")) for r in rs}),
@@ -244,7 +248,8 @@ def _cell_text(c: dict | None) -> str:
     rate = 100 * c["correct"] / c["n"]
     err = f", {c['errors']} harness err" if c["errors"] else ""
     return (f"{rate:.0f}% ({c['n']}) dup {c['duplicates']} blk {c['blocked_never_sent']} "
-            f"prove {'-' if c['can_prove_mean'] is None else c['can_prove_mean']}/5{err}<br>${_totals(c)} {', '.join(c['outcomes'])}")
+            f"prove {'-' if c['can_prove_mean'] is None else c['can_prove_mean']}/5{err}<br>"
+            f"${_totals(c)} {', '.join(c['outcomes'])}")
 
 
 def _totals(c):
@@ -310,8 +315,9 @@ def tlc_status(inv: str, mode: str, outcomes: dict, text: str | None) -> str:
 def activity_sources() -> tuple[str, str]:
     from prove import temporal_baselines as tb
 
-    return inspect.getsource(tb.refund_idem.__wrapped__ if hasattr(tb.refund_idem, "__wrapped__") else tb.refund_idem), \
-        inspect.getsource(tb.refund_check.__wrapped__ if hasattr(tb.refund_check, "__wrapped__") else tb.refund_check)
+    return (inspect.getsource(tb.refund_idem.__wrapped__ if hasattr(tb.refund_idem, "__wrapped__") else tb.refund_idem),
+            inspect.getsource(tb.refund_check.__wrapped__ if hasattr(tb.refund_check, "__wrapped__")
+                              else tb.refund_check))
 
 
 def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions: dict,
@@ -400,12 +406,13 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
              f"git {v.get('git')}{' (uncommitted changes)' if v.get('dirty_tree') else ''}")
     t = h["timeouts"]
     L.append(f"- Timeouts: lease_ttl {t['lease_ttl']} s, poll {t['poll']} s, send_timeout {t['send_timeout']} s, "
-             f"settle_margin {t['settle_margin']} s; Temporal activity start_to_close {t['temporal_start_to_close']} s, "
+             f"settle_margin {t['settle_margin']} s; "
+             f"Temporal activity start_to_close {t['temporal_start_to_close']} s, "
              f"retry {t['temporal_retry']}.")
     L.append("- Workers: the runtime runs `manage.py ilr_worker` subprocesses, Temporal runs "
              "`python -m prove.temporal_baselines worker` subprocesses, one per phase (crash phase, recovery "
              "phase), three in S07, two in S08a and S13. \"Down\" SIGKILLs every worker of the system.")
-    L.append("- Assumptions A1 to A5 (design-notes §3) hold for every runtime claim below unless a row "
+    L.append("- Assumptions A1 to A5 (docs/protocol.md section 10) hold for every runtime claim below unless a row "
              "measures one of them (S08c: A2; S13 long: A1). PostgreSQL runs with fsync=on, synchronous_commit=on.")
     L.append("- EMULATED mechanisms:")
     for e in h["emulated"]:
@@ -413,19 +420,21 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
     if h["not_run"]:
         L.append(f"- Not run in this report ({len(h['not_run'])} cells): " + "; ".join(h["not_run"]))
     L.append(f"- {h['s14']}")
-    L.append("- Harness choices where the spec's text leaves room (each is also in the scenario list below):")
+    L.append("- Harness choices where a scenario's text leaves room (each is also in the scenario list below):")
     for d in DEVIATIONS:
         L.append(f"  - {d}")
     L.append("")
     L.append("## Main table")
     L.append("")
     L.append("Each cell: correct % (n), duplicates, blocked-never-sent, can-prove score (mean of 5), then the "
-             "ledger totals seen ($) and the system's own reported outcomes. Verdict rule (design-notes §8): "
+             "ledger totals seen ($) and the system's own reported outcomes. "
+             "Verdict rule (docs/protocol.md section 16.4): "
              "better when our correct count is higher and the 95% Wilson intervals do not overlap, worse "
              "when the reverse, else equal. With n = 3 intervals overlap unless the difference is total and "
              "n is larger, so a quick sweep mostly prints equal: read the rates beside it.")
     L.append("")
-    L.append("| scenario | tier | runtime | (a) temporal | (b) temporal_check | vs (a) | vs (b) | predicted (runtime / a / b) |")
+    L.append("| scenario | tier | runtime | (a) temporal | (b) temporal_check | vs (a) | vs (b) | "
+             "predicted (runtime / a / b) |")
     L.append("|---|---|---|---|---|---|---|---|")
     for row in doc["rows"]:
         name = row["scenario"] + (f" {row['variant']}" if row["variant"] else "")
@@ -450,7 +459,7 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
     L.append("### Where a prediction came out the other way")
     L.append("")
     if not doc["disagreements"]:
-        L.append("None: every measured cell agrees with the spec's prediction.")
+        L.append("None: every measured cell agrees with its prediction.")
     for d in doc["disagreements"]:
         name = d["scenario"] + (f" {d['variant']}" if d["variant"] else "")
         L.append(f"- **{name} tier {d['tier']}, {LABEL[d['system']]}**: predicted {d['predicted']} "
@@ -478,7 +487,8 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
     L.append("")
     L.append("| measure | runtime p50 / p99 (count) | (a) p50 / p99 (count) | (b) p50 / p99 (count) |")
     L.append("|---|---|---|---|")
-    for label, metric, filt in (("no-fault approve→outcome (L0, tier 1, 20 ms service delay)", "latency_approve_to_outcome_s", lambda c: c["scenario"] == "L0"),
+    for label, metric, filt in (("no-fault approve→outcome (L0, tier 1, 20 ms service delay)",
+                                 "latency_approve_to_outcome_s", lambda c: c["scenario"] == "L0"),
                                 ("resume after SIGKILL (all crash runs)", "latency_resume_s", lambda c: True)):
         cols = []
         for s in SYSTEMS:
@@ -489,25 +499,28 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
             cols.append(fmt_lat(vals))
         L.append(f"| {label} | " + " | ".join(cols) + " |")
     timer = timer_lateness(doc)
-    L.append("| S10 timer lateness after workers return (s) | " + " | ".join(fmt_lat(timer.get(s, [])) for s in SYSTEMS) + " |")
+    L.append("| S10 timer lateness after workers return (s) | "
+             + " | ".join(fmt_lat(timer.get(s, [])) for s in SYSTEMS) + " |")
     L.append("")
     bench = RESULTS / "runtime_bench_core.md"
     L.append("Throughput: " + (f"see `{bench.relative_to(ROOT)}` (runtime core benchmark, `manage.py bench`); "
                                if bench.exists() else "not measured by this harness; ")
              + "Temporal's throughput on the dev server is not measured here. Temporal Cloud cost reference "
-               "(context, not measured): $100/month Essentials, 1M actions (fetched 2026-09-13, spec §11.6).")
+               "(context, not measured): $100/month Essentials, 1M actions (fetched 2026-09-13).")
     L.append("")
     L.append("## The full sweep (n = 30)")
     L.append("")
     est = full_sweep_estimate(doc)
     L.append("Not run in this session. Measured mean wall time per run in this sweep, and what the full sweep "
-             "(n = 30 per cell; S11r 200 and S12 1000 iterations per cell, design-notes §8) would take run "
+             "(n = 30 per cell; S11r 200 and S12 1000 iterations per cell, docs/protocol.md section 16.4) "
+             "would take run "
              "sequentially; `--jobs 3` divides it by about 2.5 on this machine. Commands: "
              "`ILR_DATA_DIR=.data/prove-pg python manage.py prove --jobs 3` (n = 30 for every cell), then "
              "`... prove --scenario S11r --seeds 200 --jobs 3` and `... prove --scenario S12 --seeds 1000 --jobs 3`, "
              "and one report over all three with `--report-from`.")
     L.append("")
-    L.append("| scenario | mean s per run: runtime / (a) / (b) | runs per cell (full) | estimated hours (3 systems, all tiers) |")
+    L.append("| scenario | mean s per run: runtime / (a) / (b) | runs per cell (full) | "
+             "estimated hours (3 systems, all tiers) |")
     L.append("|---|---|---|---|")
     for name, per, runs, hours in est["rows"]:
         L.append(f"| {name} | {per} | {runs} | {hours:.2f} |")
@@ -644,7 +657,7 @@ def per_thousand(doc) -> str:
         if not n:
             continue
 
-        def k(name):
+        def k(name, cs=cs, n=n):
             return round(1000 * sum(c["sums"].get(name, 0) for c in cs) / n, 1)
         blocked = round(1000 * sum(c["blocked_never_sent"] for c in cs) / n, 1)
         fc = round(1000 * sum(c["false_claims"] for c in cs) / n, 1)

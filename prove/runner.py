@@ -1,6 +1,7 @@
-"""The scenario runner behind ``manage.py prove`` (spec §11): runs cells (scenario x variant x
-tier x system) with n seeds each, writes one JSON per run under .data/prove/runs/, copies up to 20
-failing runs per cell to results/runtime_prove_failures/, and hands the runs to prove.report.
+"""The scenario runner behind ``manage.py prove`` (docs/protocol.md §16): runs cells (scenario x
+variant x tier x system) with n seeds each, writes one JSON per run under .data/prove/runs/, copies
+up to 20 failing runs per cell to results/runtime_prove_failures/, and hands the runs to
+prove.report.
 
 Per run: a fresh payment target process (SQLite ledger, access log) and model stub process, the
 system's worker subprocesses, real signals; the oracle reads only the target. Shared across the
@@ -40,9 +41,8 @@ class Infra:
     def __init__(self, workdir: Path, need_temporal: bool):
         from django.core.management import call_command
 
-        from ilr import Runtime, db
-
         import prove.prove_flows  # noqa: F401 - registers refund_timer (S10) so rt.start resolves it
+        from ilr import Runtime, db
 
         # Workers refuse to start while an ilr migration is pending: migrate first (as the demo does).
         call_command("migrate", verbosity=0)

@@ -1,6 +1,6 @@
-"""S14, versioning (spec §11.3): 10 v1 workflows sleeping; v2-only workers start (none may claim
-them); a v1 worker starts (it drains them); then v1 code changes without a patch (the replay must
-fail loudly and run nothing).
+"""S14, versioning (docs/protocol.md §16.3): 10 v1 workflows sleeping; v2-only workers start (none
+may claim them); a v1 worker starts (it drains them); then v1 code changes without a patch (the
+replay must fail loudly and run nothing).
 
 The workflow code is generated per run (a module in the run's directory, on the worker's
 PYTHONPATH) so every run has its own workflow name and code hashes.
@@ -174,7 +174,8 @@ def runtime(run, s) -> dict:
         steps = rt.connection().execute("select workflow_id, seq, name from ilr.steps where workflow_id = any(%s)",
                                         (cids,)).fetchall()
     after = [x for x in steps if x["name"] not in ("a",)]
-    stuck = [wf for wf, r in st.items() if r["status"] == "stuck" and (r["error"] or {}).get("type") == "NonDeterminism"]
+    stuck = [wf for wf, r in st.items()
+             if r["status"] == "stuck" and (r["error"] or {}).get("type") == "NonDeterminism"]
     run.extra.update({"claims_by_v2": len(wrong), "drained": drained, "stuck_nondeterminism": len(stuck),
                       "steps_after_mismatch": len(after)})
     ok = not wrong and drained == N_SLEEPING and len(stuck) == N_CHANGED and not [

@@ -1,4 +1,4 @@
-"""Scenarios S01 to S14 of spec §11.3 (plus L0, the no-fault latency cell), with the spec's
+"""Scenarios S01 to S14 (plus L0, the no-fault latency cell; docs/protocol.md §16.3), with their
 predictions, the fault injection each system gets, and the oracle's "correct when".
 
 A driver ``drive(run, s)`` acts on one system ``s`` (prove.systems) through real signals and real
@@ -7,8 +7,8 @@ decides from the oracle's counts ``c`` (target ledger and access log only); the 
 said where it applies (S05L, S10, S11: "recorded once" is a property of the system's record and
 is checked from it, next to the ledger count).
 
-Predictions: ``PRED[(scenario, variant)][system] = {tier: (predicted correct, "text")}``, copied
-from the spec's table; where the spec gave no number for a tier the text says so.
+Predictions: ``PRED[(scenario, variant)][system] = {tier: (predicted correct, "text")}``, written
+before the runs; where no number was predicted for a tier the text says so.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from prove.systems import SEND_TIMEOUT, SETTLE_MARGIN
 
@@ -267,7 +267,8 @@ def d_s07(run, s):
     mon = StopMonitor(s)
     try:
         for _ in range(3):
-            s.start_worker(stop_at=s.point("effect_after_send"), **({} if s.name == "runtime" else {"wait_ready": False}))
+            s.start_worker(stop_at=s.point("effect_after_send"),
+                           **({} if s.name == "runtime" else {"wait_ready": False}))
             time.sleep(rng.uniform(0, POLL_PHASE))  # randomized poll phases per seed
         run.start_case(s)
         s.wait_proposal()
@@ -324,10 +325,10 @@ def d_s08a(run, s):
 
 
 def d_delayed_once(run, s):
-    """S08b, S08c: the first send is processed ``run.scenario.first_delay`` seconds after it
-    arrives (the target's delay is read when a request arrives, and is switched back to 0 half a
-    second after the sender is let go, so retries and resends are not delayed). Two workers:
-    the runtime's sender exits by its send watchdog (spec §5.4), and the second recovers."""
+    """S08b, S08c: the first send is processed ``run.scenario.first_delay`` seconds after it arrives
+    (the target's delay is read when a request arrives, and is switched back to 0 half a second
+    after the sender is let go, so retries and resends are not delayed). Two workers: the runtime's
+    sender exits by its send watchdog (docs/protocol.md §6.3), and the second recovers."""
     delay = run.scenario.first_delay
     a = s.start_worker(stop_at="effect_after_dispatch@1")
     run.start_case(s)
@@ -541,8 +542,8 @@ SCENARIOS: list[Scenario] = [
              "3 workers stop at effect_after_send; the first stopped (the owner) is SIGKILLed, later stops "
              "continue; start phases randomized per seed", "our applications = 1", d_s07, one_application,
              P({t: (T, "one recovery") for t in (1, 2, 3)},
-               {1: (T, "server schedules one retry"), 2: (T, "server schedules one retry (spec: equal)"),
-                3: (T, "server schedules one retry (spec: equal)")},
+               {1: (T, "server schedules one retry"), 2: (T, "server schedules one retry (equal)"),
+                3: (T, "server schedules one retry (equal)")},
                {t: (T, "same") for t in (1, 2, 3)})),
     Scenario("S08a", "", (1, 2), "late response after claim expiry, inside settle",
              "target delay 2 s; the sender's PostgreSQL (runtime) or Temporal-server (Temporal) connection "

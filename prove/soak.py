@@ -268,7 +268,8 @@ class Soak:
             self._later(self.rng.uniform(3, 12), tier, "/admin/blackhole", {"on": False})
         elif kind == "target_slow":
             self._fault(kind)
-            self._target(tier, "/admin/delay", {"seconds": round(self.rng.uniform(0.5, 1.5) * self.cfg.send_timeout, 2)})
+            self._target(tier, "/admin/delay",
+                         {"seconds": round(self.rng.uniform(0.5, 1.5) * self.cfg.send_timeout, 2)})
             self._later(self.rng.uniform(5, 15), tier, "/admin/delay", {"seconds": 0})
         else:
             self._fault(kind)
@@ -578,13 +579,15 @@ def render(report: dict) -> str:
     failed = sum(n for k, n in report["workflows"].items() if k.endswith(":failed"))
     ended = sum(n for k, n in report["workflows"].items()
                 if k.split(":")[1] in ("completed", "failed", "cancelled", "stuck"))
+    drain_note = (report['drain_seconds'] and 'after a drain of ' + str(report['drain_seconds']) + ' s'
+                  or 'when the drain timed out')
     verdict = [
         f"- invariant violations: **{sum(len(v) for v in report['violations_final'].values())}** at the end, "
         f"{len(report['violations_periodic'])} periodic checks with any (of {report['checks_run']} checks run)",
         f"- duplicates (a ledger applying one effect more than once): tier 1 **{report['duplicates']['t1']}**, "
         f"tier 2 **{report['duplicates']['t2']}**",
         f"- workflows: {report['started_total']} started, {ended} ended, **{stuck}** stuck, {failed} failed, "
-        f"**{_unended(report)}** not ended {report['drain_seconds'] and 'after a drain of ' + str(report['drain_seconds']) + ' s' or 'when the drain timed out'}",
+        f"**{_unended(report)}** not ended {drain_note}",
     ]
     lines = [
         f"# Soak: {cfg['minutes']:g} minutes of work under faults", "",

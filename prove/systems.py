@@ -1,4 +1,5 @@
-"""The three systems under test (spec §11.1), each behind the same small driver interface.
+"""The three systems under test (docs/protocol.md §16.1), each behind the same small driver
+interface.
 
 - ``RuntimeSystem``: the refund workflow of prove.workflows on the runtime, ``manage.py
   ilr_worker`` subprocesses (lease_ttl 5, poll 0.5, send_timeout 3, settle_margin 5).
@@ -26,7 +27,7 @@ from pathlib import Path
 from prove import audit
 
 ROOT = Path(__file__).resolve().parent.parent
-LEASE_TTL, POLL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 0.5, 3.0, 5.0  # spec §11.1
+LEASE_TTL, POLL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 0.5, 3.0, 5.0  # docs/protocol.md §16.1
 APPROVER = "alice"
 
 
@@ -124,7 +125,7 @@ class System:
 
     def down(self) -> None:
         """Every worker subprocess of this system is SIGKILLed."""
-        for wid, p in self.procs.items():
+        for p in self.procs.values():
             if p.poll() is None:
                 p.kill()
                 try:
@@ -340,7 +341,7 @@ class TemporalSystem(System):
 
     def point(self, name: str) -> str:
         # "T_dispatch committed; no bytes sent" has no Temporal counterpart other than "before
-        # the HTTP send" (spec §2.2: effect_before_dispatch means before the send).
+        # the HTTP send" (docs/protocol.md §16.1: effect_before_dispatch means before the send).
         base, at, n = name.partition("@")
         return {"effect_after_dispatch": "effect_before_dispatch"}.get(base, base) + at + n
 
@@ -440,7 +441,7 @@ class TemporalSystem(System):
         self.infra.bridge.call(go())
 
     def revoke(self) -> list[str]:
-        # For (a) and (b): the same revoked_at update on ilr.grants (spec §11.3 S03).
+        # For (a) and (b): the same revoked_at update on ilr.grants (scenario S03).
         returned = self.infra.rt.revoke(self.grant_id, by="bob")
         self.run.fault("revoke", grant=self.grant_id, returned=returned)
         return []
@@ -451,7 +452,7 @@ class TemporalSystem(System):
         try:
             r = self.infra.bridge.call(asyncio.wait_for(go(), timeout), timeout=timeout + 5)
             return {"status": r.get("status"), "result": r}
-        except (asyncio.TimeoutError, TimeoutError) as exc:
+        except TimeoutError as exc:
             return {"status": "timeout", "error": repr(exc)}
         except Exception as exc:  # noqa: BLE001 - WorkflowFailureError and friends
             return {"status": "workflow failed", "error": repr(exc)}

@@ -1,4 +1,4 @@
-"""The local HTTP payment target (spec §11.2, design-notes §7): one process per run.
+"""The local HTTP payment target (docs/protocol.md §16.2): one process per run.
 
 A stdlib ``ThreadingHTTPServer`` over a SQLite ledger, with a JSON-lines access log. It stands in
 for Stripe so every fault the Prove scenarios need can be injected on purpose, and it is the
@@ -9,7 +9,7 @@ and ``paid`` (cents). Refunds are ledger rows ``(id, payment, amount, key, effec
 applied_at, applied_mono)``; ``source`` is ``'api'`` (POST /refunds) or ``'hand'`` (an operator's
 refund, EMULATED through /admin/hand_refund).
 
-Tiers (a server setting, spec §2.4 A4):
+Tiers (a server setting; assumption A4, docs/protocol.md §10):
 
 - tier 1: POST /refunds with an ``Idempotency-Key`` dedupes. The same key within the dedup window
   returns the stored refund (200, ``"already_processed": true``) and applies nothing; the same key
@@ -43,12 +43,12 @@ Faults, precisely:
 
 - delay: every POST /refunds sleeps ``seconds`` after it arrives and before it is processed. The
   request is processed after the sleep even when the client has already given up: that is how
-  late applications happen (spec §11.3 S08).
+  late applications happen (scenarios S08a to S08c).
 - blackhole: a POST /refunds arriving while it is on is read, applies nothing, and gets no
   answer; the connection is held open until the blackhole is turned off, the client disconnects,
   or the server stops, and is then closed without a response.
 - prune_keys: forgets every stored idempotency key, so an old key applies again (EMULATED key
-  expiry, standing in for Stripe's 24 h pruning; spec §11.3 S04). Lookups still find old refunds:
+  expiry, standing in for Stripe's 24 h pruning; scenario S04). Lookups still find old refunds:
   they read the ledger, not the key store.
 - key_conflict ``{answer: "409"|"400"|"replay"}``: how tier 1 answers a stored key arriving with
   other parameters: 409 (the default), 400 (Stripe's idempotency_error), or the stored refund
@@ -81,6 +81,8 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from prove.processes import parse_address, spawn_subcommand, stop_process
 
 SCHEMA = """
 create table if not exists payments (
@@ -848,7 +850,6 @@ def target_process(
         The base URL, e.g. "http://127.0.0.1:40123". The process is stopped (SIGTERM, then
         SIGKILL) on exit.
     """
-    from prove.management.commands.prove import parse_address, spawn_subcommand, stop_process
 
     args = ["--port", str(port), "--tier", str(tier), "--ledger", os.fspath(ledger)]
     if queryable:

@@ -1,6 +1,6 @@
 """``LocalRefunds``: the EffectTarget for the local payment target (prove.target).
 
-The runtime's ``ctx.effect`` reads these attributes with getattr defaults (spec §5.4): ``name``,
+The runtime's ``ctx.effect`` reads these attributes with defaults (docs/protocol.md §6.9): ``name``,
 ``tier``, ``send_timeout``, ``settle_margin``, ``premise_max_age``, ``queryable``,
 ``dedup_window``; and calls ``apply``, ``query``, ``capture`` and ``validate_premises``.
 
@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from ilr.errors import TargetRejected
 
-# Spec §13.3 item 13: 409 (key in use, or reused with other parameters) and 429 say nothing
+# 409 (key in use, or reused with other parameters) and 429 say nothing
 # definite about whether the refund exists, so they are not a "definite no".
 NOT_DEFINITE_4XX = frozenset({409, 429})
 
@@ -97,8 +97,8 @@ class LocalRefunds:
     Args:
         base_url: e.g. "http://127.0.0.1:40123" (the target, or a fault proxy in front of it).
         tier: 1, 2 or 3; must match the server's.
-        queryable: whether query() can answer; None means tier == 2 (spec §5.4). Set True for a
-            tier-1 server started with --queryable.
+        queryable: whether query() can answer; None means tier == 2 (docs/protocol.md §6.9).
+            Set True for a tier-1 server started with --queryable.
         send_timeout: seconds; the socket timeout of apply() and the runtime's send deadline.
         settle_margin: seconds after send_deadline within which a request may still land (A2).
         premise_max_age: seconds a captured premise may age before the stopwatch starts (A3).
@@ -131,7 +131,7 @@ class LocalRefunds:
         Args:
             base_url: the target (not a proxy that may be blackholed).
             overrides: any constructor argument; wins over what the server reports (for
-                example dedup_window=612 when keys are pruned by hand, spec §11.3 S04).
+                example dedup_window=612 when keys are pruned by hand, scenario S04).
         """
         status, health = http_json("GET", base_url.rstrip("/") + "/health", timeout=10.0)
         if status != 200:
@@ -212,7 +212,7 @@ class LocalRefunds:
             return None
         raise TargetHTTPError(status, answer, f"{self.name} GET /refunds")
 
-    # -- premises (spec §13.3 item 12) -------------------------------------------------------
+    # -- premises: {payment, eligible, refunded_by_others} -------------------------------------
 
     def capture(self, payment, effect_id: str | None = None) -> dict:
         """Read the external premises a refund decision rests on.

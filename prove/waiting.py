@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:

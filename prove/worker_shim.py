@@ -5,7 +5,7 @@ process-directed: when the calling thread is not the main thread (a runtime run 
 Temporal activity thread), the kernel hands it to the main thread, and the calling thread runs
 on until the group stop reaches it. Measured here: a Temporal activity's HTTP request reached
 the target before its process showed as stopped, and a runtime sender passed its deadline check
-and sent after SIGCONT (spec §11.3 S12, S13). The harness needs the stop exactly at the point, so
+and sent after SIGCONT (scenarios S12, S13). The harness needs the stop exactly at the point, so
 in its own worker processes it wraps ``hit``: when ILR_STOP_AT stops the process at the point just
 hit, the calling thread waits for the harness's SIGCONT (a SIGCONT handler sets an event; at most
 1 s), so the group stop takes it at the point and it resumes as soon as it is continued. SIGKILL is unaffected (a

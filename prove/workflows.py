@@ -2,9 +2,9 @@
 
 A model decides an amount (recorded once), a person approves the exact payload, and the refund
 is a gated effect against the payment target. ``refund`` asks through an approval request (the
-review UI's queue); ``refund_signal`` waits on the raw "approve" signal (the Prove harness). The target is configured per case (``case
-["target"]``) so every worker, fork and replay of a case talks to the same target; without it,
-the ILR_TARGET_* environment is used.
+review UI's queue); ``refund_signal`` waits on the raw "approve" signal (the Prove harness). The
+target is configured per case (``case["target"]``) so every worker, fork and replay of a case talks
+to the same target; without it, the ILR_TARGET_* environment is used.
 """
 
 from __future__ import annotations
@@ -159,5 +159,5 @@ def refund_signal(ctx, case):
 _env = env_target_spec()
 if _env:
     # Registered unchecked: the worker checks every registered target at start and refuses
-    # to run with a clear message (finding 2), instead of failing at import.
+    # to run with a clear message (docs/protocol.md §6.5), instead of failing at import.
     register_target(target_for({"target": _env}), check=False)

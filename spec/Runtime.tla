@@ -2,7 +2,7 @@
 (***************************************************************************)
 (* The Interlock runtime's claims, step journal, gated effect, recovery by *)
 (* tier, and the two Temporal baselines it is measured against            *)
-(* (07-runtime.txt section 10, design-notes.md section 5, tlc-findings).  *)
+(* (docs/protocol.md section 14; the code itself: sections 3 to 8).       *)
 (*                                                                         *)
 (* A model check for the stated constants, not a proof of the Python or    *)
 (* SQL.                                                                    *)
@@ -13,25 +13,26 @@
 (* workflow, prune the target's idempotency keys, and re-decide the        *)
 (* amount (a fork or reset offers 30).                                     *)
 (*                                                                         *)
-(* MODE "interlock"          the runtime of section 5 with both fixes of   *)
-(*                           tlc-findings.txt: the local lease guard on    *)
-(*                           RunPlain, and PruneOK (the target may forget  *)
-(*                           a key only once DEDUP_MARGIN exceeds          *)
-(*                           send_timeout + settle_margin).                *)
+(* MODE "interlock"          the runtime (docs/protocol.md sections 3-6)  *)
+(*                           with the fixes of both findings (section     *)
+(*                           14): the local lease guard on RunPlain, and  *)
+(*                           PruneOK (the target may forget a key only    *)
+(*                           once DEDUP_MARGIN exceeds send_timeout +     *)
+(*                           settle_margin).                              *)
 (* MODE "temporal_idem"      a Temporal activity, key <run id>-<act id>.   *)
-(* MODE "temporal_precheck"  the same activity with the pre-send check of  *)
-(*                           section 11.1 (b), key <workflow id>-refund.   *)
+(* MODE "temporal_precheck"  the same activity with the pre-send check of *)
+(*                           Prove's system (b) (docs/protocol.md 16.1),  *)
+(*                           key <workflow id>-refund.                    *)
 (*                                                                         *)
-(* The exported spec lost section 10.3's action list and most of 10.2's   *)
-(* detail.  Where this module had to choose, the choice is written as a   *)
-(* comment that starts with "CHOICE".  The main ones:                     *)
+(* Where this module had to choose how to model the code, the choice is   *)
+(* written as a comment that starts with "CHOICE".  The main ones:        *)
 (*                                                                         *)
 (*  CHOICE time.  now is Postgres now(), the transaction's start time.    *)
 (*    T_dispatch is two steps (TDispatchBegin takes the fence and the     *)
 (*    workflow row lock and fixes now(); TDispatchCommit runs the checks  *)
-(*    of 5.7 (c) atomically), so the clock can advance inside it; that is *)
-(*    what StopwatchAfterDispatch needs.  Every other transaction is one  *)
-(*    atomic step.                                                         *)
+(*    of T_dispatch (docs/protocol.md 6.2) atomically), so the clock can  *)
+(*    advance inside it; that is what StopwatchAfterDispatch needs.       *)
+(*    Every other transaction is one atomic step.                         *)
 (*  CHOICE journal.  The journal is kept as counters (DISPATCHED,         *)
 (*    COMMITTED, resolutions, LATE_RESULT) plus the reason of the last    *)
 (*    AMBIGUOUS, not as a sequence: no invariant reads the order of       *)
@@ -52,11 +53,11 @@
 (*  CHOICE heartbeat.  The heartbeat thread renews only when the lease is *)
 (*    within one tick of expiry (coarsened from ttl/3 to cut states), and *)
 (*    it may always fail to run: a missed heartbeat is a partition.       *)
-(*  CHOICE history.  Counters and flags replace claimLog and writeLog     *)
-(*    (10.4): each records exactly the fact its invariant reads, at the   *)
+(*  CHOICE history.  Counters and flags replace claim and write logs:     *)
+(*    each records exactly the fact its invariant reads, at the           *)
 (*    step where it happens.  cancelAt and revokeAt are booleans: only    *)
 (*    the order of the cancel or revoke against other steps matters.      *)
-(*    sendLog stays a sequence (10.2); plainStarts is left out (only      *)
+(*    sendLog stays a sequence; plainStarts is left out (only             *)
 (*    plainStartsAfterRow is read); localOk (the SQL premise) is constant *)
 (*    TRUE, since no event changes it and it is checked at the same       *)
 (*    commit as the grant.                                                 *)
@@ -67,8 +68,10 @@
 (*    points"), and the clock stopping once everything has ended.  Each   *)
 (*    is argued where it is defined.  None removes a behavior that any    *)
 (*    invariant could tell apart.                                          *)
-(*  CHOICE 2.1 over 10.4.  Where 10.4's sketch and 2.1's text differ       *)
-(*    (Tier3NeverResends, SendRequiresLiveClaim), 2.1 wins, as noted.     *)
+(*  CHOICE wording.  Each invariant follows its wording in                *)
+(*    docs/protocol.md section 11, also where a first formula sketch      *)
+(*    read otherwise (Tier3NeverResends, SendRequiresLiveClaim), as       *)
+(*    noted.                                                              *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
@@ -142,13 +145,13 @@ vars == <<now, wfVars, effVars, worldVars, targetVars, workerVars, sendLog, hist
 
 Sym == Permutations(Workers)
 
-\* The facts a send carries, fixed at the step that authorized it (2.1, 10.4).
+\* The facts a send carries, fixed at the step that authorized it (docs/protocol.md section 11).
 NoAuth == [liveClaim |-> FALSE, grantOk |-> FALSE, premiseOk |-> FALSE, resend |-> FALSE,
            recheckOk |-> FALSE, afterRevoke |-> FALSE, inReturned |-> FALSE,
            afterCancel |-> FALSE, pastWindow |-> FALSE]
 
 \* Per-worker local state.  epoch: the claim's epoch (Temporal: the attempt number);
-\* lease: local_lease (tlc-findings finding 1); deadline: the send watchdog deadline;
+\* lease: local_lease (docs/protocol.md section 3.3); deadline: the send watchdog deadline;
 \* txn: now() of the open T_dispatch; fenceOk: its fence matched a live claim;
 \* readOk / readGrant: what the premise read saw; recPrem, found: recovery (c);
 \* auth: the authorization of the pending send; late: resumed from a pause past a local
@@ -185,17 +188,17 @@ Init ==
 ------------------------------------------------------------------------------
 \* Helpers
 
-\* The fence of 5.2: current epoch, status running, lease not expired, at now().
+\* The fence (docs/protocol.md section 3.2): current epoch, status running, live lease at now().
 RealFence(w) == up[w] /\ lw[w].epoch = wfEpoch /\ wfOwner = w /\ wfStatus = "running"
                 /\ leaseExp > now
 \* BROKEN no_fencing: worker writes carry no WHERE clause beyond the id.
 Fence(w) == RealFence(w) \/ BROKEN = "no_fencing"
 Mine(w)  == dispWorkerEpoch = <<w, lw[w].epoch>>
 Age      == now - firstDispatch
-\* 5.7 recovery (a): tier 1 past dedup_window - DEDUP_MARGIN becomes tier 2 or tier 3.
+\* docs/protocol.md section 6.5: tier 1 past dedup_window - DEDUP_MARGIN becomes tier 2 or 3.
 PastWindow == Tier = 1 /\ firstDispatch >= 0 /\ Age > DedupAge
 EffTier    == IF PastWindow THEN (IF Queryable THEN 2 ELSE 3) ELSE Tier
-\* tlc-findings finding 2 (PruneOK): keys may be forgotten only after
+\* PruneOK, the dedup-margin finding (docs/protocol.md section 14): keys may be forgotten only after
 \* DedupAge + SendTimeout + SettleMargin; ThinDedupMargin lets the target forget after DedupAge.
 PruneOK == firstDispatch >= 0 /\
            IF BROKEN = "thin_dedup_margin" THEN Age > DedupAge
@@ -220,7 +223,8 @@ MarkTxn(w)    == hist' = [hist EXCEPT !.unfencedWrite = @ \/ ~lw[w].fenceOk]
 ------------------------------------------------------------------------------
 \* MODE "interlock"
 
-\* 5.3 claim: a due pending row, or a running row whose lease expired; skip locked.
+\* The claim (docs/protocol.md section 3.1): a due pending row, or a running row whose lease
+\* expired; skip locked.
 Claim(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "idle" /\ rowLock = Nobody
   /\ wfStatus \notin Terminal
@@ -235,7 +239,8 @@ Claim(w) ==
   /\ UNCHANGED <<now, availAt, rowLock, cancelRequested, stepRow, effVars, worldVars,
                  targetVars, up, paused, sendLog, tmp>>
 
-\* The heartbeat thread's fence UPDATE (5.3).  CHOICE heartbeat (see the header).
+\* The heartbeat thread's fence UPDATE (docs/protocol.md section 3.3).  CHOICE heartbeat (see the
+\* header).
 Heartbeat(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] # "idle" /\ rowLock = Nobody /\ Fence(w)
   /\ leaseExp <= now + 1
@@ -254,8 +259,8 @@ Finish(w) ==
        ELSE UNCHANGED <<wfStatus, wfOwner, leaseExp, hist>>
   /\ Reset(w)
 
-\* 5.1 replay from the top.  The step rows are read here (the load after the claim, or the
-\* re-entry after a fenced write), and the worker routes to the frontier call.
+\* Replay from the top (docs/protocol.md section 4).  The step rows are read here (the load after
+\* the claim, or the re-entry after a fenced write), and the worker routes to the frontier call.
 \* CHOICE cancel: the worker learns cancel_requested_at from its claim or fenced writes; the
 \* model reads it at Replay.  A cancel that commits after Replay is refused by T_dispatch,
 \* which checks it under the row lock, so no interleaving is lost.
@@ -266,7 +271,7 @@ Replay(w) ==
   /\ CASE ~stepRow["plain"] /\ ~cancelRequested ->
             SetPc(w, "plain") /\ UNCHANGED <<lw, wfStatus, wfOwner, leaseExp, hist>>
        [] stepRow["plain"] /\ ~stepRow["effect"] /\ effState = "dispatched" ->
-            \* 5.7: an open dispatch with no step row takes the recovery path.
+            \* An open dispatch with no step row takes the recovery path (section 6.5).
             SetPc(w, "recover") /\ UNCHANGED <<lw, wfStatus, wfOwner, leaseExp, hist>>
        [] stepRow["plain"] /\ ~stepRow["effect"] /\ ~cancelRequested ->
             SetPc(w, "premise") /\ UNCHANGED <<lw, wfStatus, wfOwner, leaseExp, hist>>
@@ -274,8 +279,8 @@ Replay(w) ==
   /\ UNCHANGED <<now, wfEpoch, availAt, rowLock, cancelRequested, stepRow, effVars, worldVars,
                  targetVars, up, paused, sendLog, tmp>>
 
-\* A plain step body starts.  Fix of tlc-findings finding 1: only while
-\* monotonic() < local_lease; otherwise Fenced and the run is abandoned.  lw[w].late is a
+\* A plain step body starts.  The local-lease fix (docs/protocol.md sections 3.3 and 14): only
+\* while monotonic() < local_lease; otherwise Fenced and the run is abandoned.  lw[w].late is a
 \* worker resumed from a SIGSTOP taken after the check passed (A1 violated, PAUSE only).
 RunPlain(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "plain"
@@ -300,11 +305,11 @@ RecordPlain(w) ==
   /\ UNCHANGED <<now, wfStatus, wfEpoch, wfOwner, availAt, rowLock, cancelRequested, effVars,
                  worldVars, targetVars, up, paused, sendLog, tmp>>
 
-\* 5.7 submit (a) and the start of (c).  The external premises are read outside any
-\* transaction (A3); the broken design GrantCheckOutsideTxn also reads the grant there and
-\* trusts that read at commit.  Then T_dispatch begins: the fence UPDATE takes the workflow
-\* row lock and fixes now().  The watchdog stopwatch t0 was started before this (5.4); the
-\* model takes t0 = now().
+\* The submit path's premise read and the start of T_dispatch (docs/protocol.md section 6.2).  The
+\* external premises are read outside any transaction (A3); the broken design GrantCheckOutsideTxn
+\* also reads the grant there and trusts that read at commit.  Then T_dispatch begins: the fence
+\* UPDATE takes the workflow row lock and fixes now().  The watchdog stopwatch t0 was started before
+\* this (section 6.3); the model takes t0 = now().
 \* CHOICE read: the read and the begin are one step.  The A3 window (a world event between
 \* the read and the commit) is still in the model, between TDispatchBegin and
 \* TDispatchCommit; a separate read step would only add interleavings with the same outcomes.
@@ -330,9 +335,9 @@ RecordEffectStepInTDispatch(w) ==
          /\ lw' = [lw EXCEPT ![w].txn = 0, ![w].fenceOk = FALSE, ![w].readOk = FALSE,
                              ![w].readGrant = FALSE]
 
-\* T_dispatch commits: steps 3 to 13 of 5.7 (c) in their order, at commit time.  The grant is
-\* read FOR SHARE inside the transaction, so a revoke is either before this commit or after
-\* it; the workflow row lock makes cancel wait for the commit.
+\* T_dispatch commits: the checks of docs/protocol.md section 6.2 in their order, at commit time.
+\* The grant is read FOR SHARE inside the transaction, so a revoke is either before this commit or
+\* after it; the workflow row lock makes cancel wait for the commit.
 TDispatchCommit(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "tdispatchC"
   /\ LET off       == offer
@@ -380,17 +385,18 @@ TDispatchCommit(w) ==
   /\ UNCHANGED <<now, wfEpoch, cancelRequested, worldVars, targetVars, up, paused, sendLog, tmp>>
 
 \* Put a request on the wire and log what authorized it.  prevSendSettled: no earlier request
-\* for this effect is still in flight (2.1 "two sends are never in flight at once").
-\* CHOICE liveClaim: fixed by the authorizing transaction's fence, as 2.1 defines it; 10.4's
-\* "at the send itself" would flag the lease_ttl < send_timeout setting 5.4 recommends.
+\* for this effect is still in flight (NoOverlappingSends: two sends are never in flight at once).
+\* CHOICE liveClaim: fixed by the authorizing transaction's fence, as SendRequiresLiveClaim is
+\* worded (docs/protocol.md section 11); a check at the send itself would flag a lease_ttl shorter
+\* than send_timeout, which is allowed (the send is bounded by send_deadline, section 6.9).
 PutOnWire(w, key, payload, a) ==
   /\ wire' = wire \cup {[id |-> Len(sendLog) + 1, w |-> w, key |-> key, payload |-> payload,
                          attempt |-> IF Interlock THEN 0 ELSE lw[w].epoch, run |-> lw[w].run,
                          processBy |-> IF SERVER_SLOW THEN MaxClock ELSE now + SettleMargin]}
   /\ sendLog' = Append(sendLog, a @@ [payload |-> payload, prevSendSettled |-> wire = {}])
 
-\* Bytes leave, only before the watchdog's local deadline (5.4).  Past it the send is skipped
-\* and the run abandoned; recovery resolves the effect.
+\* Bytes leave, only before the watchdog's local deadline (docs/protocol.md section 6.3).  Past it
+\* the send is skipped and the run abandoned; recovery resolves the effect.
 Send(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "send"
   /\ IF now < lw[w].deadline \/ lw[w].late
@@ -402,16 +408,16 @@ Send(w) ==
   /\ UNCHANGED <<now, wfVars, effVars, worldVars, ledger, keyStore, appliedKeys, pruned,
                  up, paused, hist, tmp>>
 
-\* 5.4 watchdog: os._exit while the send is unfinished at the local deadline (Tick waits for
-\* it, see WatchdogDue).  CHOICE: the process's supervisor restarts it at once (the same state
-\* as Crash then Restart, with fewer states).
+\* The watchdog (docs/protocol.md section 6.3): os._exit while the send is unfinished at the local
+\* deadline (Tick waits for it, see WatchdogDue).  CHOICE: the process's supervisor restarts it at
+\* once (the same state as Crash then Restart, with fewer states).
 Watchdog(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "await" /\ now >= lw[w].deadline
   /\ Reset(w)
   /\ UNCHANGED <<now, wfVars, effVars, worldVars, targetVars, up, paused, sendLog, hist, tmp>>
 
-\* 5.7 (e) T_commit, fenced: COMMITTED, state committed and the step row in one transaction.
-\* BROKEN commit_without_checkpoint writes the step row in a second transaction.
+\* T_commit, fenced (docs/protocol.md section 6.4): COMMITTED, state committed and the step row in
+\* one transaction.  BROKEN commit_without_checkpoint writes the step row in a second transaction.
 TCommit(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "acked" /\ rowLock = Nobody
   /\ Fence(w) /\ effState = "dispatched" /\ Mine(w)
@@ -446,9 +452,9 @@ TCommitStep(w) ==
   /\ UNCHANGED <<now, wfStatus, wfEpoch, wfOwner, availAt, rowLock, cancelRequested, effVars,
                  worldVars, targetVars, up, paused, sendLog, tmp>>
 
-\* 5.7 (f) the late-result transaction: unfenced, locks only the effect row.  Still dispatched
-\* by this sender's (workflow, epoch): compare-and-set COMMITTED (the FencedWrites exception).
-\* Otherwise append LATE_RESULT; BROKEN late_ack_dropped drops the response instead.
+\* The late-result transaction (docs/protocol.md section 6.4): unfenced, locks only the effect row.
+\* Still dispatched by this sender's (workflow, epoch): compare-and-set COMMITTED (the FencedWrites
+\* exception).  Otherwise append LATE_RESULT; BROKEN late_ack_dropped drops the response instead.
 LateResult(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "acked"
   /\ ~(Fence(w) /\ effState = "dispatched" /\ Mine(w))
@@ -464,19 +470,19 @@ LateResult(w) ==
   /\ UNCHANGED <<now, wfVars, boundPayload, dispWorkerEpoch, firstDispatch, sendDeadline,
                  worldVars, targetVars, up, paused, sendLog, tmp>>
 
-\* 5.7 recovery (a) and (c): a short read.  Nothing before now() > send_deadline +
-\* settle_margin: suspend (a fenced write) until just past it.  Past it, outside any
-\* transaction, validate_premises against the decided premises and query(effect_id) where
-\* the target answers.  BROKEN recover_before_deadline goes on at once; BROKEN naive_recovery
-\* ignores the premise result in T_resolve (it still looks the effect up).
+\* Recovery (a) and (c) of docs/protocol.md section 6.5: a short read.  Nothing before now() >
+\* send_deadline + settle_margin: suspend (a fenced write) until just past it.  Past it, outside any
+\* transaction, validate_premises against the decided premises and query(effect_id) where the target
+\* answers.  BROKEN recover_before_deadline goes on at once; BROKEN naive_recovery ignores the
+\* premise result in T_resolve (it still looks the effect up).
 \* CHOICE read: (a) and (c) are one step.  After send_deadline + settle_margin the target's
 \* answer cannot change (A2), and a world event between (c) and T_resolve is still in the
 \* model, so a separate step would only add interleavings with the same outcomes.
-\* CHOICE tier: 5.7 (a) computes the tier downgrade in this read; the model evaluates it in
-\* T_resolve, with T_resolve's now(), as tlc-findings finding 2 reads 5.7 ("that check runs
-\* once, at T_resolve").  A tier computed here and used after a stall (the heartbeat keeps
-\* the lease) could authorize a tier-1 resend past the window: the code must re-evaluate it
-\* inside T_resolve.
+\* CHOICE tier: the code's short read (a) computes the tier downgrade; the model evaluates it in
+\* T_resolve, with T_resolve's now(), as the dedup-margin finding reads it (docs/protocol.md section
+\* 14: the check runs once, at T_resolve).  A tier computed here and used after a stall (the
+\* heartbeat keeps the lease) could authorize a tier-1 resend past the window: the code must
+\* re-evaluate it inside T_resolve.
 BeginRecovery(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "recover"
   /\ CASE effState # "dispatched" ->
@@ -497,10 +503,10 @@ BeginRecovery(w) ==
   /\ UNCHANGED <<now, wfEpoch, rowLock, cancelRequested, stepRow, effVars, worldVars,
                  targetVars, up, paused, sendLog, tmp>>
 
-\* 5.7 recovery (d), T_resolve, fenced, gate._recover_one's table.  The grant is checked
-\* under its FOR SHARE lock here.  CHOICE: T_resolve re-reads the effect row (it must still
-\* be dispatched) but does not compare the dispatch pair or deadline with what (a) saw: the
-\* spec relies on the fence to exclude a concurrent recoverer, and NoFencing shows the cost.
+\* Recovery (d), T_resolve, fenced, with the decision table of docs/protocol.md section 6.5.  The
+\* grant is checked under its FOR SHARE lock here.  CHOICE: T_resolve re-reads the effect row (it
+\* must still be dispatched) but does not compare the dispatch pair or deadline with what (a) saw:
+\* the code relies on the fence to exclude a concurrent recoverer, and NoFencing shows the cost.
 TResolve(w) ==
   /\ Interlock /\ Live(w) /\ pc[w] = "tresolve" /\ rowLock = Nobody
   /\ LET naive     == BROKEN = "naive_recovery"
@@ -578,8 +584,8 @@ TStart(w) ==
   /\ SetPc(w, IF MODE = "temporal_precheck" THEN "tcheck" ELSE "tsend")
   /\ UNCHANGED <<now, wfVars, effVars, worldVars, targetVars, up, paused, sendLog, hist>>
 
-\* 11.1 (b)'s reads, one step, separate from the send: lookup by the workflow-id key, the
-\* grant (a plain SELECT), the amount against the approval, eligibility
+\* System (b)'s reads (docs/protocol.md section 16.1), one step, separate from the send: lookup by
+\* the workflow-id key, the grant (a plain SELECT), the amount against the approval, eligibility
 \* (refunded_total + amount <= paid, 100: it passes for both hand refunds).
 TCheck(w) ==
   /\ MODE = "temporal_precheck" /\ Live(w) /\ pc[w] = "tcheck"
@@ -657,7 +663,7 @@ Once(e) == e \in Events /\ e \notin done
 \*    earlier revoke and the next read the state can only go from dispatched to committed,
 \*    after which no send is ever authorized, so the list never matters differently.
 \*  - hand refund: the decision's premise is read by the premise read before T_dispatch and by
-\*    recovery (c) (interlock; and by naive T_resolve), and by TSend (Temporal; 11.1 (b)'s
+\*    recovery (c) (interlock; and by naive T_resolve), and by TSend (Temporal; system (b)'s
 \*    eligibility passes either way).
 \*  - cancel (interlock): read by Replay's routing and T_dispatch (which holds the row lock, so
 \*    the cancel is before its begin), and it wakes a pending row for the next claim.
@@ -698,7 +704,7 @@ Cancel ==
   /\ UNCHANGED <<now, wfEpoch, wfOwner, leaseExp, rowLock, stepRow, effVars, grantRevoked,
                  revokeReturned, handRefund, offer, targetVars, workerVars, sendLog, hist, tmp>>
 
-\* EMULATED key expiry at a tier-1 target (spec S04), only when PruneOK.
+\* EMULATED key expiry at a tier-1 target (Prove scenario S04), only when PruneOK.
 Prune ==
   /\ Once("prune_keys") /\ Tier = 1 /\ PruneOK /\ wire # {}
   /\ keyStore' = {} /\ pruned' = TRUE /\ done' = done \cup {"prune_keys"}
@@ -814,9 +820,9 @@ Quiescent == wfStatus \in Terminal /\ wire = {} /\ \A w \in Workers : pc[w] = "i
 \* leading there), which nothing observes; the tick that reaches its deadline idles it.
 Stale(w) == ~Interlock /\ pc[w] \in {"tcheck", "tsend"} /\ ~paused[w] /\ ~lw[w].late
             /\ now + 1 >= lw[w].deadline
-\* The send watchdog (5.4) is not optional: it ends the sender at its local deadline, so the
-\* clock cannot pass the deadline of an interlock sender still waiting for its response
-\* (unless SIGSTOPped: A1 violated, PAUSE only).
+\* The send watchdog (docs/protocol.md section 6.3) is not optional: it ends the sender at its local
+\* deadline, so the clock cannot pass the deadline of an interlock sender still waiting for its
+\* response (unless SIGSTOPped: A1 violated, PAUSE only).
 WatchdogDue(w) == Interlock /\ up[w] /\ ~paused[w] /\ pc[w] = "await" /\ now >= lw[w].deadline
 Tick ==
   /\ now < MaxClock /\ ~Quiescent
@@ -838,7 +844,7 @@ Next ==
 
 Spec == Init /\ [][Next]_vars
 
-\* 10.4's fairness: WF on Tick, Process, every worker's protocol steps (claims, recovery and
+\* Fairness: WF on Tick, Process, every worker's protocol steps (claims, recovery and
 \* the rest) and Restart.  No fairness on Heartbeat, Crash, Pause or the world.
 LiveSpec == /\ Spec
             /\ WF_vars(Tick) /\ WF_vars(Process)
@@ -856,7 +862,7 @@ LiveSpec == /\ Spec
 \* replaces each epoch by its rank among the epochs present (the same for Temporal attempt
 \* numbers and for request ids).  A full and a partial hand
 \* refund are read identically by every step (the decision's premise "no prior refund" is
-\* false after either, and 11.1 (b)'s eligibility passes after either), and each disables
+\* false after either, and system (b)'s eligibility passes after either), and each disables
 \* the other, so the view identifies them too.  The send history and the ledger count enter
 \* only through what reads them (SendSummary; OurApplications capped at 2).  All of this is
 \* exact (a bisimulation), not an approximation: invariants read no raw clock, epoch, id,
@@ -909,7 +915,7 @@ View ==
                       THEN @ ELSE Nobody]>>
 
 ------------------------------------------------------------------------------
-\* Invariants, identifiers exactly as 07-runtime.txt 2.1.
+\* Invariants, identifiers exactly as docs/protocol.md section 11.
 
 Sends == DOMAIN sendLog
 \* Interlock binds the payload at the first PROPOSED; Temporal has no binding, so the payload
@@ -929,12 +935,13 @@ FencedWrites            == ~hist.unfencedWrite
 LeaseMutex              == Cardinality({w \in Workers : Interlock /\ RealFence(w)}) <= 1
 TakeoverOnlyAfterExpiry == ~hist.earlyTakeover
 AtMostOneCommit         == journal.committed <= 1
-\* 2.1: tier 1 inside the dedup window (keys not yet pruned at a target without lookup), and tier 2.
+\* Tier 1 inside the dedup window (keys not yet pruned at a target without lookup), and tier 2.
 EffectAtMostOnceTier12  == (Tier = 2 \/ (Tier = 1 /\ ~(~Queryable /\ pruned))) => ledger <= 1
-\* CHOICE: 10.4 writes "(Tier = 3 \/ (Tier = 1 /\ ~Queryable /\ keysPruned)) => Len(sendLog) <= 1",
-\* which also flags a legitimate in-window tier-1 retry once the keys are later pruned.  2.1 says
-\* "at tier 1 past its window with no lookup, at most one request goes on the wire", so here a
-\* tier-1 resend without lookup is a violation when it is authorized past the window.
+\* CHOICE: the formula "(Tier = 3 \/ (Tier = 1 /\ ~Queryable /\ keysPruned)) => Len(sendLog) <= 1"
+\* would also flag a legitimate in-window tier-1 retry once the keys are later pruned.  The
+\* invariant says "at tier 1 past its window with no lookup, at most one request goes on the wire"
+\* (docs/protocol.md section 15, item 12), so here a tier-1 resend without lookup is a violation
+\* when it is authorized past the window.
 Tier3NeverResends       == /\ Tier = 3 => Len(sendLog) <= 1
                            /\ (Tier = 1 /\ ~Queryable) =>
                                 \A i \in Sends : sendLog[i].resend => ~sendLog[i].pastWindow
@@ -962,12 +969,12 @@ NoSendAfterCancel       == \A i \in Sends : ~sendLog[i].afterCancel
 LateResultPreserved     == journal.lateResults = hist.acksAfterResolution
 ReceiptChainLinear      == journal.committed <= 1 /\ journal.dispatched <= journal.resolutions + 1
 
-\* Liveness (2.1), checked under LiveSpec with URGENT.
+\* Liveness (docs/protocol.md section 11), checked under LiveSpec with URGENT.
 Termination    == <>(wfStatus \in Terminal)
 EffectResolved == (effState = "dispatched") ~> (effState \in {"committed", "ambiguous", "proposed"})
 
-\* Reachability witnesses, not in 2.1: each is an invariant that must be VIOLATED where its
-\* path exists, so that a "hold" elsewhere is not vacuous.
+\* Reachability witnesses, not invariants of docs/protocol.md section 11: each is an invariant that
+\* must be VIOLATED where its path exists, so that a "hold" elsewhere is not vacuous.
 Witness_Completed      == wfStatus # "completed"
 Witness_Takeover       == ~hist.tookOver
 Witness_RecoveryResend == ~\E i \in Sends : sendLog[i].resend

@@ -1,6 +1,6 @@
 ------------------------------- MODULE Signals -------------------------------
 (***************************************************************************)
-(* Suspend, signal and timer (07-runtime.txt 5.6 and section 10.5).        *)
+(* Suspend, signal and timer (docs/protocol.md section 5.1).               *)
 (*                                                                         *)
 (* A model check for the stated constants, not a proof of the Python or    *)
 (* SQL.                                                                    *)
@@ -15,7 +15,7 @@
 (* that may time out and a sleep (TimerNotEarly), and two waits consuming  *)
 (* up to MaxSignals signals (SignalExactlyOnceConsumed).                   *)
 (*                                                                         *)
-(* The export lost 10.5's text; what is modeled follows 5.6:               *)
+(* What is modeled follows the code:                                      *)
 (*  - The suspend transaction is one fenced transaction: the fence locks   *)
 (*    the workflow row, then (for a wait) the oldest unconsumed signal is  *)
 (*    consumed with the step row, else a due timer records its step, else  *)
@@ -119,7 +119,7 @@ MailboxCheck(w) ==
   /\ pc' = [pc EXCEPT ![w] = "suspend"]
   /\ UNCHANGED <<now, wfVars, stepRow, signals, up, hist>>
 
-\* 5.6 the suspend transaction, fenced.
+\* The suspend transaction, fenced (docs/protocol.md section 5.1).
 SuspendTxn(w) ==
   /\ up[w] /\ pc[w] = "suspend"
   /\ LET s     == lw[w].seq
@@ -193,7 +193,7 @@ Clamp(t) == IF t < now THEN now ELSE t
 View == <<now, wfStatus, wfEpoch, wfOwner, Clamp(leaseExp), Clamp(availAt), waiting, stepRow,
           signals, up, pc, lw, hist>>
 
-\* Invariants, identifiers exactly as 07-runtime.txt 2.1.
+\* Invariants, identifiers exactly as docs/protocol.md section 11.
 NoLostWakeup ==
   ~(wfStatus = "sleeping" /\ availAt = Inf /\ waiting.kind = "signal" /\ Unconsumed # {})
 SignalExactlyOnceConsumed ==

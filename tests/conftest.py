@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ILR_TABLES = "ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, ilr.claims, " \
-             "ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
+ILR_TABLES = ("ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
+              "ilr.claims, ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments")
 
 
 _STARTED_BY_US = pytest.StashKey[bool]()
@@ -52,6 +52,13 @@ def pytest_sessionfinish(session):
         cluster.stop()
 
 
+SLOW_FIXTURES = ("workers", "live_server")
+"""A test that starts worker subprocesses or a live server is in the full suite only."""
+SLOW_MODULES = ("test_demo", "test_failover", "test_db_restart", "test_pgbouncer", "test_worker_command",
+                "test_agents", "test_watchdog", "test_commands", "test_check_command", "test_packaging")
+"""Modules whose tests start processes of their own (the demo, clusters, PgBouncer, commands)."""
+
+
 def pytest_collection_modifyitems(items):
     # Tests that reach the database through our own connections (test_dsn) need pytest-django
     # to create the test database even when no test in the run asks for `db`; the transaction
@@ -59,6 +66,10 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "test_dsn" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.django_db(transaction=True))
+        # The quick lane (pytest -m "not slow") is what runs in-process: subprocesses are slow.
+        if (any(f in getattr(item, "fixturenames", ()) for f in SLOW_FIXTURES)
+                or item.module.__name__.rpartition(".")[2] in SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

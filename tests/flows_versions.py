@@ -1,4 +1,4 @@
-"""Module sources for the versioning tests (issue 5, spec §11.3 S14): the same workflow
+"""Module sources for the versioning tests (issue 5, scenario S14): the same workflow
 (name "versioned", version "1") in several codings, so a worker can run changed code under an
 unchanged (name, version).
 

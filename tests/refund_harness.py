@@ -1,5 +1,5 @@
 """Test helpers for refund cases: the real target and model stub as subprocesses, a case, the
-approval step and the ledger oracle (spec §11.3: the oracle reads only the target)."""
+approval step and the ledger oracle (it reads only the target, as prove/oracle.py does)."""
 
 from __future__ import annotations
 

@@ -471,7 +471,8 @@ def test_admin_shows_a_sleeping_forever_workflow(rt):
     assert r.status_code == 200 and "never by itself" in text(r)
     r = c.get(reverse("admin:ilr_workflow_change", args=["case-1"]))
     body = text(r)
-    assert r.status_code == 200 and "never by itself" in body and "pick_amount" in body and "approval_request:refund:case-1" in body
+    assert (r.status_code == 200 and "never by itself" in body and "pick_amount" in body
+            and "approval_request:refund:case-1" in body)
     r = c.get(reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping", "q": "case-"})
     assert r.status_code == 200 and "case-1" in text(r)
 
@@ -618,7 +619,8 @@ def test_pages_stay_fast_with_10000_workflows(rt, alice):
             "(array['completed','sleeping','failed','pending'])[i %% 4 + 1], "
             "1, case when i %% 4 = 1 then 'infinity'::timestamptz else now() end, "
             "case when i %% 4 = 1 then %s::jsonb end, now() - make_interval(secs => i) "
-            "from generate_series(1, 10000) i", (REFUND_VERSION, json.dumps({"seq": 3, "kind": "signal", "signal": "go"})))
+            "from generate_series(1, 10000) i",
+            (REFUND_VERSION, json.dumps({"seq": 3, "kind": "signal", "signal": "go"})))
     sql(rt, "analyze ilr.workflows")
     admin = client_for(User.objects.create_superuser("root", password="pw"))
     reviewer = client_for(alice)

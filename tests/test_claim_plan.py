@@ -1,10 +1,9 @@
-"""The claim statement (spec §5.3, issue 9): what it takes and in which order, and that a backlog
-of due workflows does not make each claim read the whole backlog.
+"""The claim statement (docs/protocol.md §3.1, issue 9): what it takes and in which order, and that
+a backlog of due workflows does not make each claim read the whole backlog.
 
-The spec's single ``where (due) or (lapsed lease) order by available_at`` could only be planned
-as a bitmap scan of both partial indexes plus a sort of every due row: a claim took 1.2 ms with
-2,000 due rows and 4.4 ms with 20,000. The claim now scans each partial index on its own and
-stops after the rows it takes (0.9 and 1.0 ms). These tests read the real plan (EXPLAIN ANALYZE on the test
+A single ``where (due) or (lapsed lease) order by available_at`` could only be planned as a bitmap
+scan of both partial indexes plus a sort of every due row. The claim scans each partial index on its
+own and stops after the rows it takes. These tests read the real plan (EXPLAIN ANALYZE on the test
 database), not a timing.
 """
 
@@ -31,7 +30,8 @@ def conn(clean_db, django_db_blocker):
 
 def _backlog(conn, due: int) -> None:
     conn.execute("insert into ilr.workflows (id, name, version, input, available_at) "
-                 "select 'due' || lpad(g::text, 6, '0'), 'plan', '1', '{}', now() - interval '1 hour' + g * interval '1 ms' "
+                 "select 'due' || lpad(g::text, 6, '0'), 'plan', '1', '{}', "
+                 "now() - interval '1 hour' + g * interval '1 ms' "
                  "from generate_series(1, %s) g", (due,))
 
 

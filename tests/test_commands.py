@@ -19,7 +19,8 @@ def manage(workers, *args, **env):
 
 def test_public_api_is_pinned():
     assert ilr.__all__ == [
-        "Approval", "ApprovalRefused", "ApprovalRequestNotFound", "CancelRequest", "Cancelled", "ChildFailed", "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
+        "Approval", "ApprovalRefused", "ApprovalRequestNotFound", "CancelRequest", "Cancelled", "ChildFailed",
+        "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
         "Runtime", "SignalTimeout", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
         "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "resume_in", "signal_in", "workflow"]
 

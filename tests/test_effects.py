@@ -1,5 +1,5 @@
-"""Gated effects against the real HTTP target with real SIGKILLs (issue 3): spec §11.3 S01,
-S02, S03 at tiers 1, 2, 3, checked from the target's ledger and access log."""
+"""Gated effects against the real HTTP target with real SIGKILLs (issue 3): scenarios S01, S02, S03
+at tiers 1, 2, 3 (docs/protocol.md §16.3), checked from the target's ledger and access log."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""tlc-findings finding 1: the local lease (issue 2, test 3).
+"""The local-lease finding (docs/protocol.md §3.3, §14; issue 2, test 3).
 
 A TCP fault proxy between worker A and PostgreSQL holds every response to A right after its
 claim (blackhole "down", for lease_ttl + 2 s): A's step-row load executes at the server before

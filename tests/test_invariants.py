@@ -33,10 +33,12 @@ def seed(conn) -> dict:
                 f"('W1', 1, 'approve', 'signal', '{{\"ok\": 1}}', 2, {t(11)}), "
                 f"('W1', 2, 'sleep', 'sleep', jsonb_build_object('until', to_jsonb({t(11.5)})), 2, {t(12)}), "
                 f"('W1', 5, 'check', 'step', '1', 2, {t(14.5)})")
-    cur.execute("insert into ilr.signals (workflow_id, name, payload, consumed_seq) values ('W1', 'approve', '{\"ok\": 1}', 1)")
+    cur.execute("insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
+                "values ('W1', 'approve', '{\"ok\": 1}', 1)")
     cur.execute("insert into ilr.grants (id, principal, action, max_cents, payload_hash, granted_by) "
                 "values ('G', 'refund', 'refund', 2000, %s, 'alice')", (codec.payload_hash(PAYLOAD),))
-    cur.execute(f"insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, grant_id, "
+    cur.execute(f"insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
+                f"grant_id, "
                 f"dispatch_workflow_id, dispatch_epoch, first_dispatched_at, send_deadline, settle_margin, sends) "
                 f"values (%s, 'W1', 'local-refunds', 1, %s::jsonb, %s, 'committed', 'G', 'W1', 2, {t(13)}, {t(16)}, "
                 f"interval '5 seconds', 1)", (EID, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD)))
@@ -94,7 +96,8 @@ def _append(conn, kind, offset, fields, eid=EID):
 
 
 def _spare_effect(conn, tier=1, state="dispatched"):
-    conn.execute("insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, grant_id, "
+    conn.execute("insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
+                 "grant_id, "
                  "dispatch_workflow_id, dispatch_epoch) values (%s, 'W1', 't', %s, %s::jsonb, %s, %s, 'G', 'W1', 2)",
                  (EID_SPARE, tier, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD), state))
 
@@ -139,7 +142,8 @@ CORRUPTIONS = {
         "update ilr.grants set revoked_at = now() - interval '3599 seconds'"),
     "RevokeLinearizable": lambda c, s: c.execute("update ilr.grants set revoked_at = now() - interval '3599 seconds'"),
     "NoSendOnStalePremise": lambda c, s: (_spare_effect(c), _append(c, "DISPATCHED", 20, _dispatched(
-        s, checks={"lease_live": True, "lease": s["snapshot"], "violations": ["refunded_by_others changed"]}), EID_SPARE)),
+        s, checks={"lease_live": True, "lease": s["snapshot"],
+                   "violations": ["refunded_by_others changed"]}), EID_SPARE)),
     "RecoveryRechecks": lambda c, s: (_spare_effect(c), _append(c, "COMMITTED", 20, {
         "via": "retry-idempotent", "by": s["by"],
         "rechecked": {"lease_live": False, "lease": s["snapshot"], "violations": [], "at": _ts(c.cursor(), 19)}},
@@ -158,7 +162,8 @@ CORRUPTIONS = {
         "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values ('W1', 4, 'sleep', "
         "'sleep', jsonb_build_object('until', to_jsonb(now())), 2, now() - interval '3587 seconds')"),
     "SignalExactlyOnceConsumed": lambda c, s: c.execute(
-        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) values ('W1', 'approve', '{\"ok\": 2}', 2)"),
+        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
+        "values ('W1', 'approve', '{\"ok\": 2}', 2)"),
     "NoLostWakeup": lambda c, s: (c.execute(
         "update ilr.workflows set status = 'sleeping', available_at = 'infinity', "
         "waiting = '{\"seq\": 4, \"kind\": \"signal\", \"signal\": \"approve\"}'"), c.execute(

@@ -8,7 +8,8 @@ import json
 
 import psycopg
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ilr import codec, db, journal, keys
 
@@ -96,18 +97,20 @@ _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
     max_leaves=8)
-_fields = st.dictionaries(st.sampled_from(["kind", "effect_id", "ts", "prev", "hash", "sig", "a", "é", "b\u2028", "z"]) | st.text(),
-                          _json, max_size=6)
+_fields = st.dictionaries(
+    st.sampled_from(["kind", "effect_id", "ts", "prev", "hash", "sig", "a", "é", "b\u2028", "z"]) | st.text(),
+    _json, max_size=6)
 
 
 def _oracle(value) -> str:
-    # The canonical text as design-notes §4 defines it, spelled with json.dumps here so the
+    # The canonical text as docs/protocol.md §9 defines it, spelled with json.dumps here so the
     # test does not lean on codec's own encoder.
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 @settings(max_examples=300, deadline=None)
-@given(fields=_fields, more=_fields, ts=st.floats(0, 4e9), prev=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64))
+@given(fields=_fields, more=_fields, ts=st.floats(0, 4e9),
+       prev=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64))
 def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole(fields, more, ts, prev):
     # Chain.append puts the body together from each member's canonical text (journal.Encoded,
     # issue 9); it must be byte for byte the canonical text of the whole entry, with the hash
@@ -130,7 +133,7 @@ def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole
 @given(value=_json)
 def test_canonical_is_json_dumps_with_the_design_notes_options(value):
     # codec.canonical writes scalars itself (issue 9); every value must come out as the
-    # design notes' json.dumps call writes it.
+    # json.dumps with the canonical options (_oracle, docs/protocol.md §9) writes it.
     assert codec.canonical(value) == _oracle(value)
 
 

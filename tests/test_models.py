@@ -2,6 +2,7 @@
 
 import pytest
 
+
 @pytest.mark.django_db(transaction=True)
 def test_orm_reads_infinity(rt, workers):
     from ilr.models import Workflow

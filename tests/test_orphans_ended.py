@@ -14,8 +14,7 @@ import threading
 
 import pytest
 
-from ilr import InvalidInput, db
-from ilr import orphans
+from ilr import InvalidInput, db, orphans
 from ilr.orphans import find_orphans, recover_orphans
 from prove.workflows import target_for
 from tests.conftest import wait_for

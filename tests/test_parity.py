@@ -1,4 +1,5 @@
-"""Temporal parity (issue 5, spec §5.8, §7, §11.3 S05 and S14, design-notes §5 and §6):
+"""Temporal parity (issue 5; README.md "Temporal parity", docs/protocol.md §4, §5.3, scenarios S05
+and S14 of §16.3):
 versioning with pinned workers and loud non-determinism, patches, child workflows,
 continue-as-new, fork (reset), migrate, drain and retire, against real PostgreSQL and real
 ``manage.py ilr_worker`` subprocesses. The invariants registry runs at every teardown.
@@ -54,7 +55,7 @@ def drain(rt, name, version) -> dict:
 # -- S14: pinned workers, then a code change without a patch --------------------------------------
 
 def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers, tmp_path):
-    """Spec §11.3 S14: 10 v1 workflows sleeping; a v2-only worker claims none of them; a v1 worker
+    """Scenario S14: 10 v1 workflows sleeping; a v2-only worker claims none of them; a v1 worker
     drains them; then a v1 code change without a patch: the worker exits 2 naming name, version
     and both hashes, and with --allow-code-change the replay is stuck on NonDeterminism having
     run nothing (VersionPinned, NonDeterminismLoud, checked again by the registry at teardown)."""
@@ -145,9 +146,9 @@ def test_a_changed_step_name_in_recorded_history_is_nondeterminism(rt, workers, 
 # -- patches --------------------------------------------------------------------------------------
 
 def test_patched_change_replays_old_histories_down_the_old_branch(rt, workers, tmp_path):
-    """ctx.patched (design-notes §5): histories recorded before the patch (sleeping at the
-    patch point) replay down the old branch; new ones record the patch and replay down the
-    new branch after their sleep."""
+    """ctx.patched (docs/protocol.md §4, patches): histories recorded before the patch (sleeping at
+    the patch point) replay down the old branch; new ones record the patch and replay down the new
+    branch after their sleep."""
     env, args = write_module(tmp_path, "original")
     workers.start("orig", env=env, args=args)
     wait_deployed(rt, "versioned", "1")
@@ -344,7 +345,7 @@ def test_fork_never_resends_a_committed_effect(rt, workers, tmp_path, point):
 
 
 def test_s05_fork_before_the_decision_is_refused_as_conflicting_payload(rt, workers, tmp_path):
-    """Spec §11.3 S05 for the runtime: the model re-decides 3000 after its first call; the first
+    """Scenario S05 for the runtime: the model re-decides 3000 after its first call; the first
     run is killed after its send and recovered (COMMITTED_BY_RETRY, $20); a fork from before the
     decision decides 3000, is approved for 3000, and its effect is REFUSED:conflicting_payload
     because the effect id (key refund:<case id>) is bound to the 2000 payload: $20, never $50."""

@@ -67,7 +67,7 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     assert (tmp_path / "runtime_prove_correct.png").stat().st_size > 1000
     assert (tmp_path / "runtime_prove_latency.png").stat().st_size > 1000
 
-    # Spot-check the oracle against the spec's one sure prediction per row for the runtime.
+    # Spot-check the oracle against the one sure prediction per row for the runtime.
     by = {(r["scenario"], r["variant"], r["tier"], r["system"]): r for r in runs}
     assert by[("S01", "", 1, "runtime")]["oracle"]["our_applications"] == 1
     assert by[("S03", "", 2, "runtime")]["oracle"]["total_refunded"] == 0

@@ -1,4 +1,4 @@
-"""verify()'s P2 and P4 rules (design-notes §4; spec §11.6.2 P2 and P4), pinned two ways.
+"""verify()'s P2 and P4 rules (docs/protocol.md §9), pinned two ways.
 
 Pure tests build journal chains the way ilr/effects.py writes them (the same kinds, `via` values
 and fields), sealed with ilr.journal.seal and signed with a real Ed25519 key from ilr.keys, and

@@ -1,7 +1,7 @@
-"""Recovery differential (issue 7, spec §5.7 recovery table).
+"""Recovery differential (issue 7, the decision table of docs/protocol.md §6.5).
 
 1. The pure decision function ``ilr.effects.recovery_decision`` against a table written here
-   independently from the spec's rows, for every combination of tier, dedup window passed,
+   independently from the table's rows, for every combination of tier, dedup window passed,
    queryable, grant live, premises stale and found.
 2. The database path (the real ``_recover`` on a real connection, a real T_dispatch before it,
    the real HTTP target answering the lookup and the resend) driven into each combination,
@@ -22,7 +22,7 @@ from ilr.worker import CLAIM_SQL, Run
 from prove.target import target_process
 from prove.targets_client import LocalRefunds, http_json
 
-# The spec's table, row by row (07-runtime.txt §5.7 recovery (a) to (d)):
+# The decision table, row by row (docs/protocol.md §6.5, recovery (a) to (d)):
 #   (a) tier 1 older than dedup_window - DEDUP_MARGIN is recovered as tier 2 if queryable, else 3
 #   (b) tier 3                          -> AMBIGUOUS
 #   (d) tier 1, not stale               -> resend: COMMITTED_BY_RETRY
@@ -127,6 +127,7 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     assert last["kind"] == kind and last.get("via") == via
     if kind == "REFUSED":
         assert last["resolves"] is True
-    step = conn.execute("select output from ilr.steps where workflow_id = %s and seq = 1", (run.workflow_id,)).fetchone()
+    step = conn.execute("select output from ilr.steps where workflow_id = %s and seq = 1",
+                        (run.workflow_id,)).fetchone()
     assert step["output"]["status"] == want  # recorded with the resolving entry, in one transaction
     conn.close()

@@ -74,7 +74,7 @@ def test_crash_loop_resumed_after_the_fault_is_removed_completes(rt, workers):
     for i in range(6):
         proc = workers.start(f"k{i}", lease_ttl=1, args=("--max-takeovers", "1"),
                              env={"ILR_KILL_AT": "step_before_record"})
-        wait_for(lambda: proc.poll() is not None or status(rt, "loop") == "stuck", timeout=20,
+        wait_for(lambda proc=proc: proc.poll() is not None or status(rt, "loop") == "stuck", timeout=20,
                  message="the worker dies at the kill point, or the guard marks the workflow stuck")
         if status(rt, "loop") == "stuck":
             break

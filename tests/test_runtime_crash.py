@@ -102,7 +102,7 @@ def test_signal_racing_suspend_loses_no_wakeup(rt, workers):
     for i in range(5):
         t = time.monotonic()
         rt.start("waiter", f"probe{i}", {})
-        wait_for(lambda: rt.describe(f"probe{i}")["status"] == "sleeping", interval=0.002, message="probe")
+        wait_for(lambda i=i: rt.describe(f"probe{i}")["status"] == "sleeping", interval=0.002, message="probe")
         probes.append(time.monotonic() - t)
         rt.signal(f"probe{i}", "approve", {})
     latency = sorted(probes)[len(probes) // 2]

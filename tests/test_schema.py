@@ -1,4 +1,5 @@
-"""The schema and its migrations (procrastinate's three checks, ../shared/style-anchors.md)."""
+"""The schema and its migrations: procrastinate's three checks (every SQL migration referenced by
+exactly one Django migration, ``makemigrations --check`` clean, schema.sql equal to the replay)."""
 
 from __future__ import annotations
 

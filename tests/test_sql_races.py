@@ -1,4 +1,4 @@
-"""SQL races held open on a second connection (issue 7, spec §4 lock order).
+"""SQL races held open on a second connection (issue 7, the lock order of docs/protocol.md §2).
 
 The runtime's own transactions (T_dispatch, the suspend transaction, T_resolve) run in a thread
 on a real connection that pauses right after a chosen statement has run on the server, so the
@@ -325,7 +325,8 @@ def test_lock_order_workflow_effect_grant(claimed):
 
     # The right order against a fresh paused dispatch (a new claim, a new effect key).
     conn.rollback()
-    row = conn.execute(CLAIM_SQL.replace("status in ('pending','sleeping')", "status in ('pending','sleeping','running')")
+    row = conn.execute(CLAIM_SQL.replace("status in ('pending','sleeping')",
+                                         "status in ('pending','sleeping','running')")
                        .replace("available_at <= now()", "true").replace("lease_expires_at <= now()", "true"),
                        {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T2", "ttl": 60}).fetchone()
     run2 = Run(row, 60, time.monotonic())

@@ -1,4 +1,4 @@
-"""A Hypothesis state machine over the real system (issue 7, spec §8 R6).
+"""A Hypothesis state machine over the real system (issue 7).
 
 Real PostgreSQL, real ``ilr_worker`` subprocesses, the real HTTP payment target and model stub.
 Rules start refunds, approve them, kill a worker at a random kill point, SIGKILL or restart
@@ -20,7 +20,8 @@ import sys
 import time
 
 import pytest
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ilr import InvalidInput, WorkflowNotFound, db, killpoints

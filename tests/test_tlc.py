@@ -1,4 +1,4 @@
-"""The TLA+ model's quick set (spec section 10, tlc-findings.txt), run through prove.tlc.
+"""The TLA+ model's quick set (docs/protocol.md §14), run through prove.tlc.
 
 A model check for the stated constants, not a proof of the Python or SQL.  The test fails when a
 broken config stops producing a counterexample on an invariant it names, when the interlock mode

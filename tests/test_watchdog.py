@@ -1,5 +1,5 @@
-"""The send watchdog (ilr/watchdog.py, spec §5.4 A1): one thread per process watches every
-open send and ends the process when one outlives its deadline. Each case runs in its own
+"""The send watchdog (ilr/watchdog.py, docs/protocol.md §6.3, A1): one thread per process watches
+every open send and ends the process when one outlives its deadline. Each case runs in its own
 Python subprocess, because firing is a real os._exit."""
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ def load_target_evidence(ledger: str | None, access_log: str | None = None) -> d
 
 
 class Command(BaseCommand):
-    help = ("Check every invariant of spec §2.1 (code checks) over this database. "
+    help = ("Check every invariant (docs/protocol.md section 11) over this database. "
             "Exit 0 all held, 1 a violation, 2 bad usage (e.g. a --ledger that is missing or not SQLite).")
 
     def add_arguments(self, parser):
@@ -115,7 +115,8 @@ class Command(BaseCommand):
             if not json:
                 self.stdout.write(line)
         if orphans:
-            # Not a violation: an orphan is an unknown outcome that recovery resolves (spec §5.7).
+            # Not a violation: an orphan is an unknown outcome that recovery resolves
+            # (docs/protocol.md §8).
             # With --json, on stderr, so stdout stays the invariants' JSON.
             out = self.stderr if json else self.stdout
             out.write(f"\n{len(orphans)} orphaned dispatch(es): effects still dispatched under a workflow that "

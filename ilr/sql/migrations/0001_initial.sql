@@ -1,4 +1,4 @@
--- Migration 0001: the initial ilr schema (spec §4, plus ilr.claims and ilr.responses).
+-- Migration 0001: the initial ilr schema (docs/protocol.md §2), with ilr.claims and ilr.responses.
 -- Frozen: later changes go in new numbered files, and ilr/sql/schema.sql is kept equal to the
 -- replay of all of them (tests/test_schema.py).
 
@@ -86,7 +86,7 @@ create table if not exists ilr.grants (     -- policy grants and human approvals
 );
 
 create table if not exists ilr.effects (
-  effect_id text primary key,               -- effect_id_for({"request_id": key}), design-notes §4
+  effect_id text primary key,               -- effect_id_for({"request_id": key})
   workflow_id text not null references ilr.workflows(id),   -- first proposer
   target text not null,
   tier smallint not null check (tier in (1,2,3)),
@@ -117,7 +117,7 @@ create table if not exists ilr.journal (
 );
 create unique index if not exists one_commit on ilr.journal (effect_id) where kind = 'COMMITTED';
 
--- Claim history (spec §13.3.1): written by the claim statement itself. LeaseMutex,
+-- Claim history (docs/protocol.md §2): written by the claim statement itself. LeaseMutex,
 -- TakeoverOnlyAfterExpiry, FencedWrites and SendRequiresLiveClaim are checked over it.
 create table if not exists ilr.claims (
   workflow_id text not null references ilr.workflows(id),

@@ -1,5 +1,5 @@
 """``manage.py bench [--quick] [--n N] [--workers W] [--concurrency C] [--rounds R] [--out DIR]``: the benchmark of
-spec §11.6.4 (runtime vs the Temporal dev server vs the pgbench commit bound), written to
+docs/protocol.md §16.7 (runtime vs the Temporal dev server vs the pgbench commit bound), written to
 results/runtime_bench.{md,json} (or DIR). ``--core`` runs only the three-step runtime benchmark
 (results/runtime_bench_core.*).
 """

@@ -1,7 +1,8 @@
 """``manage.py bench_restart [--waiting N] [--inflight K] [--concurrency C] [--lease-ttl L] [--poll P]``:
 the time from PostgreSQL accepting connections again after a restart to every workflow
-progressing (prove.bench_restart); writes results/runtime_restart.md and .json. Needs the embedded PostgreSQL; use a cluster of its own
-(``ILR_DATA_DIR=.data/bench-restart``): the server is stopped and started."""
+progressing (prove.bench_restart); writes results/runtime_restart.md and .json. Needs the embedded
+PostgreSQL; use a cluster of its own (``ILR_DATA_DIR=.data/bench-restart``): the server is stopped
+and started."""
 
 from __future__ import annotations
 

@@ -23,7 +23,6 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 
 
-
 def _approver(value: str) -> str:
     """--approve-as: refused before anything starts, as rt.approve would refuse it later."""
     if not value.strip():

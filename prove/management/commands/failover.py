@@ -42,7 +42,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--mode", choices=("sync", "async", "both"), default="both")
         parser.add_argument("--workflows", type=int, default=24)
-        parser.add_argument("--lag", type=float, default=1.5, help="async: seconds the WAL sender is stopped before the kill")
+        parser.add_argument("--lag", type=float, default=1.5,
+                            help="async: seconds the WAL sender is stopped before the kill")
         parser.add_argument("--lease-ttl", type=float, default=4.0)
         parser.add_argument("--sync-commit", choices=("on", "remote_apply"), default="on")
         parser.add_argument("--workdir", help="directory for the clusters, ledgers and logs (kept)")

@@ -1,4 +1,4 @@
-"""``manage.py prove <subcommand>``: the Prove harness's local peers (spec §11.2, design-notes §7).
+"""``manage.py prove <subcommand>``: the Prove harness's local peers (docs/protocol.md §16.2).
 
 Subcommands, one per peer process:
 
@@ -10,7 +10,7 @@ Each long-running subcommand prints one ready line first, ``listening 127.0.0.1:
 proxy adds `` control 127.0.0.1:PORT``), so a parent that asked for port 0 learns the port.
 SIGTERM stops it cleanly.
 
-Without a subcommand it runs the scenario runner (spec §11, prove.runner):
+Without a subcommand it runs the scenario runner (docs/protocol.md §16, prove.runner):
 ``manage.py prove [--quick] [--scenario S01,S08a] [--tier 1,2]
 [--system runtime,temporal,temporal_check] [--seeds N] [--results-dir DIR]``: every selected
 (scenario, variant, tier, system) cell with n seeds (30 by default, 3 with --quick), a progress
@@ -30,16 +30,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import select
 import signal
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-MANAGE_PY = Path(__file__).resolve().parents[3] / "manage.py"
+from prove.processes import MANAGE_PY, parse_address, spawn_subcommand, stop_process  # noqa: F401 (re-exported)
 
 
 class Subcommand:
@@ -153,8 +149,9 @@ def _csv(value: str) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = ("The Prove harness: without a subcommand, run the scenarios (spec §11) and write "
-            "results/runtime_prove.md; subcommands target, proxy, model-stub run one local peer.")
+    help = ("The Prove harness (docs/protocol.md section 16): without a subcommand, run the "
+            "scenarios and write results/runtime_prove.md; subcommands target, proxy, model-stub "
+            "run one local peer.")
     # The peers never touch the database; skipping checks keeps start-up short and keeps a
     # peer from depending on PostgreSQL being up.
     requires_system_checks = []
@@ -226,78 +223,3 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if status:
             sys.exit(status)
-
-
-# -- subprocess helpers ----------------------------------------------------------------------
-
-
-def spawn_subcommand(
-    subcommand: str, args: list[str], *, ready_timeout: float = 20.0, env: dict | None = None
-) -> tuple[subprocess.Popen, str]:
-    """Start ``python manage.py prove <subcommand> <args>`` and wait for its ready line.
-
-    Args:
-        subcommand: "target", "proxy" or "model-stub".
-        args: further command-line arguments, as strings.
-        ready_timeout: seconds to wait for the first stdout line.
-        env: extra environment variables for the child.
-
-    Returns:
-        (process, ready line without its newline), e.g. "listening 127.0.0.1:40123".
-
-    Raises:
-        RuntimeError: the child exited, or printed nothing within ready_timeout; it is killed.
-    """
-    child_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.Popen(
-        [sys.executable, str(MANAGE_PY), "prove", subcommand, *args],
-        cwd=str(MANAGE_PY.parent),
-        env=child_env,
-        stdout=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-    deadline = time.monotonic() + ready_timeout
-    line = ""
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RuntimeError(f"prove {subcommand}: no ready line within {ready_timeout}s")
-            readable, _, _ = select.select([proc.stdout], [], [], remaining)
-            if readable:
-                line = proc.stdout.readline()
-                if not line:
-                    code = proc.wait(timeout=5)
-                    raise RuntimeError(
-                        f"prove {subcommand} exited with code {code} before it was ready"
-                    )
-                return proc, line.strip()
-    except BaseException:
-        stop_process(proc)
-        raise
-
-
-def stop_process(proc: subprocess.Popen, *, timeout: float = 5.0) -> None:
-    """Stop a spawned peer: SIGTERM, then SIGKILL after ``timeout`` seconds; always reaped."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    if proc.stdout is not None:
-        proc.stdout.close()
-
-
-def parse_address(ready_line: str, word: str = "listening") -> tuple[str, int]:
-    """Pull ``(host, port)`` after ``word`` out of a ready line.
-
-    Args:
-        ready_line: e.g. "listening 127.0.0.1:40123 control 127.0.0.1:40124".
-        word: "listening" or "control".
-    """
-    parts = ready_line.split()
-    host, _, port = parts[parts.index(word) + 1].rpartition(":")
-    return host, int(port)
