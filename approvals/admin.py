@@ -37,13 +37,24 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from approvals import selectors, services
+from approvals.cases import OUTCOMES, with_outcome
 from approvals.forms import GrantCreateForm
 from approvals.templatetags.approvals_extras import as_json, cents, pretty_json
 from ilr.codec import MAX_TEXT_LENGTH
 from ilr.errors import InvalidInput
 from ilr.grants import GrantNotFound
-from ilr.models import (ApprovalRequest, Deployment, Effect, Grant, JournalEntry, LlmCall, Response, Signal, Step,
-                        Workflow)
+from ilr.models import (
+    ApprovalRequest,
+    Deployment,
+    Effect,
+    Grant,
+    JournalEntry,
+    LlmCall,
+    Response,
+    Signal,
+    Step,
+    Workflow,
+)
 
 MAX_SELECTED = 500
 
@@ -134,15 +145,31 @@ class DeploymentVersionFilter(admin.SimpleListFilter):
         return queryset.filter(version=self.value()) if self.value() else queryset
 
 
+class OutcomeFilter(admin.SimpleListFilter):
+    """Filter workflows by outcome (waiting for approval, refused, ambiguous, failed, stuck), as
+    the review UI's case list does (``approvals.cases.OUTCOMES``)."""
+
+    title = "outcome"
+    parameter_name = "outcome"
+
+    def lookups(self, request, model_admin):
+        """Every outcome, in words."""
+        return [(name, o.label) for name, o in OUTCOMES.items()]
+
+    def queryset(self, request, queryset):
+        """Workflows in the chosen outcome (an unknown one: all of them, as Django does)."""
+        return with_outcome(queryset, self.value()) if self.value() in OUTCOMES else queryset
+
+
 @admin.register(Workflow)
 class WorkflowAdmin(ReadOnlyAdmin):
-    """Workflows: filters by status, name and version; search by id; the detail page shows the
+    """Workflows: filters by outcome, status, name and version; search by id; the detail page shows the
     step timeline, waiting state, effects, signals, children and claim history. The list names
     every (name, version) with due work and no live worker, above it and on each such row."""
 
     list_display = ("id", "name", "version", "status", "served", "waiting_on", "available", "created_at",
                     "updated_at")
-    list_filter = ("status", DeploymentNameFilter, DeploymentVersionFilter)
+    list_filter = (OutcomeFilter, "status", DeploymentNameFilter, DeploymentVersionFilter)
     search_fields = ("id",)
     search_help_text = "A workflow id, or the start of one."
     ordering = ("-created_at",)
@@ -152,7 +179,8 @@ class WorkflowAdmin(ReadOnlyAdmin):
     fieldsets = [
         (None, {"fields": ("id", "name", "version", "status", "review_link", "waiting_state", "last_error",
                            "available",
-                           "cancel_requested_at", "cancel_requested_by", "result_pretty", "error_pretty", "input_pretty")}),
+                           "cancel_requested_at", "cancel_requested_by", "result_pretty", "error_pretty",
+                           "input_pretty")}),
         ("Lease", {"fields": ("epoch", "owner", "lease_expires_at", "takeovers", "resumed_by", "resumed_at")}),
         ("Lineage", {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at",
                                 "updated_at")}),
@@ -390,7 +418,8 @@ class WorkflowAdmin(ReadOnlyAdmin):
             counts[step] = counts.get(step, 0) + 1
         for r in rows:
             r["steps"] = counts.get(r["id"], 0)
-            r["error_text"] = (r["error"] or {}).get("message", "") if isinstance(r["error"], dict) else (r["error"] or "")
+            r["error_text"] = ((r["error"] or {}).get("message", "") if isinstance(r["error"], dict)
+                               else (r["error"] or ""))
         stuck = [r for r in rows if r["status"] == "stuck"]
         return TemplateResponse(request, "admin/approvals/confirm_resume.html",
                                 self._context(request, "Resume stuck workflows?", rows=rows, stuck=stuck))

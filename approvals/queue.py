@@ -371,7 +371,7 @@ def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[Request
 def pending_requests():
     """Requests still waiting for a decision (pending, not expired), oldest first."""
     return ApprovalRequest.objects.filter(status="pending", expires_at__gt=timezone.now()) \
-        .select_related("workflow").order_by("requested_at", "id")
+        .select_related("workflow", "grant").order_by("requested_at", "id")
 
 
 def approval_queue(page: Any = 1, per_page: int = QUEUE_PAGE_SIZE) -> tuple[Page, list[RequestCard]]:
@@ -386,12 +386,12 @@ def approval_queue(page: Any = 1, per_page: int = QUEUE_PAGE_SIZE) -> tuple[Page
 
 def requests_of(workflow_id: str) -> list[RequestCard]:
     """Every approval request of a workflow, oldest first (pending ones re-checked)."""
-    return cards(list(ApprovalRequest.objects.filter(workflow_id=workflow_id).select_related("workflow")
+    return cards(list(ApprovalRequest.objects.filter(workflow_id=workflow_id).select_related("workflow", "grant")
                       .order_by("requested_at", "id")))
 
 
 def request_card(request_id: str) -> RequestCard | None:
     """One request's card, or None for an unknown id."""
-    r = ApprovalRequest.objects.filter(id=request_id).select_related("workflow").first()
+    r = ApprovalRequest.objects.filter(id=request_id).select_related("workflow", "grant").first()
     return cards([r])[0] if r is not None else None
 

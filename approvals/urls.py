@@ -21,6 +21,7 @@ urlpatterns = [
     path("receipts/<str:effect_id>/bundle.json", views.receipt_json, name="receipt_json"),
     path("requests/<str:request_id>/approve/", views.approve, name="approve"),
     path("requests/<str:request_id>/reject/", views.reject, name="reject"),
+    path("cases/", views.cases, name="cases"),
     # Workflow ids may hold slashes.
     path("cases/<path:workflow_id>/", views.case, name="case"),
 ]

@@ -17,7 +17,8 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from approvals import selectors, services
+from approvals import cases as case_lists
+from approvals import receipt_page, selectors, services
 from approvals.forms import ApproveForm, ReconcileForm, RejectForm
 from approvals.queue import approval_queue, request_card, requests_of
 from ilr.approval_requests import ApprovalRequestNotFound
@@ -71,9 +72,13 @@ def _refused(request, exc: Exception) -> None:
 
 
 def _form_errors(request, form) -> None:
-    for errors in form.errors.values():
+    """One message per error, naming the field ("Approval expires: Select a valid choice...")."""
+    for name, errors in form.errors.items():
+        field = form.fields.get(name)
+        label = (field.label if field is not None and field.label else name.replace("_", " ").capitalize())
         for error in errors:
-            messages.error(request, f"{error} Nothing was changed.")
+            where = "" if name == "__all__" else f"{label}: "
+            messages.error(request, f"{where}{error} Nothing was changed.")
 
 
 # -- pages -----------------------------------------------------------------------------------
@@ -86,6 +91,24 @@ def queue(request):
     return render(request, "approvals/queue.html", {
         "nav": "queue", "page": page, "cards": cards,
         "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
+    })
+
+
+@require_GET
+@reviewer_required()
+def cases(request):
+    """The case list: workflows by outcome (``?outcome=`` one of ``cases.OUTCOMES``; none: every
+    case), most recently changed first. An unknown outcome is answered with a message and the
+    whole list."""
+    outcome = request.GET.get("outcome") or None
+    if outcome is not None and outcome not in case_lists.OUTCOMES:
+        messages.error(request, f"outcome: {outcome!r} is not one of {', '.join(case_lists.OUTCOMES)}; "
+                                f"showing every case.")
+        outcome = None
+    counts = case_lists.counts()
+    return render(request, "approvals/cases.html", {
+        "nav": "cases", "outcome": outcome, "page": case_lists.cases(outcome, request.GET.get("page", 1)),
+        "filters": [(name, o.label, counts[name]) for name, o in case_lists.OUTCOMES.items()],
     })
 
 
@@ -121,7 +144,7 @@ def ambiguous(request):
 def receipt(request, effect_id: str):
     """A receipt: verify()'s answers to P1..P5, the chain of entries, the tamper flag."""
     try:
-        r = selectors.receipt(effect_id)
+        r = receipt_page.receipt(effect_id)
     except EffectNotFound:
         raise Http404(f"no effect with id {effect_id!r}") from None
     return render(request, "approvals/receipt.html", {"r": r})
@@ -132,7 +155,7 @@ def receipt(request, effect_id: str):
 def receipt_json(request, effect_id: str):
     """The receipt bundle as a JSON download (what ``ilr.receipts.verify`` takes)."""
     try:
-        r = selectors.receipt(effect_id)
+        r = receipt_page.receipt(effect_id)
     except EffectNotFound:
         raise Http404(f"no effect with id {effect_id!r}") from None
     response = HttpResponse(r.bundle_json(), content_type="application/json")

@@ -1,4 +1,4 @@
-"""WorkflowContext: the replay cursor and the durable calls (spec §5.1, §5.5, §5.6, §5.8).
+"""WorkflowContext: the replay cursor and the durable calls (docs/protocol.md §4 to §6).
 
 A workflow is a plain function ``f(ctx, input)``, run from the top on every claim. Each durable
 call takes the next seq. With a recorded row at that seq the call is replayed: kind, name and
@@ -7,7 +7,7 @@ failure re-raises). Without a row the call is at the frontier and runs. A call t
 (a sleep, a signal wait, a retry backoff, an effect waiting to settle, a child wait) holds its
 seq in ``workflows.waiting``: a different call offered at that seq is NonDeterminism too.
 
-Versioning, children and continue-as-new (spec §5.8, design-notes §5): ``ctx.patched`` and
+Versioning, children and continue-as-new (docs/protocol.md §4, §5.3): ``ctx.patched`` and
 ``ctx.deprecate_patch``, ``ctx.child`` and ``ctx.wait_child``, ``ctx.continue_as_new``.
 """
 
@@ -16,15 +16,26 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, cast
 
 import psycopg
 
 from ilr import codec, db, killpoints, store
-from ilr.errors import (Cancelled, Fenced, InterlockError, InvalidInput, NonDeterminism, SignalTimeout, StepFailed,
-                        Suspend)
+from ilr.effects import EffectCall, EffectRefused
+from ilr.errors import (
+    Cancelled,
+    Fenced,
+    InterlockError,
+    InvalidInput,
+    NonDeterminism,
+    SignalTimeout,
+    StepFailed,
+    Suspend,
+)
 from ilr.retry import RetryPolicy
+from ilr.runtime import check_input_shape, resolve_version_on
 
 MAX_PATCH_ID_LENGTH = 200
 MAX_ERROR_MESSAGE = 2000
@@ -40,7 +51,7 @@ _WAITING_KINDS = {"step": ("retry",), "decide": ("retry",), "sleep": ("sleep",),
 
 
 class ChildFailed(InterlockError):
-    """``ctx.wait_child``: the child workflow ended failed, cancelled or stuck (spec §5.8).
+    """``ctx.wait_child``: the child ended failed, cancelled or stuck (docs/protocol.md §5.3).
 
     Recorded, so a replay raises it again at the same call.
 
@@ -206,7 +217,7 @@ class WorkflowContext:
         self._check_waiting(seq, kind, name)
         if self._run.cancel_requested and not self._cancel_delivered:
             # Record where the cancel was delivered, so a replay raises it at the same call
-            # (spec §13.3.4: Cancelled is raised once, at the first frontier call).
+            # (Cancelled is raised once, at the first frontier call: docs/protocol.md §5.2).
             err = codec.dumps({"type": "Cancelled", "message": "workflow cancelled"}, "error")
             store.record_step(self._conn, self._run, seq=seq, kind=kind, name=name, error_json=err)
             self._cancel_delivered = True
@@ -235,7 +246,7 @@ class WorkflowContext:
 
     def step(self, name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | None = None,
              **kwargs: Any) -> Any:
-        """Run ``fn(*args, **kwargs)`` at least once and record its output (spec §5.5).
+        """Run ``fn(*args, **kwargs)`` at least once and record its output (docs/protocol.md §4).
 
         A crash between ``fn`` returning and the record re-runs ``fn``, exactly like a Temporal
         activity: anything with an external side effect belongs in ``ctx.effect``.
@@ -266,7 +277,8 @@ class WorkflowContext:
         if waiting:
             attempt = int(waiting.get("attempt", 1))
             if not self._run.waiting_due:
-                # Woken early (a signal, a cancel elsewhere): the backoff survives (spec §13.3.5).
+                # Woken early (a signal, a cancel elsewhere): the backoff survives
+                # (docs/protocol.md §4, steps).
                 self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt,
                               last_error=waiting.get("last_error"))
         self._run.require_local_lease()
@@ -290,7 +302,8 @@ class WorkflowContext:
         Raises:
             Suspend: the retry is scheduled. StepFailed: the failure was recorded.
         """
-        error = {"type": type(exc).__name__, "message": str(exc)[:MAX_ERROR_MESSAGE], "attempt": attempt}
+        error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)[:MAX_ERROR_MESSAGE],
+                                 "attempt": attempt}
         what = f"workflow {self.workflow_id}: {kind} {name!r} attempt {attempt} failed: {error['type']}: " \
                f"{error['message']}"
         if retry.retries(exc, attempt):
@@ -305,7 +318,7 @@ class WorkflowContext:
 
     def decide(self, name: str, call: Callable[[Any], Any], request: Any,
                premises: Callable[[], Any] | None = None, retry: RetryPolicy | None = None) -> Decision:
-        """Record a model decision once (spec §5.5).
+        """Record a model decision once (docs/protocol.md §4, decisions).
 
         Order: capture premises (database-clock time), insert an ilr.llm_calls row in
         autocommit, call the model, then record the step with the first writer winning. A
@@ -383,13 +396,14 @@ class WorkflowContext:
         return None
 
     def wait_signal(self, name: str, timeout: float | None = None) -> Any:
-        """Wait for the next signal ``name`` (spec §5.6; Temporal's ``wait_condition``).
+        """Wait for the next signal ``name`` (Temporal's ``wait_condition``).
 
-        Each signal row is consumed by exactly one wait (SignalExactlyOnceConsumed). The step
-        row records a consumed signal as its payload (fingerprint ``signal:<id>``) and a timeout
-        as a SignalTimeout error, so a replay returns or raises the same. A row with neither
-        (recorded before this distinction) whose output reads None replays as a timeout when the
-        wait has a timeout, as that code read it, and as None when it has none.
+        docs/protocol.md §5.1. Each signal row is consumed by exactly one wait
+        (SignalExactlyOnceConsumed). The step row records a consumed signal as its payload
+        (fingerprint ``signal:<id>``) and a timeout as a SignalTimeout error, so a replay returns or
+        raises the same. A row with neither (recorded before this distinction) whose output reads
+        None replays as a timeout when the wait has a timeout, as that code read it, and as None
+        when it has none.
 
         Args:
             timeout: seconds (database clock), or None to wait forever (available_at = 'infinity').
@@ -453,20 +467,32 @@ class WorkflowContext:
             {"status", "decided_by", "reason", ...}.
 
         Raises:
-            InvalidInput: an empty key, a payload or premises not plain JSON, a bad amount, a
-                summary over one line, a bad timeout; nothing is written.
+            InvalidInput: a target that is not one (no ``tier`` of 1, 2 or 3 and callable
+                ``apply``) or a name no target is registered under, an empty key, a payload not
+                plain JSON, premises not a JSON object (or None), a decision not a JSON object
+                (or None), a bad amount, a summary over one line, a bad timeout; nothing is
+                written.
             Cancelled: the workflow was cancelled while waiting (the request reads cancelled).
         """
         from ilr import approval_requests as ar
-
         from ilr import targets
 
         if isinstance(target, str):
             codec.check_text(target, "target", "must be an effect target, or a registered target's name")
             target_name, target = target, targets.get_target(target)
+            if target is None:
+                raise InvalidInput("target", f"no target is registered under the name {target_name!r} "
+                                             f"(ilr.targets.register_target)")
         else:
+            targets.check_is_target(target)
             target_name = targets.attr(target, "name")
         codec.check_text(key, "key")
+        if premises is not None and not callable(premises) and not isinstance(premises, dict):
+            raise InvalidInput("premises", f"must be a JSON object of facts, a callable returning one, or None, "
+                                           f"got {type(premises).__name__}")
+        if decision is not None and not isinstance(decision, dict):
+            raise InvalidInput("decision", f"must be a Decision.ref (a JSON object) or None, got "
+                                           f"{type(decision).__name__}")
         # The action ctx.effect will ask the grant to cover (targets.attr's default included).
         action = codec.check_text(action or targets.attr(target, "action"), "action")
         payload_text = codec.dumps(payload, "payload")
@@ -482,12 +508,16 @@ class WorkflowContext:
         if row is None:
             self._frontier(seq, "step", name)
             facts = premises() if callable(premises) else premises
+            if facts is not None and not isinstance(facts, dict):
+                raise InvalidInput("premises", f"the callable must return a JSON object of facts or None, "
+                                               f"got {type(facts).__name__}")
             request_id = ar.request_id_for(self.workflow_id, seq)
             output = {"request_id": request_id, "target": target_name, "action": action, "key": key}
             # Two fenced statements: the row, then the step. A crash between them re-runs this
             # call, whose insert finds the row (same id) and writes nothing.
             self._conn.execute(ar.INSERT_SQL, {
-                "id": request_id, "wf": self.workflow_id, "epoch": self.epoch, "ttl": self._run.lease_ttl, "seq": seq, "target": target_name,
+                "id": request_id, "wf": self.workflow_id, "epoch": self.epoch, "ttl": self._run.lease_ttl, "seq": seq,
+                "target": target_name,
                 "action": action, "key": key, "payload": payload_text, "hash": codec.payload_hash(payload),
                 "amount": amount, "premises": codec.dumps(facts, "premises"),
                 "decision": codec.dumps(decision, "decision"), "summary": summary,
@@ -528,7 +558,7 @@ class WorkflowContext:
                name: str | None = None, local_premises=(), compensation: bool = False,
                raise_on_refusal: bool = False, decision: dict | None = None):
         """A gated effect: sent at most once, only under a live grant, only while the premises
-        hold, with a sealed journal (spec §5.7).
+        hold, with a sealed journal (docs/protocol.md §6).
 
         Args:
             target: an EffectTarget (tier, apply; see ilr.targets).
@@ -557,7 +587,6 @@ class WorkflowContext:
                 non-integer amount; nothing is written or sent.
             EffectRefused: with raise_on_refusal, for any REFUSED status.
         """
-        from ilr.effects import EffectCall, EffectRefused
 
         result = EffectCall(self, target, key, payload, premises, grant, name, local_premises, compensation,
                             decision).execute()
@@ -565,7 +594,7 @@ class WorkflowContext:
             raise EffectRefused(result)
         return result
 
-    # -- versioning (spec §5.8, design-notes §5) ------------------------------------------------
+    # -- versioning (docs/protocol.md §4) ---------------------------------------------------------
 
     def _check_patch_id(self, patch_id: Any, call: str) -> int:
         if not isinstance(patch_id, str) or not patch_id.strip():
@@ -583,7 +612,7 @@ class WorkflowContext:
 
     def patched(self, patch_id: str) -> bool:
         """Temporal's ``workflow.patched``: branch new code without breaking old histories
-        (spec §5.8, design-notes §5).
+        (docs/protocol.md §4, patches).
 
         Write ``if ctx.patched("add-check"): <new code> else: <old code>``. At the frontier (a
         run that has not got this far before) it records a ``patch`` step row and returns True.
@@ -642,10 +671,10 @@ class WorkflowContext:
         if row is not None and row["kind"] == "patch" and row["name"] == patch_id:
             self._seq = seq
 
-    # -- children (spec §5.8) -------------------------------------------------------------------
+    # -- children (docs/protocol.md §5.3) ---------------------------------------------------------
 
     def child(self, name: str, input: Any = None, id: str | None = None, version: str | None = None) -> str:
-        """Start a child workflow (Temporal's ``start_child_workflow``; spec §5.8).
+        """Start a child workflow (Temporal's ``start_child_workflow``; docs/protocol.md §5.3).
 
         The ``child`` step row and the child's workflow row (``parent_id`` = this workflow) are
         written in one fenced transaction: a crash leaves both or neither. Cancelling this
@@ -668,13 +697,12 @@ class WorkflowContext:
                 (field "id"). Nothing is written.
             Cancelled: a cancel is pending (delivered once).
         """
-        from ilr.runtime import check_input_shape, check_workflow_id, resolve_version_on
 
         if not isinstance(name, str) or not name:
             raise InvalidInput("name", "a child workflow needs a non-empty workflow name")
         seq = self._next_seq()
         child_id = f"{self.workflow_id}/{seq}" if id is None else id
-        check_workflow_id(child_id, "id")
+        codec.check_workflow_id(child_id, "id")
         # An explicit id is part of the replay check; a default one is not (a fork replays its
         # original's start row, whose default id named the original).
         fingerprint = None if id is None else child_id
@@ -696,7 +724,7 @@ class WorkflowContext:
         return child_id
 
     def wait_child(self, id: str, timeout: float | None = None) -> Any:
-        """Wait until child workflow ``id`` ends; its result, or its failure raised (spec §5.8).
+        """Wait until child ``id`` ends; its result, or its failure raised (docs/protocol.md §5.3).
 
         Suspends with ``waiting = {seq, kind: "child", child, until}``; the child's terminal
         write wakes this workflow. A child that continued-as-new is followed to the last run of
@@ -717,9 +745,8 @@ class WorkflowContext:
                 is written.
             Cancelled: a cancel is pending (delivered once).
         """
-        from ilr.runtime import check_workflow_id
 
-        check_workflow_id(id, "id")
+        codec.check_workflow_id(id, "id")
         if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
                                     or timeout != timeout or timeout < 0):
             raise InvalidInput("timeout", f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
@@ -740,18 +767,18 @@ class WorkflowContext:
                 raise
         else:
             outcome = row["output"]
-        status = outcome.get("status")
+        status = cast(str, outcome.get("status"))  # cast: every outcome store.wait_child records has one
         if status == "completed":
             return outcome.get("result")
         if status == "timeout":
             raise ChildTimeout(outcome.get("child", id), outcome.get("until"))
         raise ChildFailed(outcome.get("child", id), status, outcome.get("error"))
 
-    # -- continue-as-new (spec §5.8) ------------------------------------------------------------
+    # -- continue-as-new (docs/protocol.md §5.3) --------------------------------------------------
 
     def continue_as_new(self, input: Any = None) -> None:
         """End this run as ``continued`` and start its successor ``<id>#<n>`` with ``input``
-        (Temporal's ``continue_as_new``; spec §5.8, §13.3.15). Never returns.
+        (Temporal's ``continue_as_new``; docs/protocol.md §5.3). Never returns.
 
         One fenced transaction marks this run continued and inserts the successor (same name
         and version, ``continued_from`` = this id, the same parent, a pending cancel carried
@@ -767,7 +794,6 @@ class WorkflowContext:
                 would exceed 200 characters. Nothing is written.
             NonDeterminism: the history holds another call at this seq.
         """
-        from ilr.runtime import check_input_shape
 
         input = {} if input is None else input
         input_json = codec.dumps(input, "input")

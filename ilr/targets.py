@@ -1,7 +1,7 @@
-"""The EffectTarget protocol (spec §5.4) and the target registry.
+"""The EffectTarget protocol (docs/protocol.md §6.9) and the target registry.
 
 A target is any object with ``tier`` and ``apply(effect_id, payload)``; everything else is read
-with getattr defaults. Targets registered here are checked when a worker starts (finding 2) and
+with getattr defaults. Targets registered here are checked when a worker starts (check_target) and
 are what ``rt.recover_orphans`` and the review UI use to re-read premises.
 """
 
@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol, runtime_checkable
 
-from ilr.errors import InterlockError
+from ilr.errors import InterlockError, InvalidInput
 
 DEDUP_MARGIN = 600.0
 """Seconds: a tier-1 effect older than dedup_window - DEDUP_MARGIN is recovered as tier 2 (when
-queryable) or tier 3 (spec §5.7 recovery (a)). Safe only while DEDUP_MARGIN > send_timeout +
-settle_margin (tlc-findings finding 2)."""
+queryable) or tier 3 (docs/protocol.md §6.5). Safe only while DEDUP_MARGIN > send_timeout +
+settle_margin: a resend authorized just inside the window may be processed that much later (A2)."""
 
 DEFAULTS = {"send_timeout": 35.0, "settle_margin": 10.0, "premise_max_age": 5.0, "dedup_window": math.inf}
 
@@ -35,7 +35,10 @@ class EffectTarget(Protocol):
     it needs; default "refund"), ``send_timeout`` (35 s), ``settle_margin`` (10 s),
     ``premise_max_age`` (5 s), ``queryable`` (tier == 2), ``dedup_window`` (inf s),
     ``query(effect_id, payload) -> dict | None``, ``validate_premises(premises, effect_id) ->
-    [sentence]``, ``capture(...) -> premises``.
+    [sentence]``, ``capture(...) -> premises``; and, for the review UI only, ``amount_field``
+    (the payload key holding integer cents; "amount"), ``currency`` ("USD") and
+    ``reference_field`` (the key of apply's answer holding the provider's reference; the first
+    of "reference", "id", "reference_id").
     """
 
     tier: int
@@ -44,13 +47,13 @@ class EffectTarget(Protocol):
 
 
 class TargetMisconfigured(InterlockError):
-    """A target's settings break an assumption the runtime relies on (finding 2)."""
+    """A target's settings break an assumption the runtime relies on (docs/protocol.md §6.5)."""
 
     code = "ILR-021"
 
 
 def attr(target: Any, name: str) -> Any:
-    """The target's attribute ``name`` with spec §5.4's default."""
+    """The target's attribute ``name`` with its default (docs/protocol.md §6.9)."""
     if name == "queryable":
         value = getattr(target, "queryable", None)
         return (target.tier == 2) if value is None else bool(value)
@@ -61,12 +64,28 @@ def attr(target: Any, name: str) -> Any:
     return float(getattr(target, name, DEFAULTS[name]))
 
 
-def check_target(target: Any) -> None:
-    """Refuse a tier-1 target with DEDUP_MARGIN <= send_timeout + settle_margin (finding 2).
+def check_is_target(target: Any, field: str = "target") -> Any:
+    """``target`` as an effect target: a ``tier`` of 1, 2 or 3 and a callable ``apply``.
 
-    Past dedup_window - DEDUP_MARGIN recovery stops trusting the key; a resend authorized just
-    before that point can still be processed send_timeout + settle_margin later (A2), so the
-    margin must exceed that interval or a pruned key turns the resend into a second refund.
+    Raises:
+        InvalidInput: naming ``field`` and what is missing.
+    """
+    if isinstance(getattr(target, "tier", None), bool) or getattr(target, "tier", None) not in (1, 2, 3):
+        raise InvalidInput(field, f"must be an effect target with a tier of 1, 2 or 3, got {type(target).__name__} "
+                                  f"with tier {getattr(target, 'tier', None)!r}")
+    if not callable(getattr(target, "apply", None)):
+        raise InvalidInput(field, f"must be an effect target with apply(effect_id, payload); "
+                                  f"{type(target).__name__} has none")
+    return target
+
+
+def check_target(target: Any) -> None:
+    """Refuse a tier-1 target with DEDUP_MARGIN <= send_timeout + settle_margin.
+
+    Past dedup_window - DEDUP_MARGIN recovery stops trusting the key (docs/protocol.md §6.5); a
+    resend authorized just before that point can still be processed send_timeout + settle_margin
+    later (A2), so the margin must exceed that interval or a pruned key turns the resend into a
+    second refund.
 
     Raises:
         TargetMisconfigured: naming the three numbers.
@@ -91,7 +110,7 @@ def register_target(target: Any, *, check: bool = True) -> Any:
 
     Args:
         check: run check_target now; with False the check waits for worker start, which
-            refuses to run with the message (finding 2).
+            refuses to run with the message.
     """
     if check:
         check_target(target)

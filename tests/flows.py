@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ilr import Cancelled, RetryPolicy, SignalTimeout, workflow
-from ilr import db
+from ilr import Cancelled, RetryPolicy, SignalTimeout, db, workflow
 from ilr.context import ChildFailed, ChildTimeout
 
 
@@ -100,6 +99,26 @@ def effect_bad_input(ctx, input):
     return ctx.effect(LocalRefunds("http://127.0.0.1:9"), key="bad-input", **kwargs).status
 
 
+@workflow(name="approval_bad_input", version="1")
+def approval_bad_input(ctx, input):
+    """ctx.request_approval with one bad argument (input["bad"]): InvalidInput, nothing written."""
+    from prove.targets_client import LocalRefunds
+
+    target = LocalRefunds("http://127.0.0.1:9")
+    kwargs = {"target": target, "premises": {"payment": "p"}, "decision": None}
+    kwargs.update({
+        "target_none": {"target": None},
+        "target_no_apply": {"target": type("NoApply", (), {"tier": 1})()},
+        "target_unregistered": {"target": "no-such-target"},
+        "premises_list": {"premises": [1]},
+        "premises_callable_list": {"premises": lambda: [1]},
+        "decision_str": {"decision": "nope"},
+    }[input["bad"]])
+    approval = ctx.request_approval(kwargs.pop("target"), "bad-approval", {"payment": "p", "amount": 1},
+                                    summary="bad input", **kwargs)
+    return approval is None
+
+
 @workflow(name="refund_catching_cancel", version="1")
 def refund_catching_cancel(ctx, input):
     """One tier-1 refund under input["grant_id"]; a Cancelled delivered at the effect is caught and
@@ -119,7 +138,7 @@ def any_input(ctx, input):
     return input
 
 
-# -- versioning, children, continue-as-new (issue 5, spec §5.8) ------------------------------------
+# -- versioning, children, continue-as-new (issue 5, docs/protocol.md §4, §5.3) ------------------
 
 
 @workflow(name="pinned", version="1")
@@ -313,4 +332,4 @@ def asks_approval(ctx, input):
 
 # -- agents (ilr.agents): the agent_refund workflow and its Agent, shared with agents_report ----------
 
-from prove.agent_refund import agent_prompt, agent_refund, refund_agent  # noqa: F401 - registers agent_refund
+from prove.agent_refund import agent_prompt, agent_refund, refund_agent  # noqa: E402, F401 - registers agent_refund

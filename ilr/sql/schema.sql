@@ -1,5 +1,5 @@
--- The ilr schema: spec §4 exactly, plus ilr.claims (spec §13.3.1) and ilr.responses (the
--- sender's own response log that LateResultPreserved is checked against, spec §2.1).
+-- The ilr schema (docs/protocol.md §2), with ilr.claims (the claim history) and ilr.responses
+-- (the sender's own response log that LateResultPreserved is checked against, §11).
 -- This file is the current schema; ilr/sql/migrations/*.sql replay to the same catalog
 -- (tests/test_schema.py checks it).
 
@@ -96,7 +96,7 @@ create table if not exists ilr.grants (     -- policy grants and human approvals
 );
 
 create table if not exists ilr.effects (
-  effect_id text primary key,               -- effect_id_for({"request_id": key}), design-notes §4
+  effect_id text primary key,               -- effect_id_for({"request_id": key})
   workflow_id text not null references ilr.workflows(id),   -- first proposer
   target text not null,
   tier smallint not null check (tier in (1,2,3)),
@@ -115,6 +115,9 @@ create table if not exists ilr.effects (
 );
 create index if not exists effects_open on ilr.effects (send_deadline) where state = 'dispatched';
 create index if not exists effects_by_grant on ilr.effects (grant_id) where state = 'dispatched';
+-- A workflow's effects: the case page, and the case list's refused and ambiguous outcomes
+-- (approvals/cases.py).
+create index if not exists effects_by_workflow on ilr.effects (workflow_id);
 
 create table if not exists ilr.journal (
   seq bigserial primary key,
@@ -128,7 +131,7 @@ create table if not exists ilr.journal (
 create unique index if not exists one_commit on ilr.journal (effect_id) where kind = 'COMMITTED';
 create index if not exists journal_tail on ilr.journal (effect_id, seq);  -- the chain's tail (journal.LAST_HASH_SQL)
 
--- Claim history (spec §13.3.1): written by the claim statement itself. LeaseMutex,
+-- Claim history (docs/protocol.md §2): written by the claim statement itself. LeaseMutex,
 -- TakeoverOnlyAfterExpiry, FencedWrites and SendRequiresLiveClaim are checked over it.
 create table if not exists ilr.claims (
   workflow_id text not null references ilr.workflows(id),
@@ -258,3 +261,6 @@ create table if not exists ilr.approval_requests (
   constraint approval_requests_decided check ((status = 'pending') = (decided_at is null))
 );
 create index if not exists approval_requests_pending on ilr.approval_requests (requested_at) where status = 'pending';
+-- The receipt page finds the request that issued a grant.
+create index if not exists approval_requests_by_grant on ilr.approval_requests (grant_id)
+  where grant_id is not null;

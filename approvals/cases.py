@@ -1,0 +1,91 @@
+"""The case list: workflows by outcome, for the review UI's Cases page and the admin's filter.
+
+An outcome is what an operations team sorts its day by, each a condition on a workflow and the
+rows beside it (one definition, used by the page and the admin alike):
+
+- ``waiting``: an approval request of the workflow is pending and not expired;
+- ``refused``: one of its effects was refused by the runtime's checks (premises changed, grant
+  revoked or expired, cancelled, the target said no);
+- ``ambiguous``: one of its effects has an unknown outcome that no person has reconciled yet;
+- ``failed`` and ``stuck``: the workflow's own status (a failed workflow ended with an error; a
+  stuck one waits for an operator, ``manage.py ilr_resume``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.core.paginator import Page, Paginator
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from approvals.selectors import workflows
+from ilr.models import ApprovalRequest, Effect
+
+CASES_PAGE_SIZE = 50
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One outcome: its label in words and the condition on a workflow row (a Q or an Exists)."""
+
+    label: str
+    condition: Callable[[], Any]
+
+
+def _pending_request():
+    return Exists(ApprovalRequest.objects.filter(workflow_id=OuterRef("id"), status="pending",
+                                                 expires_at__gt=timezone.now()))
+
+
+def _effect(**conditions):
+    return Exists(Effect.objects.filter(workflow_id=OuterRef("id"), **conditions))
+
+
+OUTCOMES: dict[str, Outcome] = {
+    "waiting": Outcome("waiting for approval", _pending_request),
+    # A refusal leaves the effect proposed (never sent, or not sent again) beside its REFUSED
+    # entry; a later send of the same effect moves it on, out of this outcome.
+    "refused": Outcome("refused", lambda: _effect(state="proposed", journal__kind="REFUSED")),
+    "ambiguous": Outcome("ambiguous", lambda: _effect(state="ambiguous", reconciled__isnull=True)),
+    "failed": Outcome("failed", lambda: Q(status="failed")),
+    "stuck": Outcome("stuck", lambda: Q(status="stuck")),
+}
+
+
+def with_outcome(queryset, outcome: str):
+    """``queryset`` (of workflows) narrowed to one outcome.
+
+    Raises:
+        KeyError: ``outcome`` is not one of OUTCOMES.
+    """
+    return queryset.filter(OUTCOMES[outcome].condition())
+
+
+def cases(outcome: str | None = None, page: Any = 1, per_page: int = CASES_PAGE_SIZE) -> Page:
+    """A page of workflows, most recently changed first, each annotated with ``outcomes``: the
+    labels of every outcome it is in.
+
+    Args:
+        outcome: one of OUTCOMES, or None for every workflow.
+        page: a page number (bad values give the first or last page).
+
+    Raises:
+        KeyError: an unknown outcome.
+    """
+    qs = workflows().order_by("-updated_at", "id")
+    if outcome is not None:
+        qs = with_outcome(qs, outcome)
+    qs = qs.annotate(**{f"is_{name}": o.condition() for name, o in OUTCOMES.items() if name not in ("failed", "stuck")})
+    current = Paginator(qs, per_page).get_page(page)
+    for w in current.object_list:
+        w.outcomes = [o.label for name, o in OUTCOMES.items()
+                      if (getattr(w, f"is_{name}", False) if name not in ("failed", "stuck") else w.status == name)]
+    return current
+
+
+def counts() -> dict[str, int]:
+    """How many workflows are in each outcome (one count query per outcome)."""
+    return {name: with_outcome(workflows(), name).count() for name in OUTCOMES}

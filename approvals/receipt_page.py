@@ -1,0 +1,296 @@
+"""Reads for the receipt page: an effect's bundle, verify()'s answers to P1..P5 in words, the chain
+of entries, and the facts a reader looks for first (the case it belongs to, the amount, who
+approved, the provider's reference).
+
+Those facts come from the signed entries where the journal holds them (the payload of PROPOSED,
+the target's answer in COMMITTED) and from the effect, grant and approval request rows
+otherwise (the case, the approvers); the page says which is which.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from approvals.queue import money
+from ilr import db, receipts
+from ilr.grants import EffectNotFound
+from ilr.models import ApprovalRequest, Effect, Grant
+from ilr.targets import get_target
+
+REFERENCE_FIELDS = ("reference", "id", "reference_id")
+"""Where a target's answer holds the provider's reference when the target declares no
+``reference_field``: the first of these keys present."""
+
+
+@dataclass
+class Facts:
+    """What the receipt is about, for the page's first lines.
+
+    ``workflow_id``, ``target`` and ``approvers`` come from the database rows (not signed);
+    ``amount`` and ``reference`` from the signed PROPOSED and COMMITTED entries."""
+
+    workflow_id: str | None = None
+    target: str | None = None
+    payload: Any = None
+    amount: str | None = None
+    grant_id: str | None = None
+    approvers: list[str] = field(default_factory=list)
+    request_id: str | None = None
+    reference: str | None = None
+    committed_at: float | None = None
+    refused: bool = False
+    """True when the effect stands refused: a REFUSED entry, and nothing sent since."""
+
+@dataclass
+class Answer:
+    """verify()'s answer to one of P1..P5, in words."""
+
+    code: str
+    question: str
+    verdict: str
+    explanation: str
+    good: bool | None
+
+
+@dataclass
+class ChainEntry:
+    """One journal entry of a receipt, parsed for display."""
+
+    number: int
+    kind: str
+    at: dt.datetime | None
+    via: str | None
+    hash: str
+    prev: str | None
+    signed: bool
+    fields: str
+    problems: list[str]
+
+
+@dataclass
+class Receipt:
+    """A receipt bundle, verify()'s result and its answers."""
+
+    effect_id: str
+    bundle: dict
+    verdict: dict
+    answers: list[Answer]
+    chain: list[ChainEntry]
+    facts: Facts = field(default_factory=Facts)
+
+    @property
+    def unverifiable(self) -> bool:
+        """True when the only problems are entries with no signature under a known key."""
+        v = self.verdict
+        return bool(v.get("unsigned")) and len(v.get("problems", ())) == v["unsigned"] and bool(v.get("valid"))
+
+    @property
+    def tampered(self) -> bool:
+        """True when verify() found the journal changed or broken (not merely unsigned)."""
+        return not (self.verdict.get("tamper_evident") and self.verdict.get("valid")) and not self.unverifiable
+
+    def bundle_json(self) -> str:
+        """The bundle as pretty JSON, as downloaded."""
+        return json.dumps(self.bundle, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+def _refusal_words(refusals: list[dict], at: str) -> str:
+    """The refusals at ``at`` ("dispatch" or "recovery") in one sentence, or ""."""
+    found = [r for r in refusals if r["at"] == at]
+    if not found:
+        return ""
+    parts = []
+    for r in found:
+        if r["premise_violations"]:
+            parts.append("the premises had changed: " + "; ".join(r["premise_violations"]))
+        elif r["grant_refused"]:
+            parts.append("the grant no longer covered it (revoked, expired, or for another payload)")
+        else:
+            parts.append(r["reason"])
+    return "; ".join(parts)
+
+
+def _answers(v: dict, b: dict) -> list[Answer]:
+    happened, once, auth, held = v["happened"], v["happened_once"], v["authorized_when_fired"], v["assumptions_held"]
+    sends = v.get("sends")
+    refusals = v.get("refusals") or []
+    at_dispatch, at_recovery = _refusal_words(refusals, "dispatch"), _refusal_words(refusals, "recovery")
+    out = []
+    if happened is True:
+        out.append(Answer("P1", "Did it happen?", "Yes",
+                          "The target confirmed the effect: the journal holds its COMMITTED entry.", True))
+    elif happened is False:
+        why = (f" It was refused before it was sent: {at_dispatch}." if at_dispatch else
+               f" Recovery refused it: {at_recovery}." if at_recovery else "")
+        out.append(Answer("P1", "Did it happen?", "No",
+                          "It was never applied: the journal shows it refused or never sent." + why, True))
+    else:
+        out.append(Answer("P1", "Did it happen?", "Unknown",
+                          "It was sent but no answer was recorded (AMBIGUOUS or still open): a person must "
+                          "reconcile it against the target's records.", None))
+    if happened is False:
+        out.append(Answer("P2", "Did it happen at most once?", "Yes", "It did not happen at all.", True))
+    elif once is True:
+        out.append(Answer("P2", "Did it happen exactly once?", "Yes",
+                          f"One application ({sends} send{'s' if sends != 1 else ''} under one idempotency key).",
+                          True))
+    elif once is False:
+        out.append(Answer("P2", "Did it happen exactly once?", "No",
+                          "The journal shows a second application (a late result after a reapply).", False))
+    elif happened is True:
+        out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
+                          "Recovery reapplied it after a send whose answer never came. Had that send been "
+                          "applied late, after the send deadline plus the settle margin (A2), the target "
+                          "applied it twice: a person must check the target's records.", None))
+    else:
+        out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
+                          "Whether it happened is unknown, so how often is too.", None))
+    if auth is None:
+        out.append(Answer("P3", "Was it authorized when it fired?", "Not applicable: nothing was sent",
+                          f"Nothing was sent. The check before sending refused it: {at_dispatch}." if at_dispatch
+                          else "Nothing was sent.", None))
+    elif auth:
+        later = (f" Recovery later refused to send it again: {at_recovery}." if at_recovery else "")
+        out.append(Answer("P3", "Was it authorized when it fired?", "Yes",
+                          "Every send carried a live, unrevoked, unexpired grant that covered this exact payload "
+                          "and amount." + later, True))
+    else:
+        out.append(Answer("P3", "Was it authorized when it fired?", "No",
+                          "A send went out without a live grant covering it; see the problems below.", False))
+    if held is None:
+        out.append(Answer("P4", "Did its assumptions hold?", "Not applicable: nothing was sent",
+                          f"Nothing was sent: the check before sending found that {at_dispatch}, and refused it."
+                          if at_dispatch else "Nothing was sent, so no premise was relied on.", None))
+    elif held:
+        later = (f" A later re-check at recovery found that {at_recovery}, and refused to send again: the "
+                 f"premises no longer hold." if at_recovery else "")
+        out.append(Answer("P4", "Did its assumptions hold?", "Yes, at every send" if at_recovery else "Yes",
+                          "The premises were checked immediately before every send and held then, and no "
+                          "answer arrived after the send deadline plus the settle margin." + later,
+                          None if at_recovery else True))
+    else:
+        out.append(Answer("P4", "Did its assumptions hold?", "No",
+                          "A premise had changed when a send went out, or an answer arrived too late; see "
+                          "the problems below.", False))
+    if v["tamper_evident"] and v["valid"] and b.get("key_id"):
+        out.append(Answer("P5", "Is the record intact?", "Yes",
+                          f"Every entry's hash recomputes, each links to the one before it, and the signatures "
+                          f"verify with key {b.get('key_id')}. Any change would show.", True))
+    elif v["tamper_evident"] and v["valid"]:
+        out.append(Answer("P5", "Is the record intact?", "Yes, but unsigned",
+                          "Every entry's hash recomputes and each links to the one before it. No key signs "
+                          "this journal, so someone who can write the journal could rewrite it and recompute "
+                          "the hashes; a signing key (manage.py ilr_keys generate) makes that show.", None))
+    elif v.get("unsigned") and len(v["problems"]) == v["unsigned"] and v["valid"]:
+        out.append(Answer("P5", "Is the record intact?", "Cannot tell",
+                          f"{v['unsigned']} of its entries carry no signature although the bundle names key "
+                          f"{b.get('key_id')}: they were written before the key existed or by a worker started "
+                          f"without it (or the signatures were removed). Their hashes and links recompute, but "
+                          f"an unsigned chain can be recomputed by anyone who can write the journal.", False))
+    else:
+        out.append(Answer("P5", "Is the record intact?", "No: tampering detected",
+                          "The journal does not match its hashes, chain links or signatures; see the problems "
+                          "below. Do not rely on this receipt.", False))
+    return out
+
+
+def _chain(entries: list, problems: list[str]) -> list[ChainEntry]:
+    by_entry: dict[int, list[str]] = {}
+    for p in problems:
+        m = re.match(r"entry (\d+)\b", p)
+        if m:
+            by_entry.setdefault(int(m.group(1)), []).append(p)
+    chain = []
+    for i, body in enumerate(entries, start=1):
+        try:
+            e = json.loads(body)
+        except ValueError:
+            e = None
+        if not isinstance(e, dict):
+            chain.append(ChainEntry(i, "(unreadable)", None, None, "", None, False, str(body)[:500],
+                                    by_entry.get(i, [])))
+            continue
+        ts = e.get("ts")
+        at = dt.datetime.fromtimestamp(ts, dt.UTC) if isinstance(ts, (int, float)) else None
+        rest = {k: v for k, v in e.items() if k not in ("kind", "effect_id", "ts", "via", "hash", "prev", "sig")}
+        chain.append(ChainEntry(i, str(e.get("kind")), at, e.get("via"), str(e.get("hash") or ""), e.get("prev"),
+                                bool(e.get("sig")), json.dumps(rest, sort_keys=True, ensure_ascii=False),
+                                by_entry.get(i, [])))
+    return chain
+
+
+def receipt(effect_id: str) -> Receipt:
+    """The receipt of an effect: its bundle (``ilr.receipts.bundle``), ``verify()``'s result, the
+    answers to P1..P5 in words and the chain of entries.
+
+    Raises:
+        EffectNotFound: unknown effect id.
+    """
+    with db.connect(application_name="approvals-receipt") as conn:
+        try:
+            b = receipts.bundle(conn, effect_id)
+        except LookupError:
+            raise EffectNotFound(effect_id) from None
+    v = receipts.verify(b)
+    entries = b.get("entries") or []
+    return Receipt(effect_id, b, v, _answers(v, b), _chain(entries, v.get("problems") or []), facts(effect_id, entries))
+
+
+def _parsed(entries: list) -> list[dict]:
+    out = []
+    for body in entries:
+        try:
+            e = json.loads(body)
+        except ValueError:
+            continue
+        if isinstance(e, dict):
+            out.append(e)
+    return out
+
+
+def _reference(target: Any, result: Any) -> str | None:
+    """The provider's reference in a target's answer: its ``reference_field`` when declared,
+    else the first of REFERENCE_FIELDS present."""
+    if not isinstance(result, dict):
+        return None
+    declared = getattr(target, "reference_field", None) if target is not None else None
+    for name in ([declared] if declared else REFERENCE_FIELDS):
+        value = result.get(name)
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def facts(effect_id: str, entries: list) -> Facts:
+    """The case, amount, approvers and provider's reference of one effect (see Facts)."""
+    out = Facts()
+    effect = Effect.objects.filter(effect_id=effect_id).first()
+    parsed = _parsed(entries)
+    proposed = next((e for e in parsed if e.get("kind") == "PROPOSED"), None)
+    committed = next((e for e in reversed(parsed) if e.get("kind") == "COMMITTED"), None)
+    if effect is not None:
+        out.workflow_id, out.target, out.grant_id = effect.workflow_id, effect.target, effect.grant_id
+        out.refused = effect.state == "proposed" and any(e.get("kind") == "REFUSED" for e in parsed)
+    target = get_target(out.target) if out.target else None
+    out.payload = proposed.get("effect") if proposed else (effect.payload if effect is not None else None)
+    if isinstance(out.payload, dict):
+        amount_field = getattr(target, "amount_field", "amount")
+        out.amount = money(out.payload.get(amount_field), getattr(target, "currency", "USD"))
+    if proposed and isinstance(proposed.get("lease"), str):
+        out.grant_id = proposed["lease"]
+    if committed is not None:
+        out.reference = _reference(target, committed.get("result"))
+        out.committed_at = committed.get("ts")
+    if out.grant_id:
+        request = ApprovalRequest.objects.filter(grant_id=out.grant_id).first()
+        if request is not None:
+            out.request_id = request.id
+            out.approvers = [a["by"] for a in request.approvals or []]
+        else:
+            grant = Grant.objects.filter(id=out.grant_id).first()
+            out.approvers = [grant.granted_by] if grant is not None else []
+    return out

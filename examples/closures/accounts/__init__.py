@@ -1,0 +1,1 @@
+"""Customer accounts, their closure records, and the workflow that closes an account."""

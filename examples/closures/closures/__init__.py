@@ -1,0 +1,1 @@
+"""The account-closure example project (settings, URLs, WSGI)."""
