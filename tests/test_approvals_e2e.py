@@ -128,8 +128,11 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
             page.get_by_role("link", name="receipt", exact=True).first.click()
             page.wait_for_url(re.compile(r".*/review/receipts/eff_[0-9a-f]+/$"))
             answers = page.locator("table.answers").inner_text()
+            # P5 is a plain "Yes" only for a signed journal (a checkout with no key pair signs none).
+            signed = "signed with key" in page.locator("p.lede").inner_text()
             for code in ("P1", "P2", "P3", "P4", "P5"):
-                assert page.locator(f'tr[data-answer="{code}"] td.verdict').inner_text() == "Yes", code
+                expected = "Yes" if code != "P5" or signed else "Yes, but unsigned"
+                assert page.locator(f'tr[data-answer="{code}"] td.verdict').inner_text() == expected, code
             assert "Did it happen?" in answers and "Is the record intact?" in answers
             assert "Intact" in page.locator("#tamper-flag").inner_text()
             assert page.locator("table.chain tbody tr").count() >= 3
