@@ -12,11 +12,11 @@ from typing import Any
 
 from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import BooleanField, Case, Count, Exists, OuterRef, Q, TextField, Value, When
+from django.db.models import BooleanField, Case, Exists, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Cast, Now
 
+from ilr.deployments import UNSERVED_SQL, drain_report_in
 from ilr.models import Claim, Deployment, Effect, JournalEntry, Signal, Step, WorkerDeployment, Workflow
-from ilr.runtime import UNSERVED_SQL
 from ilr.statuses import ACTIVE
 
 QUEUE_PAGE_SIZE = 20
@@ -155,16 +155,17 @@ class DrainReport:
 
 def drain_report(name: str, version: str | None = None) -> DrainReport:
     """Counts of a deployment's workflows by (name, version, status), its oldest active one, its
-    live workers and its due work (``version`` None: every version of ``name``)."""
-    qs = Workflow.objects.filter(name=name)
-    live = live_workers().filter(name=name)
-    if version is not None:
-        qs = qs.filter(version=version)
-        live = live.filter(version=version)
-    counts = list(qs.values("name", "version", "status").annotate(n=Count("id")).order_by("name", "version", "status"))
-    oldest = qs.filter(status__in=ACTIVE).order_by("created_at", "id").values("id", "status", "created_at").first()
-    workers = sorted(set(live.values_list("worker_id", flat=True)))
-    return DrainReport(name, version, counts, oldest, workers, qs.filter(due_q()).count())
+    live workers and its due work (``version`` None: every version of ``name``, summed), from
+    the runtime's drain report (``ilr.deployments.drain_report_in``) on Django's connection."""
+    connection.ensure_connection()
+    rows = drain_report_in(connection.connection, name, version)
+    counts = sorted(({"name": r["name"], "version": r["version"], "status": status, "n": n}
+                     for r in rows for status, n in r["counts"].items()),
+                    key=lambda c: (c["name"], c["version"], c["status"]))
+    oldest = min((r["oldest_pending"] for r in rows if r["oldest_pending"] is not None),
+                 key=lambda o: (o["created_at"], o["id"]), default=None)
+    workers = sorted({w for r in rows for w in r["workers"]})
+    return DrainReport(name, version, counts, oldest, workers, sum(r["due"] for r in rows))
 
 
 def deployments() -> list[dict]:

@@ -26,6 +26,7 @@ from psycopg.types.json import JsonbLoader, JsonLoader
 from approvals import queue, selectors
 from ilr import CancelRequest, cancel_in, resume_in
 from ilr.approval_requests import ApprovalRefused, ApprovalRequestNotFound, approve_request_in, reject_request_in
+from ilr.deployments import retire_in
 from ilr.errors import InvalidInput
 from ilr.grants import grant_in, reconcile_in, revoke_in
 from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
@@ -332,9 +333,8 @@ def workflow_resume(*, user, workflow_id: str) -> dict:
 def deployment_retire(*, user, name: str, version: str) -> selectors.DrainReport:
     """Retire a deployment version: it takes no new starts; running work drains.
 
-    The runtime has no retire body yet, so this is the one statement it needs: set
-    ``retired_at`` once (``Runtime.resolve_version`` refuses retired versions), on the row
-    locked in this transaction.
+    Runs the runtime's retire body (``ilr.deployments.retire_in``, which locks the row), then
+    reads the drain report, in this transaction.
 
     Returns:
         the drain report at retirement (also written into the LogEntry).
@@ -346,16 +346,12 @@ def deployment_retire(*, user, name: str, version: str) -> selectors.DrainReport
     """
     _require(user, "retire")
     with transaction.atomic():
-        conn = _ilr_conn()
-        row = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s for update",
-                           (name, version)).fetchone()
-        if row is None:
+        retirement = retire_in(_ilr_conn(), name, version)
+        if retirement is None:
             raise DeploymentNotFound(name, version)
-        if row["retired_at"] is not None:
-            raise ActionRefused(f"{name}@{version} was already retired at {row['retired_at']:%Y-%m-%d %H:%M:%S %Z}. "
-                                f"Nothing was changed.")
-        conn.execute("update ilr.deployments set retired_at = now() where name = %s and version = %s",
-                     (name, version))
+        if retirement.already:
+            raise ActionRefused(f"{name}@{version} was already retired at "
+                                f"{retirement.retired_at:%Y-%m-%d %H:%M:%S %Z}. Nothing was changed.")
         report = selectors.drain_report(name, version)
         _log(user, Deployment, f"{name}@{version}", f"{name}@{version}", CHANGE,
              f"Retired. Drain report: {report.summary()}")

@@ -1,10 +1,12 @@
 """The client: start, signal, cancel, resume, describe, list, result, and the version
 operations fork, migrate, drain_report, retire (docs/protocol.md §4, §5, §7).
 
-``signal_in``, ``cancel_in`` and ``resume_in`` are the transaction bodies: they run inside a caller's
-transaction on any psycopg 3 connection (Django's included: ``connection.connection`` inside
-``transaction.atomic()``), so admin actions and race tests share the runtime's exact SQL.
-Lock order everywhere: workflow row, then effect row, then grant row.
+``Runtime`` is the facade. The transaction bodies it runs live beside the tables they write and
+run on any psycopg 3 connection, so admin actions and race tests share the runtime's exact SQL:
+``signal_in``, ``cancel_in``, ``resume_in``, ``fork_in`` in ``ilr.workflow_ops``; version
+resolution, ``migrate_in``, ``drain_report_in``, ``retire_in`` and the unserved read in
+``ilr.deployments``; grants, approvals and receipts in ``ilr.grants``,
+``ilr.approval_requests`` and ``ilr.receipts``. Their names stay importable from here.
 """
 
 from __future__ import annotations
@@ -13,61 +15,38 @@ import builtins
 import math
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
-
-from ilr import codec, db, receipts, registry
+from ilr import codec, db, receipts
 from ilr.approval_requests import approve_request_in, get_in, list_in, reject_request_in
 from ilr.codec import check_workflow_id
-from ilr.errors import InvalidInput, UnknownWorkflow, WorkflowConflict, WorkflowFailed, WorkflowNotFound
+from ilr.deployments import (  # noqa: F401 (DUE_SQL, LIVE_SQL, UNSERVED_SQL, MIGRATE_OWNER re-exported)
+    DUE_SQL,
+    LIVE_SQL,
+    MIGRATE_OWNER,
+    UNSERVED_SQL,
+    check_input_shape,
+    deploy_on,
+    drain_report_in,
+    migrate_in,
+    resolve_version_on,
+    retire_in,
+    unserved_on,
+)
+from ilr.errors import InvalidInput, WorkflowConflict, WorkflowFailed, WorkflowNotFound
 from ilr.grants import EffectNotFound, approve_in, grant_in, reconcile_in, revoke_in
 from ilr.orphans import recover_orphans
 from ilr.statuses import ACTIVE, STATUSES, TERMINAL  # noqa: F401 (re-exported)
-from ilr.store import successor_id
+from ilr.workflow_ops import (  # noqa: F401 (FORK_OWNER re-exported)
+    FORK_OWNER,
+    CancelRequest,
+    cancel_in,
+    fork_in,
+    resume_in,
+    signal_in,
+)
 
 MAX_LIST_LIMIT = 10_000
-FORK_OWNER = "$fork"
-MIGRATE_OWNER = "$migrate"
-
-DUE_SQL = """(w.status in ('pending','sleeping') and w.available_at <= now())
-          or (w.status = 'running' and w.lease_expires_at <= now())"""
-"""A workflow a worker would claim now: pending or sleeping and available, or running with a
-lapsed lease (CLAIM_SQL's two scans)."""
-
-LIVE_SQL = "s.live_until > now()"
-"""A worker_deployments row ``s`` whose worker is live: refreshed within its own staleness bound
-(ilr.worker.DEPLOYMENT_STALE_AFTER refresh periods; the worker writes live_until)."""
-
-UNSERVED_SQL = f"""
-with due as (
-  select w.name, w.version, count(*) as due from (
-    select name, version from ilr.workflows
-     where status in ('pending','sleeping') and available_at <= now()
-    union all
-    select name, version from ilr.workflows
-     where status = 'running' and lease_expires_at <= now()) w
-   group by w.name, w.version)
-select due.name, due.version, due.due,
-       (select max(s.seen_at) from ilr.worker_deployments s
-         where s.name = due.name and s.version = due.version) as last_seen
-  from due
- where not exists (select 1 from ilr.worker_deployments s
-                    where s.name = due.name and s.version = due.version and {LIVE_SQL})
- order by due.name, due.version
-"""
-
-
-def unserved_on(conn: db.Connection) -> list[dict]:
-    """The (name, version) pairs with due work (DUE_SQL) and no live worker, on ``conn``.
-
-    Returns:
-        [{"name", "version", "due": n, "last_seen": the latest seen_at of any worker for the
-        pair, or None when no worker row is left}], by name then version.
-    """
-    return conn.execute(UNSERVED_SQL).fetchall()
 
 
 def _finite_seconds(value: Any, *, minimum_open: bool) -> bool:
@@ -75,247 +54,6 @@ def _finite_seconds(value: Any, *, minimum_open: bool) -> bool:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         return False
     return value > 0 if minimum_open else value >= 0
-
-
-def _lock_workflow(cur, wf_id: str) -> dict:
-    row = cur.execute("select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows "
-                      "where id = %s for update", (wf_id,)).fetchone()
-    if row is None:
-        raise WorkflowNotFound(wf_id)
-    return row
-
-
-def _lock_current_run(cur, wf_id: str) -> dict:
-    """Lock ``wf_id``'s row; when it continued-as-new, follow the chain to the current run and
-    lock that (messages to a workflow id reach its latest run, as in Temporal)."""
-    wf = _lock_workflow(cur, wf_id)
-    while wf["status"] == "continued":
-        nxt = cur.execute("select id from ilr.workflows where id = %s",
-                          (successor_id(wf["id"], wf["continued_from"]),)).fetchone()
-        if nxt is None:
-            break
-        wf = _lock_workflow(cur, nxt["id"])
-    return wf
-
-
-def _deploy(conn, definition) -> None:
-    conn.execute("insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
-                 "on conflict do nothing", (definition.name, definition.version, definition.code_sha256))
-
-
-def resolve_version_on(conn: db.Connection, name: str, version: str | None = None) -> str:
-    """The version a start (``rt.start``, ``ctx.child``) uses, on ``conn`` (docs/protocol.md §4).
-
-    ``version`` given: it must be deployed or registered in this process (then it is
-    deployed with this process's code hash), and not retired. ``version`` None: the newest
-    unretired deployment; with none deployed, the newest version registered here that is not a
-    retired deployment.
-
-    Returns:
-        the version string.
-
-    Raises:
-        InvalidInput: empty name or version; the version is retired, or every version of the
-            name is (field "version").
-        UnknownWorkflow: nothing registered or deployed under that name/version.
-    """
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("name", "a workflow name must be a non-empty string")
-    if version is not None:
-        if not isinstance(version, str) or not version:
-            raise InvalidInput("version", f"a version is a non-empty string or None, got {version!r}")
-        row = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s",
-                           (name, version)).fetchone()
-        if row is not None and row["retired_at"] is not None:
-            raise InvalidInput("version", f"{name}@{version} is retired and takes no new starts")
-        if row is None:
-            _deploy(conn, registry.get(name, version))
-        return version
-    row = conn.execute("select version from ilr.deployments where name = %s and retired_at is null "
-                       "order by created_at desc, version desc limit 1", (name,)).fetchone()
-    if row is not None:
-        return row["version"]
-    # Retired ones only: a worker may deploy an unretired version between the two reads.
-    retired = {r["version"] for r in conn.execute(
-        "select version from ilr.deployments where name = %s and retired_at is not null", (name,)).fetchall()}
-    local = [d for d in registry.versions(name) if d.version not in retired]
-    if not local:
-        if retired:
-            raise InvalidInput("version", f"every deployed version of {name} is retired "
-                                          f"({', '.join(sorted(retired))}); it takes no new starts")
-        raise UnknownWorkflow(name, None)
-    _deploy(conn, local[-1])
-    return local[-1].version
-
-
-def check_input_shape(name: str, version: str, input: Any) -> None:
-    """Raise InvalidInput (field "input") when ``name@version`` is registered here, requires a
-    JSON object, and ``input`` is not one. Unregistered here: nothing to check."""
-    try:
-        definition = registry.get(name, version)
-    except UnknownWorkflow:
-        return
-    if definition.input_object and not isinstance(input, dict):
-        raise InvalidInput("input", f"{name}@{version} takes a JSON object, got {type(input).__name__}")
-
-
-def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any, sender: str | None = None) -> int:
-    """Insert signal ``name`` for ``wf_id`` and wake it if it waits on that signal.
-
-    Runs inside the caller's transaction. It locks the workflow row first, so against the
-    suspend transaction (which fences, i.e. locks, the same row first) either this commits
-    before the mailbox read, or it waits and then sees the row sleeping and wakes it
-    (NoLostWakeup, docs/protocol.md §5.1). A workflow that continued-as-new passes the signal to
-    its current run (§5.3).
-
-    Args:
-        conn: a psycopg 3 connection inside a transaction.
-        payload: plain JSON, None included (stored as JSON null; the wait returns it as sent).
-
-    Returns:
-        the signal id.
-
-    Raises:
-        WorkflowNotFound: no workflow has this id.
-        InvalidInput: empty name, payload not plain JSON, or the workflow already ended.
-    """
-    check_workflow_id(wf_id)
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("name", "a signal needs a non-empty name")
-    payload_json = codec.dumps(payload, "payload")
-    cur = conn.cursor(row_factory=dict_row)
-    wf = _lock_current_run(cur, wf_id)
-    if wf["status"] in TERMINAL or wf["status"] == "continued":
-        raise InvalidInput("workflow_id", f"workflow {wf['id']} is {wf['status']}; it takes no more signals")
-    sig = cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) "
-                      "returning id", (wf["id"], name, payload_json, sender)).fetchone()
-    assert sig is not None  # an INSERT ... RETURNING without ON CONFLICT returns its row or raises
-    waiting = codec.loads_jsonb(wf["waiting"]) or {}
-    if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
-        cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf["id"],))
-    return sig["id"]
-
-
-@dataclass(frozen=True)
-class CancelRequest:
-    """What a cancel did: whether it requested the cancel, and which sends may still land.
-
-    A cancel stops every send not yet authorized; it cannot recall one already authorized. A
-    send whose T_dispatch (or recovery resend) committed before the cancel goes out, or was
-    already out, when the cancel commits; its effect is listed until it resolves, as
-    ``rt.revoke`` lists the effects a revoke cannot stop.
-
-    Attributes:
-        requested: True when this call requested the cancel; False when the workflow had
-            already ended or a cancel was already requested. The object's truth value.
-        may_still_land: ids of the effects in state dispatched under the workflow or its
-            children (sorted): their sends were authorized before the cancel and may land.
-    """
-
-    requested: bool
-    may_still_land: tuple[str, ...] = ()
-
-    def __bool__(self) -> bool:
-        return self.requested
-
-
-def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) -> CancelRequest:
-    """Request cancellation of ``wf_id`` inside the caller's transaction.
-
-    Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
-    wins) and wakes a sleeping or pending workflow, so the Cancelled exception is delivered at
-    its next durable call. Running children are cancelled too (lock order parent, then
-    children), and a workflow that continued-as-new is cancelled in its current run. From the
-    commit on, T_dispatch refuses every non-compensation send (NoSendAfterCancel).
-
-    Returns:
-        a CancelRequest: truthy when this call requested the cancel, and the effects whose
-        authorized sends may still land.
-
-    Raises:
-        WorkflowNotFound: no workflow has this id.
-        InvalidInput: a bad workflow id, or a ``by`` that does not name who cancels.
-    """
-    check_workflow_id(wf_id)
-    if by is not None:
-        codec.check_who(by)
-    cur = conn.cursor(row_factory=dict_row)
-    wf = _lock_current_run(cur, wf_id)
-    requested = _cancel_tree(cur, wf, by)
-    # Read after the workflow rows are locked. T_dispatch's fence updates the same row first, so
-    # a T_dispatch either committed before the lock was granted (its dispatched state is visible
-    # to this later statement: READ COMMITTED) or waits for this commit and then refuses on
-    # cancel_requested_at. What this lists is exactly what the cancel could not stop.
-    landing = cur.execute(
-        "with recursive tree(id) as (select %s::text union "
-        "select w.id from ilr.workflows w join tree t on w.parent_id = t.id) "
-        "select effect_id from ilr.effects where state = 'dispatched' "
-        "and dispatch_workflow_id in (select id from tree) order by effect_id", (wf["id"],)).fetchall()
-    return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
-
-
-def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
-    """Cancel the locked workflow row ``wf`` and its running children; True when it requested."""
-    if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
-        return False
-    cur.execute(
-        "update ilr.workflows set cancel_requested_at = now(), cancel_requested_by = %s, updated_at = now(), "
-        "available_at = case when status in ('sleeping','pending') then now() else available_at end "
-        "where id = %s", (by, wf["id"]))
-    children = cur.execute(
-        "select id from ilr.workflows where parent_id = %s and status not in "
-        "('completed','failed','cancelled','stuck','continued') order by id", (wf["id"],)).fetchall()
-    for child in children:
-        _cancel_tree(cur, _lock_current_run(cur, child["id"]), by)
-    return True
-
-
-def resume_in(conn: psycopg.Connection[Any], wf_id: str, by: str) -> dict:
-    """Resume a stuck workflow inside the caller's transaction: an operator's way back from a
-    crash loop, a NonDeterminism after the code was fixed, or a swallowed Suspend.
-
-    Rule: only a stuck workflow resumes. It becomes pending and due now, with takeovers reset to
-    0 (the crash-loop guard starts over), the error cleared, and resumed_by / resumed_at set;
-    nothing else changes. Kept: every recorded step row (its outputs and errors), signals
-    consumed or not, effects and their journal, the epoch, the waiting state (a recorded timer
-    keeps its deadline), a requested cancel, the version (``Runtime.migrate`` changes that).
-    Re-run: the next claim replays the workflow code over the recorded steps; the first step
-    without a row runs its body again (at least once, as after any crash), and an effect left
-    dispatched goes through recovery, never a blind resend.
-
-    No run of the workflow is in flight: its stuck write (CrashLoop, NonDeterminism, Suspend
-    swallowed) is the last write of the claim that made it, no worker claims a stuck row, and
-    the row lock taken here orders this against any other resume, migrate or cancel. The next
-    claim bumps the epoch as every claim does.
-
-    Args:
-        by: who resumes (a person or service; recorded as resumed_by).
-
-    Returns:
-        {"workflow_id", "status": "pending", "error": the error it was stuck with (now cleared),
-        "steps": how many step rows it keeps, "resumed_by", "resumed_at"}.
-
-    Raises:
-        InvalidInput: a bad workflow id (field "workflow_id"), a ``by`` that names no one (field
-            "by"), or a workflow that is not stuck (field "workflow_id"); nothing is written.
-        WorkflowNotFound: no workflow has this id.
-    """
-    check_workflow_id(wf_id)
-    codec.check_who(by)
-    cur = conn.cursor(row_factory=dict_row)
-    wf = cur.execute("select id, status, error from ilr.workflows where id = %s for update", (wf_id,)).fetchone()
-    if wf is None:
-        raise WorkflowNotFound(wf_id)
-    if wf["status"] != "stuck":
-        raise InvalidInput("workflow_id", f"workflow {wf_id} is {wf['status']}: only a stuck workflow resumes")
-    row = cur.execute(
-        "update ilr.workflows set status = 'pending', available_at = now(), takeovers = 0, error = null, "
-        "owner = null, lease_expires_at = null, resumed_by = %s, resumed_at = now(), updated_at = now() "
-        "where id = %s returning resumed_at, (select count(*) from ilr.steps where workflow_id = %s) as steps",
-        (by, wf_id, wf_id)).fetchone()
-    assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
-    return {"workflow_id": wf_id, "status": "pending", "error": wf["error"], "steps": row["steps"],
-            "resumed_by": by, "resumed_at": row["resumed_at"]}
 
 
 class Runtime:
@@ -366,7 +104,7 @@ class Runtime:
 
     @staticmethod
     def _deploy(conn, definition) -> None:
-        _deploy(conn, definition)
+        deploy_on(conn, definition)
 
     def start(self, name: str, wf_id: str, input: Any = None, version: str | None = None) -> str:
         """Start workflow ``name`` with id ``wf_id``; idempotent on the id.
@@ -562,39 +300,7 @@ class Runtime:
                 (field "at_seq"); ``new_id`` already exists (field "new_id"). Nothing written.
             WorkflowNotFound: no workflow ``wf_id``.
         """
-        check_workflow_id(wf_id)
-        check_workflow_id(new_id, "new_id")
-        if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
-            raise InvalidInput("at_seq", f"a fork point is a seq, an integer >= 1, got {at_seq!r}")
-
-        def body(conn):
-            src = conn.execute("select id, name, version from ilr.workflows where id = %s",
-                               (wf_id,)).fetchone()
-            if src is None:
-                raise WorkflowNotFound(wf_id)
-            top = conn.execute("select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s",
-                               (wf_id,)).fetchone()["top"]
-            if at_seq > top + 1:
-                raise InvalidInput("at_seq", f"seq {at_seq} is beyond the history of {wf_id} (steps 1 to {top}); "
-                                             f"fork at 1 to {top + 1} ({top + 1} copies every step)")
-            inserted = conn.execute(
-                "insert into ilr.workflows (id, name, version, input, forked_from, epoch) "
-                "select %s, name, version, input, id, 1 from ilr.workflows where id = %s "
-                "on conflict (id) do nothing returning id", (new_id, wf_id)).fetchone()
-            if inserted is None:
-                raise InvalidInput("new_id", f"a workflow {new_id!r} already exists; a fork needs a new id")
-            # The copies are written under a synthetic claim (epoch 1, owner $fork), so every step
-            # row belongs to a claimed epoch (FencedWrites); the first worker claim is epoch 2.
-            conn.execute(
-                "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-                "prev_status) values (%s, 1, %s, %s, now(), now(), 'pending')", (new_id, FORK_OWNER, src["version"]))
-            conn.execute(
-                "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
-                "select %s, seq, name, kind, fingerprint, output, error, 1 from ilr.steps "
-                "where workflow_id = %s and seq < %s order by seq", (new_id, wf_id, at_seq))
-            return new_id
-
-        return self._tx(body)
+        return self._tx(fork_in, wf_id, at_seq, new_id)
 
     def migrate(self, wf_id: str, to_version: str) -> dict:
         """Move a workflow that is not running to another deployed version of its name
@@ -620,52 +326,7 @@ class Runtime:
                 "to_version"). Nothing is written.
             WorkflowNotFound: no workflow ``wf_id``.
         """
-        check_workflow_id(wf_id)
-        if not isinstance(to_version, str) or not to_version:
-            raise InvalidInput("to_version", f"a version is a non-empty string, got {to_version!r}")
-
-        def body(conn):
-            wf = conn.execute("select id, name, version, status, owner from ilr.workflows where id = %s for update",
-                              (wf_id,)).fetchone()
-            if wf is None:
-                raise WorkflowNotFound(wf_id)
-            if wf["status"] == "running":
-                raise InvalidInput("workflow_id", f"workflow {wf_id} is running (claimed by {wf['owner']}); migrate "
-                                                  f"only a workflow that is not running: wait until it suspends")
-            if wf["status"] not in ("pending", "sleeping", "stuck"):
-                raise InvalidInput("workflow_id", f"workflow {wf_id} has ended ({wf['status']}); "
-                                                  f"only pending, sleeping or stuck workflows migrate")
-            dep = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s",
-                               (wf["name"], to_version)).fetchone()
-            if dep is None:
-                try:
-                    _deploy(conn, registry.get(wf["name"], to_version))
-                except UnknownWorkflow:
-                    raise InvalidInput("to_version", f"{wf['name']}@{to_version} is not deployed: start a worker "
-                                                     f"that registers it, then migrate") from None
-            elif dep["retired_at"] is not None:
-                raise InvalidInput("to_version", f"{wf['name']}@{to_version} is retired")
-            out = {"workflow_id": wf_id, "name": wf["name"], "from_version": wf["version"], "to_version": to_version}
-            if to_version == wf["version"]:
-                if wf["status"] == "stuck":
-                    # Changing nothing would leave it stuck while the caller believes it moved.
-                    raise InvalidInput("to_version", f"workflow {wf_id} is stuck on {wf['name']}@{to_version} "
-                                                     f"already: resume it on its own version with rt.resume")
-                return {**out, "status": wf["status"]}
-            row = conn.execute(
-                "update ilr.workflows set version = %s, epoch = ilr.next_epoch(epoch), updated_at = now(), "
-                "status = case when status = 'stuck' then 'pending' else status end, "
-                "error = case when status = 'stuck' then null else error end, "
-                "available_at = case when status = 'stuck' then now() else available_at end, "
-                "takeovers = case when status = 'stuck' then 0 else takeovers end "
-                "where id = %s returning epoch, status, now() as now", (to_version, wf_id)).fetchone()
-            conn.execute(
-                "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-                "prev_status) values (%s, %s, %s, %s, %s, %s, %s)",
-                (wf_id, row["epoch"], MIGRATE_OWNER, to_version, row["now"], row["now"], wf["status"]))
-            return {**out, "status": row["status"]}
-
-        return self._tx(body)
+        return self._tx(migrate_in, wf_id, to_version)
 
     def drain_report(self, name: str | None = None, version: str | None = None) -> builtins.list[dict]:
         """Whether each deployed version can retire, and whether anything serves it: its workflows
@@ -683,53 +344,8 @@ class Runtime:
             "unserved": due > 0 and no worker is live for it}. ``unserved()`` lists exactly
             the unserved pairs.
         """
-        clauses, params = [], []
-        for column, value in (("d.name", name), ("d.version", version)):
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                params.append(value)
-        where = f"where {' and '.join(clauses)}" if clauses else ""
         with self._lock:
-            conn = self.connection()
-            deps = conn.execute(f"select d.name, d.version, d.retired_at, d.created_at from ilr.deployments d {where} "
-                                f"order by d.name, d.created_at, d.version", params).fetchall()
-            counts = conn.execute(
-                f"select w.name, w.version, w.status, count(*) as n from ilr.workflows w "
-                f"join ilr.deployments d on d.name = w.name and d.version = w.version {where} "
-                f"group by w.name, w.version, w.status", params).fetchall()
-            oldest = conn.execute(
-                f"select distinct on (w.name, w.version) w.name, w.version, w.id, w.status, w.created_at "
-                f"from ilr.workflows w join ilr.deployments d on d.name = w.name and d.version = w.version "
-                f"{where} {'and' if where else 'where'} w.status in ('pending','running','sleeping') "
-                f"order by w.name, w.version, w.created_at, w.id", params).fetchall()
-            due = conn.execute(
-                f"select w.name, w.version, count(*) as n from ilr.workflows w "
-                f"join ilr.deployments d on d.name = w.name and d.version = w.version "
-                f"{where} {'and' if where else 'where'} ({DUE_SQL}) group by w.name, w.version", params).fetchall()
-            live = conn.execute(
-                f"select s.name, s.version, s.worker_id from ilr.worker_deployments s "
-                f"join ilr.deployments d on d.name = s.name and d.version = s.version "
-                f"{where} {'and' if where else 'where'} {LIVE_SQL} order by s.worker_id", params).fetchall()
-        by_key = {(d["name"], d["version"]): {"name": d["name"], "version": d["version"], "retired_at": d["retired_at"],
-                                              "counts": {}, "active": 0, "oldest_pending": None, "drained": True,
-                                              "workers": [], "due": 0, "unserved": False}
-                  for d in deps}
-        for c in counts:
-            row = by_key[(c["name"], c["version"])]
-            row["counts"][c["status"]] = c["n"]
-            if c["status"] in ACTIVE:
-                row["active"] += c["n"]
-                row["drained"] = False
-        for o in oldest:
-            by_key[(o["name"], o["version"])]["oldest_pending"] = {"id": o["id"], "status": o["status"],
-                                                                   "created_at": o["created_at"]}
-        for s in live:
-            by_key[(s["name"], s["version"])]["workers"].append(s["worker_id"])
-        for d in due:
-            row = by_key[(d["name"], d["version"])]
-            row["due"] = d["n"]
-            row["unserved"] = not row["workers"]
-        return list(by_key.values())
+            return drain_report_in(self.connection(), name, version)
 
     def unserved(self) -> builtins.list[dict]:
         """The deployments with due work and no live worker: a workflow a worker would claim
@@ -760,13 +376,10 @@ class Runtime:
             raise InvalidInput("name", "a workflow name must be a non-empty string")
         if not isinstance(version, str) or not version:
             raise InvalidInput("version", f"a version is a non-empty string, got {version!r}")
-        with self._lock:
-            row = self.connection().execute(
-                "update ilr.deployments set retired_at = coalesce(retired_at, now()) where name = %s and version = %s "
-                "returning retired_at", (name, version)).fetchone()
-        if row is None:
+        retirement = self._tx(retire_in, name, version)
+        if retirement is None:
             raise InvalidInput("version", f"{name}@{version} is not deployed")
-        return row["retired_at"]
+        return retirement.retired_at
 
     # -- grants, approvals, receipts (docs/protocol.md §7, §9) --------------------------
 
