@@ -28,7 +28,7 @@ lapsed lease (CLAIM_SQL's two scans)."""
 
 LIVE_SQL = "s.live_until > now()"
 """A worker_deployments row ``s`` whose worker is live: refreshed within its own staleness bound
-(ilr.worker.DEPLOYMENT_STALE_AFTER refresh periods; the worker writes live_until)."""
+(ilr.worker_deployments.DEPLOYMENT_STALE_AFTER refresh periods; the worker writes live_until)."""
 
 UNSERVED_SQL = f"""
 with due as (

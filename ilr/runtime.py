@@ -351,7 +351,7 @@ class Runtime:
         """The deployments with due work and no live worker: a workflow a worker would claim
         now (pending or sleeping and available, or running with a lapsed lease) of a (name,
         version) that no worker has refreshed within its staleness bound (3 refresh periods,
-        ilr.worker.DEPLOYMENT_STALE_AFTER). Nothing claims such work until a worker that
+        ilr.worker_deployments.DEPLOYMENT_STALE_AFTER). Nothing claims such work until a worker that
         registers the pair starts (or ``migrate`` moves it).
 
         Returns:

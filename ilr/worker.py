@@ -1,5 +1,7 @@
 """The worker: claim loop, heartbeat with the local lease, and the run of one workflow
-(docs/protocol.md §3.1 to §3.4; the local lease is §3.3).
+(docs/protocol.md §3.1 to §3.4; the local lease is §3.3). The statements of a claim and ``Run``
+are in ``ilr.claims``, the code of one run in ``ilr.run_workflow``, the worker_deployments rows in
+``ilr.worker_deployments``; their names stay importable from here.
 
 Connection budget per worker process: ``concurrency`` run connections (one per run thread),
 plus one each for claims, the heartbeat and LISTEN: ``concurrency + 3``. Eight workers of
@@ -25,7 +27,6 @@ where it is (never marked failed). A broken connection is not a lost lease and n
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
 import threading
@@ -35,148 +36,32 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 
-from ilr import codec, conf, db, failover, killpoints, registry, store
-from ilr.batch import Batch
-from ilr.context import WorkflowContext, dumps_error
-from ilr.errors import Cancelled, Fenced, InterlockError, InvalidInput, Suspend
+from ilr import conf, db, failover, killpoints, registry
+from ilr.claims import (  # noqa: F401 (CLAIM_SQL, STEPS_OF_THIS_CLAIM_SQL re-exported)
+    CLAIM_SQL,
+    HEARTBEAT_SQL,
+    RELEASE_SQL,
+    STEPS_OF_THIS_CLAIM_SQL,
+    Run,
+    claim_due,
+)
+from ilr.errors import Fenced, InterlockError, InvalidInput
 from ilr.registry import WorkflowDefinition
+from ilr.run_workflow import run_workflow
 from ilr.targets import check_target, registered_targets
+from ilr.worker_deployments import (
+    DEPLOYMENT_REFRESH_MIN,
+    DEPLOYMENT_STALE_AFTER,  # noqa: F401 (re-exported)
+    SEEN_SQL,
+    refresh_deployments,
+    seen_params,
+    unregister,
+)
 
 log = logging.getLogger("ilr.worker")
 
-CLAIM_SQL = """
-with expired as (
-  select id, status as prev_status, lease_expires_at as prev_lease
-    from ilr.workflows
-   where status = 'running' and lease_expires_at <= now()
-     and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
-   order by id
-   limit %(n)s
-   for update skip locked),
-due as (
-  select id, status as prev_status, lease_expires_at as prev_lease
-    from ilr.workflows
-   where status in ('pending','sleeping') and available_at <= now()
-     and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
-   order by available_at
-   limit %(n)s
-   for update skip locked),
-c as (select * from expired union all select * from due limit %(n)s),
-u as (
-  update ilr.workflows w
-     set status = 'running', epoch = ilr.next_epoch(w.epoch), owner = %(owner)s,
-         takeovers = w.takeovers + (c.prev_status = 'running')::int,
-         lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
-    from c
-   where w.id = c.id
-  returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers, w.parent_id,
-            w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease,
-            coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
-            case when w.parent_id is null and w.continued_from is null then w.created_at
-                 else ilr.lineage_created_at(w.id) end as born_at,
-            now() as now),
-h as (
-  insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at,
-                          prev_status, prev_lease_expires_at)
-  select id, epoch, %(owner)s, version, now, lease_expires_at, prev_status, prev_lease from u)
-select * from u
-"""
-"""The claim (docs/protocol.md §3.1), in two scans: lapsed leases (takeovers) first, then due
-rows oldest first.
-
-Each scan follows one partial index and stops after the rows it locks: wf_due in available_at
-order for the due rows, and wf_running in id order for the lapsed leases. A single
-``where (due) or (lapsed) order by available_at`` can only be planned as a bitmap scan of both
-indexes plus a sort of every due row, so each claim would read and sort the whole backlog
-(tests/test_claim_plan.py reads the plan). ``order by id`` keeps the lapsed-lease scan a plain
-index scan, which marks the index entries of rows that left 'running' dead as it passes them;
-a bitmap scan would visit them again on every claim until vacuum. A CTE is read only as far as
-its reader asks, so ``c``'s LIMIT stops the due scan, and its row locks, once lapsed leases and
-due rows together fill ``n``. Takeovers first: a lapsed lease is work that was already started.
-"""
-
-STEPS_OF_THIS_CLAIM_SQL = """
-select s.workflow_id, s.seq, s.name, s.kind, s.fingerprint, s.output, s.error
-  from ilr.workflows w
-  join ilr.steps s on s.workflow_id = w.id
- where w.status = 'running' and w.owner = %(owner)s
-   and w.lease_expires_at = now() + make_interval(secs => %(ttl)s)
- order by s.workflow_id, s.seq
-"""
-"""The step rows of the workflows the claim statement before it (same transaction) took.
-
-A claimed row has exactly this transaction's now() + ttl as its lease (wf_running serves the
-lookup: the running rows, filtered by lease). The statement runs after the claim statement and
-takes its own snapshot then (READ COMMITTED), so it sees every step committed before the claim
-locked the rows; a previous owner's later write is refused by its fence. Rows of another
-transaction with the same lease value would only add rows for ids this claim did not take; the
-caller keeps only its ids.
-"""
-
-
-def claim_due(conn, params: dict) -> tuple[list[dict], list[dict]]:
-    """The claim transaction: CLAIM_SQL, then STEPS_OF_THIS_CLAIM_SQL, in one Batch (one round
-    trip, one commit; both statements prepared on ``conn`` as Batch prepares, below its cap).
-
-    Args:
-        conn: an idle autocommit connection from db.connect.
-        params: CLAIM_SQL's parameters (names, versions, n, owner, ttl in seconds).
-
-    Returns:
-        (the claimed workflow rows, their step rows ordered by workflow and seq); no step rows
-        when nothing was claimed.
-    """
-    with Batch(conn) as claim:
-        claim_cur = claim.execute(CLAIM_SQL, params)
-        steps_cur = claim.execute(STEPS_OF_THIS_CLAIM_SQL, params)
-    rows = claim_cur.fetchall()
-    return rows, (steps_cur.fetchall() if rows else [])
-
-
 WAKEUP_CHANNEL = "ilr_claimable"
 """The NOTIFY channel of ilr.notify_claimable() (migration 0003)."""
-
-HEARTBEAT_SQL = """
-update ilr.workflows w
-   set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
-  from unnest(%(ids)s::text[], %(epochs)s::bigint[]) as a(id, epoch)
- where w.id = a.id and w.epoch = a.epoch and w.status = 'running' and w.lease_expires_at > now()
-returning w.id, w.epoch, w.cancel_requested_at
-"""
-
-RELEASE_SQL = """
-update ilr.workflows w
-   set status = 'pending', owner = null, lease_expires_at = null, available_at = now(), updated_at = now()
-  from unnest(%(ids)s::text[], %(epochs)s::bigint[]) as a(id, epoch)
- where w.id = a.id and w.epoch = a.epoch and w.status = 'running' and w.owner = %(owner)s
-returning w.id, w.epoch
-"""
-"""Give back claims this worker abandoned for a database fault: due now, epoch kept, takeovers
-untouched (the next claim sees prev_status 'pending', so it counts no takeover).
-
-No lease test, on purpose: a claim at this epoch that is still 'running' is held by nobody
-else (every claim bumps the epoch), lapsed or not; releasing it is the takeover it would get,
-without counting one. Races: a claim of the same row locks it FOR UPDATE SKIP LOCKED. When the
-release holds the lock, the claim skips the row and the next claim finds it pending; when the
-claim holds it, the release waits, re-reads the row at the new epoch and matches nothing. Only
-runs that returned are released, so no body of that epoch is still executing when a successor
-may start one (the local-lease argument of ``Run`` needs no lapse here)."""
-
-DEPLOYMENT_REFRESH_MIN = 5.0
-"""Seconds, the shortest default period of a worker's ilr.worker_deployments refresh: the
-default period is max(lease_ttl, DEPLOYMENT_REFRESH_MIN) (``Worker(deployment_refresh=...)``,
-``ilr_worker --deployment-refresh``, ILR_DEPLOYMENT_REFRESH (ilr.conf) override it)."""
-DEPLOYMENT_STALE_AFTER = 3
-"""Refresh periods a worker_deployments row stays live: each refresh writes live_until =
-now() + DEPLOYMENT_STALE_AFTER * period, and a row is live while live_until > now()."""
-
-SEEN_SQL = """
-insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until)
-select %(worker)s, a.name, a.version, now(), now() + make_interval(secs => %(live)s)
-  from unnest(%(names)s::text[], %(versions)s::text[]) as a(name, version)
-on conflict (worker_id, name, version) do update set seen_at = excluded.seen_at, live_until = excluded.live_until
-"""
-"""Upsert every (name, version) this worker serves as seen now: at register and on each refresh."""
 
 
 class CodeChanged(InterlockError):
@@ -228,57 +113,6 @@ def check_pooler(pooler) -> None:
             "the worker at a PgBouncer pool in pool_mode=session or straight at PostgreSQL")
     if pooler not in POOLERS:
         raise PoolerRefused(f"ILR_POOLER must be unset, 'session' or 'transaction', got {pooler!r}")
-
-
-class Run:
-    """One claim of one workflow, as the worker holds it.
-
-    The local lease (docs/protocol.md §3.3): ``t0 = time.monotonic()`` is read before each
-    transaction that renews the lease (the claim, every fenced write, every heartbeat), and
-    ``local_lease = t0 + lease_ttl``. t0 precedes the transaction's now(), so under A5 (a
-    worker's monotonic clock runs no faster than the database clock) local_lease <=
-    lease_expires_at. A body that checks ``monotonic() < local_lease`` therefore starts before
-    any successor could claim, so before any successor's step row exists (NoRerunAfterComplete).
-    Residual, A1: a pause between the check and the body start.
-    """
-
-    def __init__(self, row: dict, lease_ttl: float, t0: float, steps: dict[int, dict] | None = None):
-        self.workflow_id: str = row["id"]
-        self.name: str = row["name"]
-        self.version: str = row["version"]
-        self.input = row["input"]
-        self.epoch: int = row["epoch"]
-        self.waiting: dict | None = row["waiting"]
-        self.waiting_due: bool = row["waiting_due"]
-        self.takeovers: int = row["takeovers"]
-        self.parent_id: str | None = row.get("parent_id")
-        self.cancel_requested = row["cancel_requested_at"] is not None
-        self.lease_ttl = lease_ttl
-        self.claimed_t0 = t0  # monotonic time before the claim transaction
-        self.local_lease = t0 + lease_ttl
-        self.fenced = False
-        self.released = False
-        self.steps = steps  # the step rows read with the claim, by seq; None: load them
-        self.born_at = row.get("born_at")  # the earliest created_at of its lineage (ilr.failover)
-        self.failover: dict | None = None  # the worker's last timeline switch at the claim (ilr.failover)
-        self.context: WorkflowContext | None = None  # set when the run starts; holds its connection
-
-    clock = staticmethod(time.monotonic)
-
-    def renewed(self, t0: float, cancel_requested_at) -> None:
-        """A lease-renewing transaction that began at monotonic ``t0`` committed."""
-        self.local_lease = max(self.local_lease, t0 + self.lease_ttl)
-        if cancel_requested_at is not None:
-            self.cancel_requested = True
-
-    def require_local_lease(self) -> None:
-        """Raise Fenced unless this claim is still live by the local clock (docs/protocol.md §3.3).
-
-        Called right before a step body, a decide call or a send starts.
-        """
-        if self.fenced or time.monotonic() >= self.local_lease:
-            self.fenced = True
-            raise Fenced(f"workflow {self.workflow_id}: local lease of epoch {self.epoch} ran out")
 
 
 class Worker:
@@ -430,7 +264,7 @@ class Worker:
                     self._wake.clear()
         self._drop_claim_conn()
         heartbeat.join(timeout=self.lease_ttl)  # its last refresh of worker_deployments comes before the delete
-        self._unregister()
+        unregister(self.dsn, self.worker_id)
         while not self._conns.empty():
             self._conns.get().close()
 
@@ -531,7 +365,7 @@ class Worker:
             time.sleep(min(0.1, max(0.0, next_beat - time.monotonic())))
             if time.monotonic() >= next_seen:  # low frequency, beside the lease renewals
                 next_seen = time.monotonic() + self.deployment_refresh
-                conn = self._refresh_deployments(conn)
+                conn = refresh_deployments(conn, self.dsn, self._seen_params())
             if time.monotonic() < next_beat:
                 continue
             next_beat = time.monotonic() + interval
@@ -574,37 +408,7 @@ class Worker:
             conn.close()
 
     def _seen_params(self) -> dict:
-        return {"worker": self.worker_id, "names": [d.name for d in self.definitions],
-                "versions": [d.version for d in self.definitions],
-                "live": DEPLOYMENT_STALE_AFTER * self.deployment_refresh}
-
-    def _refresh_deployments(self, conn: db.Connection | None) -> db.Connection | None:
-        """Mark every pair this worker serves as seen now (SEEN_SQL, one statement) on the
-        heartbeat connection ``conn`` (opened when None or closed).
-
-        Returns:
-            the connection, or None after a database error (logged; the next refresh retries).
-        """
-        try:
-            if not db.usable(conn):
-                db.discard(conn)
-                conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
-            conn.execute(SEEN_SQL, self._seen_params())
-            return conn
-        except psycopg.Error as exc:
-            log.warning("%s: worker_deployments refresh failed (%s)", self.worker_id, exc)
-            if conn is not None:
-                conn.close()
-            return None
-
-    def _unregister(self) -> None:
-        """Delete this worker's ilr.worker_deployments rows (a clean exit); a database error is
-        logged and the rows go stale by themselves."""
-        try:
-            with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:
-                conn.execute("delete from ilr.worker_deployments where worker_id = %s", (self.worker_id,))
-        except psycopg.Error as exc:
-            log.warning("%s: could not delete its worker_deployments rows (%s)", self.worker_id, exc)
+        return seen_params(self.worker_id, self.definitions, self.deployment_refresh)
 
     # -- one run -----------------------------------------------------------------------------
 
@@ -628,7 +432,7 @@ class Worker:
         conn = None
         try:
             conn = self._get_conn()
-            self._run_workflow(conn, run)
+            run_workflow(conn, run, worker_id=self.worker_id, dsn=self.dsn, max_takeovers=self.max_takeovers)
         except Fenced:
             log.info("%s: fenced out of %s (epoch %s)", self.worker_id, run.workflow_id, run.epoch)
             if self._last_fault >= run.claimed_t0:
@@ -661,57 +465,3 @@ class Worker:
             else:
                 db.discard(conn)
             self._wake.set()
-
-    def _run_workflow(self, conn: db.Connection, run: Run) -> None:
-        if run.takeovers > self.max_takeovers:
-            store.finish(conn, run, "stuck", error_json=json.dumps({
-                "type": "CrashLoop", "message": f"crash loop: {run.takeovers} takeovers since the last recorded step "
-                                                f"(max_takeovers {self.max_takeovers})"}))
-            return
-        definition = registry.get(run.name, run.version)
-        steps = run.steps if run.steps is not None else {row["seq"]: row for row in conn.execute(
-            "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
-            (run.workflow_id,)).fetchall()}
-        ctx = run.context = WorkflowContext(run, conn, steps, reconnect=lambda: db.connect(
-            self.dsn, application_name=f"ilr-worker-{self.worker_id}"))
-        try:
-            result = definition.fn(ctx, run.input)
-        except Suspend:
-            return
-        except Fenced:
-            if ctx.suspended:
-                self._suspend_swallowed(ctx._conn, run)
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            if db.is_connection_fault(exc):
-                raise  # a database that lost or refuses the connection is not the workflow's failure
-            if ctx.suspended:
-                self._suspend_swallowed(ctx._conn, run)
-                return
-            if ctx.nondeterminism is not None:
-                store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
-            elif isinstance(exc, Cancelled):
-                store.finish(ctx._conn, run, "cancelled", error_json=dumps_error(exc))
-            elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-            else:
-                store.finish(ctx._conn, run, "failed", error_json=dumps_error(exc))
-            return
-        if ctx.suspended:
-            self._suspend_swallowed(ctx._conn, run)
-        elif ctx.nondeterminism is not None:
-            store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
-        else:
-            try:
-                result_json = codec.dumps(result, "result")
-            except InvalidInput as exc:
-                store.finish(ctx._conn, run, "failed", error_json=dumps_error(exc))
-                return
-            store.finish(ctx._conn, run, "completed", result_json=result_json)
-
-    def _suspend_swallowed(self, conn, run: Run) -> None:
-        log.error("%s: workflow %s swallowed Suspend (a bare except?); marking it stuck", self.worker_id,
-                  run.workflow_id)
-        store.mark_stuck_unfenced(conn, run, json.dumps({
-            "type": "SuspendSwallowed", "message": "Suspend swallowed: workflow code caught the runtime's "
-                                                   "Suspend (a bare except: or except BaseException:)"}))
