@@ -1,11 +1,12 @@
-"""The case list: workflows by outcome, for the review UI's Cases page and the admin's filter.
+"""Cases: the case list by outcome (the review UI's Cases page and the admin's outcome filter) and
+one case's detail (the case page).
 
 An outcome is what an operations team sorts its day by, each a condition on a workflow and the
 rows beside it (one definition, used by the page and the admin alike):
 
 - ``waiting``: an approval request of the workflow is pending and not expired;
-- ``refused``: one of its effects was refused by the runtime's checks (premises changed, grant
-  revoked or expired, cancelled, the target said no);
+- ``refused``: one of its effects stands refused (``refused``): the runtime's checks refused it
+  (premises changed, grant revoked or expired, cancelled, the target said no);
 - ``ambiguous``: one of its effects has an unknown outcome that no person has reconciled yet;
 - ``failed`` and ``stuck``: the workflow's own status (a failed workflow ended with an error; a
   stuck one waits for an operator, ``manage.py ilr_resume``).
@@ -18,13 +19,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.core.paginator import Page, Paginator
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
 from django.utils import timezone
 
 from approvals.selectors import workflows
-from ilr.models import ApprovalRequest, Effect
+from ilr.models import ApprovalRequest, Claim, Effect, JournalEntry, Signal, Step, Workflow
 
 CASES_PAGE_SIZE = 50
+
+
+def refused() -> Q:
+    """The one definition of a refused effect, as a condition on an ``ilr.effects`` row: a REFUSED
+    entry is in its journal and nothing was sent since. A refusal leaves the effect proposed
+    (never sent, or not sent again); a later send of the same effect moves it on."""
+    return Q(Exists(JournalEntry.objects.filter(effect_id=OuterRef("effect_id"), kind="REFUSED")), state="proposed")
+
+
+def flag(condition: Q) -> ExpressionWrapper:
+    """``condition`` as a boolean column, for ``annotate``."""
+    return ExpressionWrapper(condition, output_field=BooleanField())
 
 
 @dataclass(frozen=True)
@@ -40,15 +53,14 @@ def _pending_request():
                                                  expires_at__gt=timezone.now()))
 
 
-def _effect(**conditions):
-    return Exists(Effect.objects.filter(workflow_id=OuterRef("id"), **conditions))
+def _effect(*conditions, **lookups):
+    """An effect of the workflow meets ``conditions`` and ``lookups``."""
+    return Exists(Effect.objects.filter(*conditions, workflow_id=OuterRef("id"), **lookups))
 
 
 OUTCOMES: dict[str, Outcome] = {
     "waiting": Outcome("waiting for approval", _pending_request),
-    # A refusal leaves the effect proposed (never sent, or not sent again) beside its REFUSED
-    # entry; a later send of the same effect moves it on, out of this outcome.
-    "refused": Outcome("refused", lambda: _effect(state="proposed", journal__kind="REFUSED")),
+    "refused": Outcome("refused", lambda: _effect(refused())),
     "ambiguous": Outcome("ambiguous", lambda: _effect(state="ambiguous", reconciled__isnull=True)),
     "failed": Outcome("failed", lambda: Q(status="failed")),
     "stuck": Outcome("stuck", lambda: Q(status="stuck")),
@@ -89,3 +101,37 @@ def cases(outcome: str | None = None, page: Any = 1, per_page: int = CASES_PAGE_
 def counts() -> dict[str, int]:
     """How many workflows are in each outcome (one count query per outcome)."""
     return {name: with_outcome(workflows(), name).count() for name in OUTCOMES}
+
+
+# -- one case ------------------------------------------------------------------------------------
+
+@dataclass
+class WorkflowDetail:
+    """A workflow with its step timeline, signals, effects (each with ``refused``: see
+    ``refused``), children and claim history."""
+
+    workflow: Workflow
+    steps: list[Step]
+    signals: list[Signal]
+    effects: list[Effect]
+    children: list[dict]
+    claims: list[Claim]
+
+
+def workflow_detail(workflow_id: str) -> WorkflowDetail:
+    """Everything the case page shows about one workflow.
+
+    Raises:
+        Workflow.DoesNotExist: unknown id.
+    """
+    w = workflows().get(id=workflow_id)
+    return WorkflowDetail(
+        workflow=w,
+        steps=list(Step.objects.filter(workflow_id=workflow_id).order_by("seq")),
+        signals=list(Signal.objects.filter(workflow_id=workflow_id).order_by("id")),
+        effects=list(Effect.objects.filter(workflow_id=workflow_id).order_by("effect_id")
+                     .annotate(refused=flag(refused()))),
+        children=list(Workflow.objects.filter(parent_id=workflow_id).order_by("created_at")
+                      .values("id", "name", "status")),
+        claims=list(Claim.objects.filter(workflow_id=workflow_id).order_by("epoch")),
+    )

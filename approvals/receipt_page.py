@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from approvals.cases import flag, refused
 from approvals.queue import money
 from ilr import db, receipts
 from ilr.grants import EffectNotFound
@@ -43,7 +44,7 @@ class Facts:
     reference: str | None = None
     committed_at: float | None = None
     refused: bool = False
-    """True when the effect stands refused: a REFUSED entry, and nothing sent since."""
+    """True when the effect stands refused (``approvals.cases.refused``)."""
 
 @dataclass
 class Answer:
@@ -268,13 +269,13 @@ def _reference(target: Any, result: Any) -> str | None:
 def facts(effect_id: str, entries: list) -> Facts:
     """The case, amount, approvers and provider's reference of one effect (see Facts)."""
     out = Facts()
-    effect = Effect.objects.filter(effect_id=effect_id).first()
+    effect = Effect.objects.filter(effect_id=effect_id).annotate(refused=flag(refused())).first()
     parsed = _parsed(entries)
     proposed = next((e for e in parsed if e.get("kind") == "PROPOSED"), None)
     committed = next((e for e in reversed(parsed) if e.get("kind") == "COMMITTED"), None)
     if effect is not None:
         out.workflow_id, out.target, out.grant_id = effect.workflow_id, effect.target, effect.grant_id
-        out.refused = effect.state == "proposed" and any(e.get("kind") == "REFUSED" for e in parsed)
+        out.refused = effect.refused
     target = get_target(out.target) if out.target else None
     out.payload = proposed.get("effect") if proposed else (effect.payload if effect is not None else None)
     if isinstance(out.payload, dict):

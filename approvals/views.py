@@ -118,7 +118,7 @@ def case(request, workflow_id: str):
     """One workflow: its approval requests (decided ones with their outcome), effects with their
     receipts, step timeline and signals."""
     try:
-        detail = selectors.workflow_detail(workflow_id)
+        detail = case_lists.workflow_detail(workflow_id)
     except Workflow.DoesNotExist:
         raise Http404(f"no workflow with id {workflow_id!r}") from None
     return render(request, "approvals/case.html", {
