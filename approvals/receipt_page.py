@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from approvals.cases import flag, refused
 from approvals.queue import money
 from ilr import db, receipts
 from ilr.grants import EffectNotFound
@@ -43,7 +44,7 @@ class Facts:
     reference: str | None = None
     committed_at: float | None = None
     refused: bool = False
-    """True when the effect stands refused: a REFUSED entry, and nothing sent since."""
+    """True when the effect stands refused (``approvals.cases.refused``)."""
 
 @dataclass
 class Answer:
@@ -69,6 +70,8 @@ class ChainEntry:
     signed: bool
     fields: str
     problems: list[str]
+    parsed: dict | None = field(default=None, repr=False)
+    """The entry as sealed, parsed (None when unreadable), for ``facts``."""
 
 
 @dataclass
@@ -219,7 +222,7 @@ def _chain(entries: list, problems: list[str]) -> list[ChainEntry]:
         rest = {k: v for k, v in e.items() if k not in ("kind", "effect_id", "ts", "via", "hash", "prev", "sig")}
         chain.append(ChainEntry(i, str(e.get("kind")), at, e.get("via"), str(e.get("hash") or ""), e.get("prev"),
                                 bool(e.get("sig")), json.dumps(rest, sort_keys=True, ensure_ascii=False),
-                                by_entry.get(i, [])))
+                                by_entry.get(i, []), e))
     return chain
 
 
@@ -236,20 +239,8 @@ def receipt(effect_id: str) -> Receipt:
         except LookupError:
             raise EffectNotFound(effect_id) from None
     v = receipts.verify(b)
-    entries = b.get("entries") or []
-    return Receipt(effect_id, b, v, _answers(v, b), _chain(entries, v.get("problems") or []), facts(effect_id, entries))
-
-
-def _parsed(entries: list) -> list[dict]:
-    out = []
-    for body in entries:
-        try:
-            e = json.loads(body)
-        except ValueError:
-            continue
-        if isinstance(e, dict):
-            out.append(e)
-    return out
+    chain = _chain(b.get("entries") or [], v.get("problems") or [])
+    return Receipt(effect_id, b, v, _answers(v, b), chain, facts(effect_id, chain))
 
 
 def _reference(target: Any, result: Any) -> str | None:
@@ -265,16 +256,18 @@ def _reference(target: Any, result: Any) -> str | None:
     return None
 
 
-def facts(effect_id: str, entries: list) -> Facts:
-    """The case, amount, approvers and provider's reference of one effect (see Facts)."""
+def facts(effect_id: str, chain: list[ChainEntry]) -> Facts:
+    """The case, amount, approvers and provider's reference of one effect (see Facts), from its
+    chain of entries (``_chain``) and the columns of its row that the bundle does not carry."""
     out = Facts()
-    effect = Effect.objects.filter(effect_id=effect_id).first()
-    parsed = _parsed(entries)
+    effect = (Effect.objects.filter(effect_id=effect_id).only("workflow_id", "target", "grant_id", "payload")
+              .annotate(refused=flag(refused())).first())
+    parsed = [c.parsed for c in chain if c.parsed is not None]
     proposed = next((e for e in parsed if e.get("kind") == "PROPOSED"), None)
     committed = next((e for e in reversed(parsed) if e.get("kind") == "COMMITTED"), None)
     if effect is not None:
         out.workflow_id, out.target, out.grant_id = effect.workflow_id, effect.target, effect.grant_id
-        out.refused = effect.state == "proposed" and any(e.get("kind") == "REFUSED" for e in parsed)
+        out.refused = effect.refused
     target = get_target(out.target) if out.target else None
     out.payload = proposed.get("effect") if proposed else (effect.payload if effect is not None else None)
     if isinstance(out.payload, dict):

@@ -2,7 +2,8 @@
 
 A workflow row may hold ``available_at = 'infinity'`` (waiting with no timeout), which no
 Python datetime can hold, so every workflow query here defers that column and reads it as text
-(``workflows()``). The approval queue's reads are in ``approvals.queue``.
+(``workflows()``). The approval queue's reads are in ``approvals.queue``, the case list's and
+one case's in ``approvals.cases``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from django.db.models import BooleanField, Case, Exists, OuterRef, Q, TextField,
 from django.db.models.functions import Cast, Now
 
 from ilr.deployments import UNSERVED_SQL, drain_report_in
-from ilr.models import Claim, Deployment, Effect, JournalEntry, Signal, Step, WorkerDeployment, Workflow
+from ilr.models import Deployment, Effect, WorkerDeployment, Workflow
 from ilr.statuses import ACTIVE
 
 QUEUE_PAGE_SIZE = 20
@@ -55,40 +56,6 @@ def unserved() -> list[dict]:
         cur.execute(UNSERVED_SQL)
         columns = [c.name for c in cur.description]
         return [dict(zip(columns, row)) for row in cur.fetchall()]
-
-
-# -- one workflow --------------------------------------------------------------------------------
-
-@dataclass
-class WorkflowDetail:
-    """A workflow with its step timeline, signals, effects (each with ``refused``: a REFUSED entry
-    is in its journal), children and claim history."""
-
-    workflow: Workflow
-    steps: list[Step]
-    signals: list[Signal]
-    effects: list[Effect]
-    children: list[dict]
-    claims: list[Claim]
-
-
-def workflow_detail(workflow_id: str) -> WorkflowDetail:
-    """Everything the detail pages show about one workflow.
-
-    Raises:
-        Workflow.DoesNotExist: unknown id.
-    """
-    w = workflows().get(id=workflow_id)
-    return WorkflowDetail(
-        workflow=w,
-        steps=list(Step.objects.filter(workflow_id=workflow_id).order_by("seq")),
-        signals=list(Signal.objects.filter(workflow_id=workflow_id).order_by("id")),
-        effects=list(Effect.objects.filter(workflow_id=workflow_id).order_by("effect_id").annotate(
-            refused=Exists(JournalEntry.objects.filter(effect_id=OuterRef("effect_id"), kind="REFUSED")))),
-        children=list(Workflow.objects.filter(parent_id=workflow_id).order_by("created_at")
-                      .values("id", "name", "status")),
-        claims=list(Claim.objects.filter(workflow_id=workflow_id).order_by("epoch")),
-    )
 
 
 # -- ambiguous effects ---------------------------------------------------------------------------

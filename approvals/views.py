@@ -8,6 +8,7 @@ permission, and answers a refusal with a message (nothing written) and an unknow
 from __future__ import annotations
 
 from functools import wraps
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -108,6 +109,7 @@ def cases(request):
     counts = case_lists.counts()
     return render(request, "approvals/cases.html", {
         "nav": "cases", "outcome": outcome, "page": case_lists.cases(outcome, request.GET.get("page", 1)),
+        "pager_query": urlencode({"outcome": outcome}) + "&" if outcome else "",
         "filters": [(name, o.label, counts[name]) for name, o in case_lists.OUTCOMES.items()],
     })
 
@@ -118,7 +120,7 @@ def case(request, workflow_id: str):
     """One workflow: its approval requests (decided ones with their outcome), effects with their
     receipts, step timeline and signals."""
     try:
-        detail = selectors.workflow_detail(workflow_id)
+        detail = case_lists.workflow_detail(workflow_id)
     except Workflow.DoesNotExist:
         raise Http404(f"no workflow with id {workflow_id!r}") from None
     return render(request, "approvals/case.html", {
@@ -134,6 +136,7 @@ def ambiguous(request):
     done = request.GET.get("reconciled") == "1"
     return render(request, "approvals/ambiguous.html", {
         "nav": "ambiguous", "reconciled": done,
+        "pager_query": "reconciled=1&" if done else "",
         "page": selectors.ambiguous_effects(request.GET.get("page", 1), reconciled=done),
         "applied_choices": ReconcileForm.base_fields["applied"].choices,
     })

@@ -26,30 +26,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
 from tests.conftest import ROOT, wait_for
 from tests.refund_harness import refund_env, wait_for_request
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 PASSWORD = "e2e-only-password"
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-def _browser_or_skip():
-    """Playwright and Debian's chromium; missing ones skip locally and fail in CI."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
-    return sync_playwright
 
 
 @pytest.fixture
@@ -65,7 +48,7 @@ def registered():
 
 
 def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, registered):
-    sync_playwright = _browser_or_skip()
+    sync_playwright = browser_or_skip()
     from django.contrib.auth.models import User
 
     from prove.targets_client import LocalRefunds
@@ -89,13 +72,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(20_000)
 
-            # Log in (the queue redirects to the login page first).
-            page.goto(f"{live_server.url}/review/")
-            assert "/review/login/" in page.url
-            page.fill("#id_username", "ops-e2e")
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/review/")
+            log_in(page, live_server.url, "ops-e2e", PASSWORD)
 
             # The queue: the request (what will be sent, the decision's model and reasoning) and
             # the premises, re-checked through the registered target.

@@ -34,8 +34,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
 from tests.conftest import ROOT, wait_for
-from tests.test_approvals_e2e import CHROMIUM, CHROMIUM_ARGS, _browser_or_skip
 from tests.test_packaging import build_wheel
 
 pytestmark = pytest.mark.slow
@@ -60,7 +60,7 @@ def _run(cmd: list, *, timeout: float = 300, **kwargs) -> subprocess.CompletedPr
 @pytest.fixture
 def browser_api():
     """Playwright's sync API, checked before anything is built (a skip locally, a failure in CI)."""
-    return _browser_or_skip()
+    return browser_or_skip()
 
 
 @pytest.fixture
@@ -243,12 +243,7 @@ print(json.dumps({{"staff": u.is_staff, "perms": sorted(u.get_all_permissions())
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.set_default_timeout(20_000)
 
-            page.goto(f"{base}/review/")
-            assert "/review/login/" in page.url
-            page.fill("#id_username", REVIEWER)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{base}/review/")
+            log_in(page, base, REVIEWER, PASSWORD)
 
             # The queue: the summary, the payload as fields (the amount as the target's currency),
             # and the premises re-checked through the target the web process registered.

@@ -11,8 +11,11 @@ import json
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from approvals import cases as case_lists
 from ilr import journal
 from tests import test_approvals_views as views_tests
 from tests.test_approvals_views import (
@@ -110,6 +113,14 @@ def test_the_admin_filters_workflows_by_outcome(rt, every_outcome):
         body = text(c.get(reverse("admin:ilr_workflow_changelist"), {"outcome": outcome}))
         shown = set(re.findall(r"/admin/ilr/workflow/(case-[a-z]+)/change/", body))
         assert shown == {case}, (outcome, shown)
+
+
+def test_the_outcome_counts_are_one_query(rt, every_outcome):
+    connection.ensure_connection()  # the connection's own setup is not the counts' query
+    with CaptureQueriesContext(connection) as queries:
+        found = case_lists.counts()
+    assert found == {"waiting": 1, "refused": 1, "ambiguous": 1, "failed": 1, "stuck": 1}
+    assert len(queries) == 1, [q["sql"] for q in queries]
 
 
 def _committed_journal(rt, effect_id: str, grant_id: str, result: dict):
