@@ -52,7 +52,7 @@ class EffectSend(EffectCallBase):
 
     def _send(self, t0: float, *, via: str, status: str, rechecked: dict | None, payload: Any,
               take_status: bool = True) -> EffectResult | None:
-        """Send ``payload`` and commit the answer; see the module docstring. None only when
+        """Send ``payload`` and commit the answer (the shape: ``ilr/effects.py``). None only when
         the target rejected an idempotent resend and the effect was resolved meanwhile
         (``_resolve_rejected_resend``: the caller goes round).
 
