@@ -1,5 +1,6 @@
 """The pure rules of a gated effect: the grant check of T_dispatch and T_resolve
-(docs/protocol.md §6.2, check 8) and the recovery decision (§6.5). No I/O; callers read the rows.
+(docs/protocol.md §6.2, check 8) and the recovery decision (§6.5). No I/O: callers read the rows
+(the grant row with GRANT_FOR_SHARE, under their locks).
 """
 
 from __future__ import annotations
