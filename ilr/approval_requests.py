@@ -25,7 +25,7 @@ from psycopg.rows import dict_row
 
 from ilr import codec
 from ilr.errors import InterlockError, InvalidInput
-from ilr.grants import _seconds, insert_payload_grant
+from ilr.grants import insert_payload_grant, lifetime_seconds
 
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 DECIDED = ("approved", "rejected", "expired", "cancelled")
@@ -206,7 +206,7 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
         InvalidInput: an empty ``by`` or a bad ``expires_in``.
     """
     codec.check_who(by)
-    seconds = _seconds(expires_in, "expires_in")
+    seconds = lifetime_seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
     req = _open_for_decision(conn, cur, request_id)
     approvals = list(req["approvals"] or [])

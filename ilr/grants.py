@@ -44,7 +44,13 @@ MAX_LIFETIME_S = 100 * 365 * 86400
 """Seconds: the longest expires_in (a hundred years); None is the way to say never."""
 
 
-def _seconds(value: Any, field: str) -> float | None:
+def lifetime_seconds(value: Any, field: str) -> float | None:
+    """A grant lifetime ``value`` (seconds, or a timedelta) as float seconds; None stays None
+    (never expires).
+
+    Raises:
+        InvalidInput: not a finite number in (0, MAX_LIFETIME_S] (field ``field``).
+    """
     if value is None:
         return None
     if isinstance(value, dt.timedelta):
@@ -85,7 +91,7 @@ def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | Non
     codec.check_who(by)
     if max_cents is not None:
         codec.check_cents(max_cents, "max_cents")
-    seconds = _seconds(expires_in, "expires_in")
+    seconds = lifetime_seconds(expires_in, "expires_in")
     grant_id = new_grant_id() if grant_id is None else codec.check_text(grant_id, "grant_id")
     cur = conn.cursor(row_factory=dict_row)
     row = cur.execute(
@@ -132,7 +138,7 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     codec.dumps(payload, "payload")  # plain JSON, and not over MAX_JSON_BYTES
     facts_text = codec.dumps(facts_seen, "facts_seen")
     _amount(payload)  # a bad amount is refused before anything is written
-    seconds = _seconds(expires_in, "expires_in")
+    seconds = lifetime_seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
     wf = cur.execute("select id, name, status, waiting from ilr.workflows where id = %s for update",
                      (wf_id,)).fetchone()

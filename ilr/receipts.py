@@ -8,6 +8,7 @@ tamper_evident. It never reads the target or the database.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from cryptography.exceptions import InvalidSignature
@@ -151,100 +152,157 @@ def verify(bundle: dict, public_key=None) -> dict:
       sent. What every refusing check found is in ``refusals``, so a reader is never told the
       premises held where a check found them changed.
     """
-    problems: list[str] = []
-    valid = True
-    tamper_evident = True
+    public_key, key_problems = _bundle_key(bundle, public_key)
+    chain = _read_chain(bundle, public_key)
+    entries = chain.entries
+    dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
+    happened = _happened(entries, dispatched)
+    happened_once, once_problems = _happened_once(entries, happened)
+    authorized, p3_problems = _authorized_when_fired(entries, dispatched)
+    assumptions, p4_problems = _assumptions_held(entries)
+    return {
+        "valid": chain.valid,
+        "tamper_evident": not key_problems and chain.tamper_evident,
+        "happened": happened,
+        "happened_once": happened_once,
+        "authorized_when_fired": authorized if dispatched else None,
+        "assumptions_held": assumptions,
+        "sends": sum(1 for e in entries if _records_send(e)),
+        "unsigned": chain.unsigned,
+        "refusals": [_refusal(e, dispatched) for e in entries if e.get("kind") == "REFUSED"],
+        "problems": key_problems + chain.problems + once_problems + p3_problems + p4_problems,
+    }
+
+
+# -- verify's checks, in the order verify reports their problems ----------------------------------
+
+def _bundle_key(bundle: dict, public_key) -> tuple[Any, list[str]]:
+    """(the key to check signatures with, problems): ``public_key`` when given, else the bundle's
+    own PEM (None when it has none, or when it does not load: a problem, and not tamper_evident)."""
     if public_key is None and bundle.get("public_key"):
         try:
-            public_key = keys.load_public_pem(bundle["public_key"])
+            return keys.load_public_pem(bundle["public_key"]), []
         except ValueError:
-            problems.append("the bundle's public key does not load")
-            tamper_evident = False
-    entries: list[dict] = []
+            return None, ["the bundle's public key does not load"]
+    return public_key, []
+
+
+@dataclass
+class _Chain:
+    """What reading the bundle's entries found (P5 and ``valid``)."""
+
+    entries: list[dict] = field(default_factory=list)
+    """The entries that parse as JSON objects, in order."""
+    valid: bool = True
+    tamper_evident: bool = True
+    unsigned: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def _read_chain(bundle: dict, public_key) -> _Chain:
+    """Parse every entry and check its seal: canonical form, hash, the prev link, the effect id,
+    and with a key its signature. An entry that is not a JSON object makes the bundle invalid
+    and is skipped (the next entry's prev link is checked against the last one read)."""
+    chain = _Chain()
     prev = None
-    n_unsigned = 0
     for i, body in enumerate(bundle.get("entries") or []):
         try:
             entry = json.loads(body)
             if not isinstance(entry, dict):
                 raise ValueError("not an object")
         except ValueError:
-            problems.append(f"entry {i + 1} is not valid JSON")
-            tamper_evident = False
-            valid = False
+            chain.problems.append(f"entry {i + 1} is not valid JSON")
+            chain.tamper_evident = False
+            chain.valid = False
             continue
-        if codec.canonical(entry) != body:
-            problems.append(f"entry {i + 1} is not in canonical form")
-            tamper_evident = False
-        unsigned = {k: v for k, v in entry.items() if k not in ("hash", "sig")}
-        if codec.sha256_hex(codec.canonical(unsigned)) != entry.get("hash"):
-            problems.append(f"entry {i + 1} ({entry.get('kind')}): hash does not recompute")
-            tamper_evident = False
-        if entry.get("prev") != prev:
-            problems.append(f"entry {i + 1} ({entry.get('kind')}): prev link breaks the chain")
-            tamper_evident = False
-        if entry.get("effect_id") != bundle.get("effect_id"):
-            problems.append(f"entry {i + 1} belongs to another effect")
-            tamper_evident = False
+        found = _seal_problems(i + 1, body, entry, prev, bundle.get("effect_id"))
         if public_key is not None and not entry.get("sig"):
-            # Not provably altered, but not provable either: anyone who can write the journal
-            # can recompute an unsigned chain, so with a key every entry must carry a signature.
-            n_unsigned += 1
-            problems.append(f"entry {i + 1} ({entry.get('kind')}) is not signed although the bundle names a key: "
-                            f"written before the key existed or by a worker started without it, or its "
-                            f"signature was removed; it cannot be checked")
-            tamper_evident = False
-        elif public_key is not None:
-            try:
-                public_key.verify(bytes.fromhex(entry.get("sig") or ""), str(entry.get("hash")).encode())
-            except (InvalidSignature, ValueError):
-                problems.append(f"entry {i + 1} ({entry.get('kind')}): signature does not verify")
-                tamper_evident = False
+            chain.unsigned += 1
+        found += _signature_problems(i + 1, entry, public_key)
+        if found:
+            chain.problems += found
+            chain.tamper_evident = False
         prev = entry.get("hash")
-        entries.append(entry)
-    if not entries:
-        valid = False
-        problems.append("the bundle holds no entries")
+        chain.entries.append(entry)
+    if not chain.entries:
+        chain.valid = False
+        chain.problems.append("the bundle holds no entries")
+    return chain
 
+
+def _seal_problems(n: int, body: str, entry: dict, prev: str | None, effect_id: Any) -> list[str]:
+    """What is wrong with entry number ``n`` (from 1) as a link of the chain: not canonical, a
+    hash that does not recompute, a prev that is not the previous entry's hash, another effect's."""
+    problems = []
+    if codec.canonical(entry) != body:
+        problems.append(f"entry {n} is not in canonical form")
+    unsigned = {k: v for k, v in entry.items() if k not in ("hash", "sig")}
+    if codec.sha256_hex(codec.canonical(unsigned)) != entry.get("hash"):
+        problems.append(f"entry {n} ({entry.get('kind')}): hash does not recompute")
+    if entry.get("prev") != prev:
+        problems.append(f"entry {n} ({entry.get('kind')}): prev link breaks the chain")
+    if entry.get("effect_id") != effect_id:
+        problems.append(f"entry {n} belongs to another effect")
+    return problems
+
+
+def _signature_problems(n: int, entry: dict, public_key) -> list[str]:
+    """With a key, what is wrong with entry number ``n``'s signature: missing, or not verifying."""
+    if public_key is None:
+        return []
+    if not entry.get("sig"):
+        # Not provably altered, but not provable either: anyone who can write the journal
+        # can recompute an unsigned chain, so with a key every entry must carry a signature.
+        return [f"entry {n} ({entry.get('kind')}) is not signed although the bundle names a key: "
+                f"written before the key existed or by a worker started without it, or its "
+                f"signature was removed; it cannot be checked"]
+    try:
+        public_key.verify(bytes.fromhex(entry.get("sig") or ""), str(entry.get("hash")).encode())
+    except (InvalidSignature, ValueError):
+        return [f"entry {n} ({entry.get('kind')}): signature does not verify"]
+    return []
+
+
+def _happened(entries: list[dict], dispatched: list[dict]) -> Any:
+    """P1: True with a COMMITTED; "unknown" when AMBIGUOUS or a DISPATCHED is still open;
+    otherwise False."""
     kinds = [e.get("kind") for e in entries]
     last_resolution = None
     for e in entries:
         if e.get("kind") in ("COMMITTED", "AMBIGUOUS") or (e.get("kind") == "REFUSED"):
             last_resolution = e
-    dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
     open_dispatch = bool(dispatched) and (last_resolution is None or
                                           entries.index(last_resolution) < entries.index(dispatched[-1]))
-
-    # P1 happened
     if "COMMITTED" in kinds:
-        happened: Any = True
-    elif "AMBIGUOUS" in kinds or open_dispatch:
-        happened = "unknown"
-    elif entries and entries[-1].get("kind") in ("REFUSED", "LATE_RESULT") or (kinds and "DISPATCHED" not in kinds):
-        happened = False
-    else:
-        happened = "unknown"
+        return True
+    if "AMBIGUOUS" in kinds or open_dispatch:
+        return "unknown"
+    if entries and entries[-1].get("kind") in ("REFUSED", "LATE_RESULT") or (kinds and "DISPATCHED" not in kinds):
+        return False
+    return "unknown"
 
-    # P2 happened once (see the docstring): a reapply is a new application; with a late result
-    # beside it the effect was applied twice, and after an unanswered send it may have been.
+
+def _happened_once(entries: list[dict], happened: Any) -> tuple[Any, list[str]]:
+    """P2 (see verify's docstring): a reapply is a new application; with a late result beside it
+    the effect was applied twice, and after an unanswered send it may have been."""
     # Recovery reapplies only while the effect is still dispatched, i.e. while no first-send or
     # late-commit COMMITTED and no target rejection answered the last send; a LATE_RESULT is the
-    # only way the journal can hold that send's answer (effects._recover, effects._late_result).
-    happened_once: Any = happened
+    # only way the journal can hold that send's answer (EffectCall._recover, EffectCall._late_result).
     reapplied = any(e.get("kind") == "COMMITTED" and e.get("via") == REAPPLY_VIA for e in entries)
-    if happened is True and reapplied:
-        if any(e.get("kind") == "LATE_RESULT" for e in entries):
-            happened_once = False
-            problems.append("a late result arrived after a reapply: the effect was applied twice")
-        else:
-            happened_once = "unknown"
-            problems.append(
-                "recovery reapplied the effect (recovery-reapply) after a send whose answer the journal does "
-                "not hold: that send could have been applied late, after send_deadline + settle_margin (A2), "
-                "in which case the target applied the effect twice, so happened_once is unknown")
+    if not (happened is True and reapplied):
+        return happened, []
+    if any(e.get("kind") == "LATE_RESULT" for e in entries):
+        return False, ["a late result arrived after a reapply: the effect was applied twice"]
+    return "unknown", [
+        "recovery reapplied the effect (recovery-reapply) after a send whose answer the journal does "
+        "not hold: that send could have been applied late, after send_deadline + settle_margin (A2), "
+        "in which case the target applied the effect twice, so happened_once is unknown"]
 
-    # P3 authorized when fired: every DISPATCHED and every resend carried a live lease.
+
+def _authorized_when_fired(entries: list[dict], dispatched: list[dict]) -> tuple[bool, list[str]]:
+    """P3: every DISPATCHED and every resend carried a live lease covering the payload at its ts."""
     authorized = True
+    problems = []
     for e in entries:
         if not _records_send(e):
             continue
@@ -259,11 +317,16 @@ def verify(bundle: dict, public_key=None) -> dict:
         if not ok or not checks.get("lease_live"):
             authorized = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: not authorized ({why or 'lease not live'})")
+    return authorized, problems
 
-    # P4 assumptions held: zero premise violations in every check that accompanied a send (each
-    # DISPATCHED, each resend), and no late result past send_deadline + settle_margin (A2). A
-    # re-check that refused or resolved without sending is not counted (see the docstring).
+
+def _assumptions_held(entries: list[dict]) -> tuple[bool | None, list[str]]:
+    """P4: zero premise violations in every check that accompanied a send (each DISPATCHED, each
+    resend), and no late result past send_deadline + settle_margin (A2); None when nothing was
+    sent. A re-check that refused or resolved without sending is not counted (see verify's
+    docstring)."""
     assumptions: bool | None = True
+    problems = []
     for e in entries:
         checks = _send_checks(e) if _records_send(e) else None
         if isinstance(checks, dict) and checks.get("violations"):
@@ -272,25 +335,11 @@ def verify(bundle: dict, public_key=None) -> dict:
         if e.get("kind") == "LATE_RESULT" and _arrived_past_settle(e):
             assumptions = False
             problems.append("a response arrived after send_deadline + settle_margin (A2 did not hold)")
-
-    sends = sum(1 for e in entries if _records_send(e))
-    if not sends:
+    if not any(_records_send(e) for e in entries):
         # Nothing went out: "were the premises checked before every send" has no answer, and a
         # True here would read as "the premises held" beside a refusal that found them changed.
         assumptions = None
-    refusals = [_refusal(e, dispatched) for e in entries if e.get("kind") == "REFUSED"]
-    return {
-        "valid": valid,
-        "tamper_evident": tamper_evident,
-        "happened": happened,
-        "happened_once": happened_once,
-        "authorized_when_fired": authorized if dispatched else None,
-        "assumptions_held": assumptions,
-        "sends": sends,
-        "unsigned": n_unsigned,
-        "refusals": refusals,
-        "problems": problems,
-    }
+    return assumptions, problems
 
 
 def _refusal(entry: dict, dispatched: list[dict]) -> dict:

@@ -1,0 +1,139 @@
+"""Recovery of a gated effect whose send outcome is unknown (docs/protocol.md §6.5): once the
+send has settled, re-check the grant and premises and look the target up where the decision
+table needs it (outside any transaction), then T_resolve decides under the locks: a resolving
+entry, or a resend whose answer ``ilr/effect_send.py`` commits.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ilr import db, journal, killpoints
+from ilr.effect_call_base import entry_ts
+from ilr.effect_result import EffectResult
+from ilr.effect_rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
+from ilr.effect_send import EffectSend
+from ilr.targets import DEDUP_MARGIN
+
+
+class _Rollback(Exception):
+    """Raised inside T_resolve to roll it back when the decision needs a lookup that did not run."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+class EffectRecovery(EffectSend):
+    """The recovery path: ``_recover`` reads and looks up, ``_t_resolve`` decides."""
+
+    def _recover(self, take_status: bool) -> EffectResult | None:
+        """Resolve a dispatched effect whose outcome is unknown (docs/protocol.md §6.5); None
+        when it was resolved meanwhile (the caller goes round).
+
+        Raises:
+            LookupFailed: the re-check of premises or the lookup raised; nothing was written.
+            Suspend: not settled yet (the workflow was released until send_deadline +
+                settle_margin).
+        """
+        force_query = False
+        while True:
+            # (a) a short read: nothing may query or resend before send_deadline + settle_margin.
+            eff = self.conn.execute(
+                "select e.*, now() > e.send_deadline + e.settle_margin as settled, "
+                "extract(epoch from now() - e.first_dispatched_at)::float8 as age "
+                "from ilr.effects e where effect_id = %s", (self.effect_id,)).fetchone()
+            if eff["state"] != "dispatched":
+                return None  # resolved meanwhile: the caller goes round
+            if not eff["settled"]:
+                self._suspend_until_settled()
+            entries = journal.parsed(self.conn, self.effect_id)
+            dispatched = [e for e in entries if e["kind"] == "DISPATCHED"][-1]
+            window_passed = eff["age"] > self.dedup_window - DEDUP_MARGIN
+            tier = eff["tier"]
+            eff_tier = effective_tier(tier, window_passed, self.queryable)
+            # (c) outside any transaction: a preliminary grant read, premises against what the
+            # decision rested on, and the lookup where the table needs one. A target that
+            # cannot be read leaves the outcome unknown: LookupFailed, nothing written.
+            grant_id = eff["grant_id"]
+            prelim = self.conn.execute(
+                "select revoked_at is null and (expires_at is null or expires_at > now()) as live "
+                "from ilr.grants where id = %s", (grant_id,)).fetchone() if grant_id else None
+            violations: list[str] = []
+            found = None
+            try:
+                if eff_tier != 3:
+                    validate = getattr(self.target, "validate_premises", None)
+                    if validate and dispatched.get("premises") is not None:
+                        violations = list(validate(dispatched["premises"], self.effect_id))
+                stale_guess = bool(violations) or not (prelim and prelim["live"])
+                if eff_tier != 3 and (force_query or needs_query(tier, window_passed, self.queryable, stale_guess)):
+                    found = bool(self.target.query(self.effect_id, eff["payload"]))
+            except Exception as exc:  # noqa: BLE001 - any failure to read the target
+                raise self._lookup_failed(self.effect_id, exc) from exc
+            # (d) T_resolve, with the stopwatch for a resend started before it begins, so the
+            # resend's local deadline is no later than the send_deadline it writes
+            # (docs/protocol.md §6.5).
+            t0 = time.monotonic()
+            try:
+                outcome = self._t_resolve(eff, dispatched, violations, window_passed, found, take_status)
+            except _Rollback:
+                force_query = True  # the grant turned stale inside T_resolve: look it up first
+                continue
+            if outcome is None or isinstance(outcome, EffectResult):
+                return outcome
+            via, status, rechecked = outcome
+            killpoints.hit("resolve_after_commit")
+            # The resend carries the DISPATCHED entry's payload, never this call's: a replay may
+            # offer another payload for the key, which T_dispatch refuses once this is resolved.
+            return self._send(t0, via=via, status=status, rechecked=rechecked, take_status=take_status,
+                              payload=dispatched["effect"])
+
+    def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status):
+        run = self.run
+        t_fence = time.monotonic()
+        with self.conn.transaction():
+            cur = self.conn.cursor()
+            fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+            ts = entry_ts(fence["now"])
+            locked = cur.execute(
+                "select state, grant_id, sends, now() > send_deadline + settle_margin as settled "
+                "from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+            # Two workflows can recover one dispatched effect (a fork and its original): both
+            # read it settled in (a), outside any lock. The first to take the row lock resends
+            # and moves send_deadline on; the second must see that here, under the lock, and
+            # wait again (None: the caller goes round), or it would resend a second time.
+            if locked["state"] != "dispatched" or locked["sends"] != eff["sends"] or not locked["settled"]:
+                return None
+            grant = cur.execute(GRANT_FOR_SHARE, (locked["grant_id"],)).fetchone() if locked["grant_id"] else None
+            payload = eff["payload"]
+            lease_live, snapshot = lease_snapshot(grant, self.action, payload, eff["payload_hash"])
+            rechecked = {"lease_live": lease_live, "lease": snapshot, "violations": violations, "at": ts}
+            stale = (not lease_live) or bool(violations)
+            stale_kind = "lease" if not lease_live else "stale_premise"
+            action = recovery_decision(tier=eff["tier"], window_passed=window_passed, queryable=self.queryable,
+                                       stale=stale, found=found)
+            if action == "query":
+                raise _Rollback("query")
+            if action == "ambiguous":
+                reason = (f"{stale_kind} at recovery, no lookup" if stale and eff["tier"] == 1 and not window_passed
+                          else "tier 3: nothing can be learned after a send")
+                return self._resolve_in(cur, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked,
+                                                               "by": self._by()}, "ambiguous", "AMBIGUOUS", take_status)
+            if action == "commit_on_query":
+                return self._resolve_in(cur, "COMMITTED", ts, {"via": "recovery-query", "rechecked": rechecked,
+                                                               "found": found, "by": self._by()},
+                                        "committed", "COMMITTED_ON_QUERY", take_status)
+            if action == "refuse":
+                return self._resolve_in(cur, "REFUSED", ts, {
+                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()},
+                    "proposed", f"REFUSED:{stale_kind}_at_recovery", take_status)
+            # resend (tier 1, idempotent) or reapply (tier 2, not found): the durable record of
+            # the attempt is this update, committed before any byte goes out; no second DISPATCHED.
+            cur.execute(
+                "update ilr.effects set dispatch_workflow_id = %s, dispatch_epoch = %s, "
+                "send_deadline = now() + make_interval(secs => %s), sends = sends + 1 where effect_id = %s",
+                (run.workflow_id, run.epoch, self.send_timeout, self.effect_id))
+        run.renewed(t_fence, fence["cancel_requested_at"])
+        if action == "resend":
+            return ("retry-idempotent", "COMMITTED_BY_RETRY", rechecked)
+        return ("recovery-reapply", "REAPPLIED_AFTER_QUERY", rechecked)

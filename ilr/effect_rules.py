@@ -1,0 +1,83 @@
+"""The pure rules of a gated effect: the grant check of T_dispatch and T_resolve
+(docs/protocol.md §6.2, check 8) and the recovery decision (§6.5). No I/O: callers read the rows
+(the grant row with GRANT_FOR_SHARE, under their locks).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# -- the grant check (docs/protocol.md §6.2, check 8) -------------------------------------------
+
+def lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tuple[bool, dict | None]:
+    """(allowed, snapshot) for a grant row read FOR SHARE in this transaction (docs/protocol.md
+    §6.2, check 8)."""
+    if grant is None:
+        return False, None
+    amount = payload.get("amount") if isinstance(payload, dict) else None
+    action_matches = grant["action"] == action
+    allowed = (grant["revoked_at"] is None and grant["live_now"] and action_matches
+               and (grant["max_cents"] is None or (isinstance(amount, int) and amount <= grant["max_cents"]))
+               and (grant["payload_hash"] is None or grant["payload_hash"] == ph))
+    snapshot = {
+        "grant_id": grant["id"], "principal": grant["principal"], "action": grant["action"],
+        "action_matches": action_matches, "max_cents": grant["max_cents"], "payload_hash": grant["payload_hash"],
+        "expires_at": grant["expires_at"].isoformat() if grant["expires_at"] else None,
+        "expires_at_ts": grant["expires_at"].timestamp() if grant["expires_at"] else None,
+        "revoked": grant["revoked_at"].isoformat() if grant["revoked_at"] else None,
+        "granted_by": grant["granted_by"],
+    }
+    return bool(allowed), snapshot
+
+
+GRANT_FOR_SHARE = """
+select id, principal, action, max_cents, payload_hash, granted_by, expires_at, revoked_at,
+       (expires_at is null or expires_at > now()) as live_now
+  from ilr.grants where id = %s for share
+"""
+
+
+# -- the recovery decision (docs/protocol.md §6.5): one pure function ----------------------------
+
+def effective_tier(tier: int, window_passed: bool, queryable: bool) -> int:
+    """Tier 1 past dedup_window - DEDUP_MARGIN becomes tier 2 when queryable, else tier 3."""
+    if tier == 1 and window_passed:
+        return 2 if queryable else 3
+    return tier
+
+
+def needs_query(tier: int, window_passed: bool, queryable: bool, stale: bool) -> bool:
+    """Whether recovery must call target.query before T_resolve: at (effective) tier 2, and
+    at tier 1 when the re-check failed and a lookup exists."""
+    eff = effective_tier(tier, window_passed, queryable)
+    return eff == 2 or (eff == 1 and stale and queryable)
+
+
+def recovery_decision(*, tier: int, window_passed: bool, queryable: bool, stale: bool,
+                      found: bool | None) -> str:
+    """The recovery action for a dispatched effect whose send outcome is unknown.
+
+    Args:
+        tier: the target's tier (1, 2, 3).
+        window_passed: now() - first_dispatched_at > dedup_window - DEDUP_MARGIN.
+        queryable: the target has a truthful lookup.
+        stale: the grant is not live or a premise changed (the re-check failed).
+        found: the lookup's answer, or None when no lookup ran.
+
+    Returns:
+        "ambiguous" (AMBIGUOUS), "resend" (tier 1, COMMITTED_BY_RETRY), "commit_on_query"
+        (COMMITTED_ON_QUERY), "refuse" (REFUSED:*_at_recovery), "reapply"
+        (REAPPLIED_AFTER_QUERY), or "query" when a lookup is needed but did not run.
+    """
+    eff = effective_tier(tier, window_passed, queryable)
+    if eff == 3:
+        return "ambiguous"
+    if eff == 1 and not stale:
+        return "resend"
+    if eff == 1 and not queryable:
+        return "ambiguous"
+    if found is None:
+        return "query"
+    if found:
+        return "commit_on_query"
+    return "refuse" if stale else "reapply"
