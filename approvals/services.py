@@ -27,23 +27,9 @@ from approvals import queue, selectors
 from ilr import CancelRequest, cancel_in, resume_in
 from ilr.approval_requests import ApprovalRefused, ApprovalRequestNotFound, approve_request_in, reject_request_in
 from ilr.deployments import retire_in
-from ilr.errors import InvalidInput
+from ilr.errors import ActionRefused, DeploymentNotFound, InvalidInput
 from ilr.grants import grant_in, reconcile_in, revoke_in
 from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
-
-
-class ActionRefused(Exception):
-    """The action cannot be done as asked; nothing was written. The message says why, in words
-    a reviewer can act on."""
-
-
-class DeploymentNotFound(LookupError):
-    """No deployment has this name and version."""
-
-    def __init__(self, name: str, version: str):
-        self.name = name
-        self.version = version
-        super().__init__(f"no deployment {name}@{version}")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ilr import codec
-from ilr.errors import InvalidInput, StepFailed
+from ilr.errors import InvalidInput, StepFailed, ToolError
 from ilr.retry import RetryPolicy
 from ilr.targets import attr
 
@@ -43,11 +43,6 @@ TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 COMMITTED_STATUSES = ("COMMITTED", "COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY",
                       "DUPLICATE_IGNORED")
 AMBIGUOUS_TEXT = "outcome unknown; a person will reconcile it"
-
-
-class ToolError(Exception):
-    """Raised by a read-only tool's function: its message goes back to the model as an error
-    tool_result at once (not retried)."""
 
 
 DEFAULT_TOOL_RETRY = RetryPolicy(initial=0.5, max_attempts=3, non_retryable=(ToolError,))

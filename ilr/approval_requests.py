@@ -24,7 +24,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from ilr import codec
-from ilr.errors import InterlockError, InvalidInput
+from ilr.errors import ApprovalRefused, ApprovalRequestNotFound, InvalidInput
 from ilr.grants import insert_payload_grant, lifetime_seconds
 
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
@@ -33,32 +33,6 @@ MAX_SUMMARY = 300
 COLUMNS = ("id, workflow_id, seq, target, action, effect_key, payload, payload_hash, amount_cents, premises, "
            "decision, summary, approvals_needed, approvals, status, grant_id, decided_by, reason, requested_at, "
            "expires_at, decided_at")
-
-
-class ApprovalRequestNotFound(InterlockError, LookupError):
-    """No approval request has this id."""
-
-    code = "ILR-017"
-
-    def __init__(self, request_id: str):
-        self.request_id = request_id
-        super().__init__(f"no approval request {request_id!r}")
-
-
-class ApprovalRefused(InterlockError):
-    """The request cannot be approved or rejected now (decided already, expired, the workflow
-    ended, or the same person approving twice under the two-person rule). Nothing was written.
-
-    Attributes:
-        request_id, status: the request and its status when refused.
-    """
-
-    code = "ILR-018"
-
-    def __init__(self, request_id: str, status: str, why: str):
-        self.request_id = request_id
-        self.status = status
-        super().__init__(f"approval request {request_id}: {why}")
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,17 @@ def check_plain(value: Any, field: str) -> None:
                                  "(use dict, list, str, int, float, bool or None)")
 
 
+def is_seconds(value: Any, *, positive: bool = False, allow_infinite: bool = False) -> bool:
+    """The one test of a number of seconds: an int or float (not a bool), not NaN, >= 0 (> 0 when
+    ``positive``), and finite unless ``allow_infinite``. Callers raise InvalidInput naming their
+    field when it is False."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+        return False
+    if not allow_infinite and not math.isfinite(value):
+        return False
+    return value > 0 if positive else value >= 0
+
+
 def check_cents(value: Any, field: str) -> int:
     """``value`` as an amount of cents: a non-negative int up to MAX_CENTS (no bool).
 

@@ -23,45 +23,16 @@ from ilr.context_effects import EffectCalls
 from ilr.context_steps import MAX_ERROR_MESSAGE, Decision  # noqa: F401 (MAX_ERROR_MESSAGE re-exported)
 from ilr.context_versioning import MAX_PATCH_ID_LENGTH, Versioning  # noqa: F401 (MAX_PATCH_ID_LENGTH re-exported)
 from ilr.deployments import check_input_shape, resolve_version_on
-from ilr.errors import Fenced, InterlockError, InvalidInput, NonDeterminism, SignalTimeout, StepFailed, Suspend
-
-
-class ChildFailed(InterlockError):
-    """``ctx.wait_child``: the child ended failed, cancelled or stuck (docs/protocol.md §5.3).
-
-    Recorded, so a replay raises it again at the same call.
-
-    Attributes:
-        child_id: the child that ended (the last run of its continue-as-new chain).
-        status: "failed", "cancelled" or "stuck".
-        error: the child's recorded error object ({"type", "message", ...}).
-    """
-
-    code = "ILR-014"
-
-    def __init__(self, child_id: str, status: str, error: Any):
-        self.child_id = child_id
-        self.status = status
-        self.error = error
-        kind = (error or {}).get("type", "Error") if isinstance(error, dict) else "Error"
-        message = (error or {}).get("message", "") if isinstance(error, dict) else str(error)
-        super().__init__(f"child workflow {child_id} ended {status}: {kind}: {message}")
-
-
-class ChildTimeout(InterlockError, TimeoutError):
-    """``ctx.wait_child(id, timeout)``: the child had not ended when the timeout passed
-    (database clock). Recorded, so a replay raises it again; the child keeps running.
-
-    Attributes:
-        child_id: the child waited on (the last run of its chain at the timeout).
-    """
-
-    code = "ILR-015"
-
-    def __init__(self, child_id: str, timeout_at: Any = None):
-        self.child_id = child_id
-        self.timeout_at = timeout_at
-        super().__init__(f"child workflow {child_id} had not ended at the wait's timeout ({timeout_at})")
+from ilr.errors import (
+    ChildFailed,
+    ChildTimeout,
+    Fenced,
+    InvalidInput,
+    NonDeterminism,
+    SignalTimeout,
+    StepFailed,
+    Suspend,
+)
 
 
 class ContinuedAsNew(Suspend):

@@ -181,7 +181,7 @@ class StepCalls(ReplayCursor):
         Raises:
             InvalidInput: seconds is negative or not a number.
         """
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds != seconds or seconds < 0:
+        if not codec.is_seconds(seconds, allow_infinite=True):
             raise InvalidInput("seconds", f"sleep needs a non-negative number of seconds, got {seconds!r}")
         seq = self._next_seq()
         if self._replay(seq, "sleep", "sleep") is not None:
@@ -215,8 +215,7 @@ class StepCalls(ReplayCursor):
         """
         if not isinstance(name, str) or not name:
             raise InvalidInput("name", "wait_signal needs a non-empty signal name")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
-                                    or timeout != timeout or timeout < 0):
+        if timeout is not None and not codec.is_seconds(timeout, allow_infinite=True):
             raise InvalidInput("timeout", f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
         seq = self._next_seq()
         row = self._replay(seq, "signal", name)  # a recorded timeout raises SignalTimeout here

@@ -28,10 +28,6 @@ class EffectCallBase:
 
     seq: int | None
     """The call's step seq, set by ``EffectCall.execute`` (None under orphan recovery)."""
-    # ilr.effects defines LookupFailed and imports the paths layered on this class; EffectCall
-    # sets this to LookupFailed, so the paths raise it without importing ilr.effects (a cycle).
-    _lookup_failed: Callable[[str, BaseException], Exception]
-
     def __init__(self, ctx, target, key: str, payload: Any, premises: Any, grant: str | None, name: str | None,
                  local_premises: Iterable[Callable], compensation: bool, decision: dict | None = None):
         if not isinstance(key, str) or not key:

@@ -16,6 +16,7 @@ from ilr.effect_call_base import entry_ts
 from ilr.effect_result import EffectResult
 from ilr.effect_rules import GRANT_FOR_SHARE, lease_snapshot
 from ilr.effect_send import EffectSend
+from ilr.errors import LookupFailed
 
 
 class _Reroute(Exception):
@@ -36,7 +37,7 @@ class EffectDispatch(EffectSend):
             violations = (list(validate(self.premises, self.effect_id))
                           if (validate and self.premises is not None) else [])
         except Exception as exc:  # noqa: BLE001 - any failure to read the target
-            raise self._lookup_failed(self.effect_id, exc) from exc
+            raise LookupFailed(self.effect_id, exc) from exc
         return violations, time.monotonic()
 
     def _submit(self) -> EffectResult:
@@ -96,7 +97,7 @@ class EffectDispatch(EffectSend):
             try:
                 found = bool(self.target.query(self.effect_id, self.payload))
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
-                raise self._lookup_failed(self.effect_id, exc) from exc
+                raise LookupFailed(self.effect_id, exc) from exc
         fields = {"timeline": switch["timeline"], "seen_at": switch["at"].timestamp(), "decision": decision,
                   "found": found}
         return {"decision": decision, "found": found, "fields": fields}

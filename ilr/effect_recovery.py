@@ -13,6 +13,7 @@ from ilr.effect_call_base import entry_ts
 from ilr.effect_result import EffectResult
 from ilr.effect_rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
 from ilr.effect_send import EffectSend
+from ilr.errors import LookupFailed
 from ilr.targets import DEDUP_MARGIN
 
 
@@ -69,7 +70,7 @@ class EffectRecovery(EffectSend):
                 if eff_tier != 3 and (force_query or needs_query(tier, window_passed, self.queryable, stale_guess)):
                     found = bool(self.target.query(self.effect_id, eff["payload"]))
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
-                raise self._lookup_failed(self.effect_id, exc) from exc
+                raise LookupFailed(self.effect_id, exc) from exc
             # (d) T_resolve, with the stopwatch for a resend started before it begins, so the
             # resend's local deadline is no later than the send_deadline it writes
             # (docs/protocol.md §6.5).

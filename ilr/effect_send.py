@@ -19,7 +19,7 @@ from ilr import db, journal, killpoints
 from ilr.batch import Batch
 from ilr.effect_call_base import EffectCallBase, entry_ts
 from ilr.effect_result import EffectResult
-from ilr.errors import Fenced, TargetRejected
+from ilr.errors import Fenced, LookupFailed, TargetRejected
 from ilr.receipts import IDEMPOTENT_RESEND_VIA
 from ilr.watchdog import Watchdog
 
@@ -263,7 +263,7 @@ class EffectSend(EffectCallBase):
             try:
                 found = bool(self.target.query(self.effect_id, payload))
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
-                raise self._lookup_failed(self.effect_id, exc) from exc
+                raise LookupFailed(self.effect_id, exc) from exc
         run = self.run
         rejected = {"via": IDEMPOTENT_RESEND_VIA, "detail": reason[:1000]}
         with self.conn.transaction():

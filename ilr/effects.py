@@ -30,7 +30,7 @@ from ilr.effect_dispatch import EffectDispatch, _Reroute
 from ilr.effect_recovery import EffectRecovery
 from ilr.effect_result import STATUSES, EffectResult
 from ilr.effect_rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
-from ilr.errors import InterlockError
+from ilr.errors import EffectRefused, LookupFailed
 from ilr.retry import RetryPolicy
 from ilr.watchdog import WATCHDOG_EXIT_CODE, Watchdog
 
@@ -60,34 +60,12 @@ outcome stays unknown. Either way the runtime writes nothing and tries again lat
 activity attempt would be retried."""
 
 
-class LookupFailed(Exception):
-    """The target could not be read (validate_premises or query raised), before a send or during
-    recovery; nothing was written. ``__cause__`` is the target's exception."""
-
-    def __init__(self, effect_id: str, exc: BaseException):
-        self.effect_id = effect_id
-        self.error = f"{type(exc).__name__}: {exc}"[:500]
-        super().__init__(f"reading the target for {effect_id} failed: {self.error}")
-
-
-class EffectRefused(InterlockError):
-    """``raise_on_refusal=True`` and the effect was refused. Attributes: result (EffectResult)."""
-
-    code = "ILR-022"
-
-    def __init__(self, result: EffectResult):
-        self.result = result
-        super().__init__(f"effect {result.effect_id} refused: {result.status}")
-
-
 class EffectCall(EffectDispatch, EffectRecovery):
     """One ``ctx.effect`` call at the frontier (or replayed). See ``WorkflowContext.effect``.
 
     ``execute`` routes the call: an open dispatch to recovery (``EffectRecovery._recover``),
     anything else to the submit path (``EffectDispatch._submit``); a target that cannot be read
     releases the workflow until the next read (``_suspend_for_lookup``)."""
-
-    _lookup_failed = LookupFailed
 
     def execute(self) -> EffectResult:
         seq = self.ctx._next_seq()

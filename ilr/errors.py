@@ -4,6 +4,8 @@ operators grep the code.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class InterlockError(Exception):
     """Base of every error the runtime raises on purpose."""
@@ -143,6 +145,171 @@ class WorkflowFailed(InterlockError):
         self.status = status
         self.error = error
         super().__init__(f"workflow {workflow_id} ended {status}: {error}")
+
+
+class LookupFailed(InterlockError):
+    """The target could not be read (validate_premises or query raised), before a send or during
+    recovery; nothing was written. ``__cause__`` is the target's exception."""
+
+    code = "ILR-023"
+
+    def __init__(self, effect_id: str, exc: BaseException):
+        self.effect_id = effect_id
+        self.error = f"{type(exc).__name__}: {exc}"[:500]
+        super().__init__(f"reading the target for {effect_id} failed: {self.error}")
+
+
+class EffectRefused(InterlockError):
+    """``raise_on_refusal=True`` and the effect was refused. Attributes: result (EffectResult)."""
+
+    code = "ILR-022"
+
+    def __init__(self, result: Any):
+        self.result = result
+        super().__init__(f"effect {result.effect_id} refused: {result.status}")
+
+
+class TargetMisconfigured(InterlockError):
+    """A target's settings break an assumption the runtime relies on (docs/protocol.md §6.5)."""
+
+    code = "ILR-021"
+
+
+class ChildFailed(InterlockError):
+    """``ctx.wait_child``: the child ended failed, cancelled or stuck (docs/protocol.md §5.3).
+
+    Recorded, so a replay raises it again at the same call.
+
+    Attributes:
+        child_id: the child that ended (the last run of its continue-as-new chain).
+        status: "failed", "cancelled" or "stuck".
+        error: the child's recorded error object ({"type", "message", ...}).
+    """
+
+    code = "ILR-014"
+
+    def __init__(self, child_id: str, status: str, error: Any):
+        self.child_id = child_id
+        self.status = status
+        self.error = error
+        kind = (error or {}).get("type", "Error") if isinstance(error, dict) else "Error"
+        message = (error or {}).get("message", "") if isinstance(error, dict) else str(error)
+        super().__init__(f"child workflow {child_id} ended {status}: {kind}: {message}")
+
+
+class ChildTimeout(InterlockError, TimeoutError):
+    """``ctx.wait_child(id, timeout)``: the child had not ended when the timeout passed
+    (database clock). Recorded, so a replay raises it again; the child keeps running.
+
+    Attributes:
+        child_id: the child waited on (the last run of its chain at the timeout).
+    """
+
+    code = "ILR-015"
+
+    def __init__(self, child_id: str, timeout_at: Any = None):
+        self.child_id = child_id
+        self.timeout_at = timeout_at
+        super().__init__(f"child workflow {child_id} had not ended at the wait's timeout ({timeout_at})")
+
+
+class ApprovalRequestNotFound(InterlockError, LookupError):
+    """No approval request has this id."""
+
+    code = "ILR-017"
+
+    def __init__(self, request_id: str):
+        self.request_id = request_id
+        super().__init__(f"no approval request {request_id!r}")
+
+
+class ApprovalRefused(InterlockError):
+    """The request cannot be approved or rejected now (decided already, expired, the workflow
+    ended, or the same person approving twice under the two-person rule). Nothing was written.
+
+    Attributes:
+        request_id, status: the request and its status when refused.
+    """
+
+    code = "ILR-018"
+
+    def __init__(self, request_id: str, status: str, why: str):
+        self.request_id = request_id
+        self.status = status
+        super().__init__(f"approval request {request_id}: {why}")
+
+
+class CodeChanged(InterlockError):
+    """A deployment's code_sha256 differs from the running code; the worker exits 2
+    (docs/protocol.md §4, versions).
+
+    Attributes:
+        name, version: the deployment.
+        deployed: the code_sha256 recorded for it; running: this worker's.
+    """
+
+    code = "ILR-040"
+
+    def __init__(self, name: str, version: str, deployed: str, running: str):
+        self.name = name
+        self.version = version
+        self.deployed = deployed
+        self.running = running
+        super().__init__(
+            f"workflow {name!r} version {version!r} ({name}@{version}) is deployed with code_sha256 {deployed} "
+            f"but this worker's code has code_sha256 {running}: the module source changed under the same "
+            f"version. Bump the version, guard the change with ctx.patched, or pass --allow-code-change")
+
+
+class PoolerRefused(InterlockError):
+    """ILR_POOLER declares a pooler the worker cannot run behind (ilr.conf); the worker exits 2."""
+
+    code = "ILR-041"
+
+
+class GrantNotFound(InterlockError, LookupError):
+    """No grant has this id."""
+
+    code = "ILR-050"
+
+    def __init__(self, grant_id: str):
+        self.grant_id = grant_id
+        super().__init__(f"grant_id: no grant with id {grant_id!r}")
+
+
+class EffectNotFound(InterlockError, LookupError):
+    """No effect has this id."""
+
+    code = "ILR-051"
+
+    def __init__(self, effect_id: str):
+        self.effect_id = effect_id
+        super().__init__(f"effect_id: no effect with id {effect_id!r}")
+
+
+class ToolError(InterlockError):
+    """Raised by a read-only tool's function: its message goes back to the model as an error
+    tool_result at once (not retried)."""
+
+    code = "ILR-060"
+
+
+class ActionRefused(InterlockError):
+    """The action cannot be done as asked; nothing was written. The message says why, in words
+    a reviewer can act on."""
+
+    code = "ILR-070"
+
+
+class DeploymentNotFound(InterlockError, LookupError):
+    """No deployment has this name and version."""
+
+    code = "ILR-071"
+
+    def __init__(self, name: str, version: str):
+        self.name = name
+        self.version = version
+        super().__init__(f"no deployment {name}@{version}")
 
 
 class Suspend(BaseException):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import secrets
 from typing import Any
 
@@ -17,28 +16,7 @@ from psycopg.rows import dict_row
 
 from ilr import codec
 from ilr.codec import check_workflow_id
-from ilr.errors import InterlockError, InvalidInput, WorkflowNotFound
-
-
-class GrantNotFound(InterlockError, LookupError):
-    """No grant has this id."""
-
-    code = "ILR-050"
-
-    def __init__(self, grant_id: str):
-        self.grant_id = grant_id
-        super().__init__(f"grant_id: no grant with id {grant_id!r}")
-
-
-class EffectNotFound(InterlockError, LookupError):
-    """No effect has this id."""
-
-    code = "ILR-051"
-
-    def __init__(self, effect_id: str):
-        self.effect_id = effect_id
-        super().__init__(f"effect_id: no effect with id {effect_id!r}")
-
+from ilr.errors import EffectNotFound, GrantNotFound, InvalidInput, WorkflowNotFound
 
 MAX_LIFETIME_S = 100 * 365 * 86400
 """Seconds: the longest expires_in (a hundred years); None is the way to say never."""
@@ -55,8 +33,7 @@ def lifetime_seconds(value: Any, field: str) -> float | None:
         return None
     if isinstance(value, dt.timedelta):
         value = value.total_seconds()
-    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
-            or not 0 < value <= MAX_LIFETIME_S):
+    if not codec.is_seconds(value, positive=True) or value > MAX_LIFETIME_S:
         raise InvalidInput(field, f"must be a positive number of seconds up to {MAX_LIFETIME_S} (None: never "
                                   f"expires), got {value!r}")
     return float(value)

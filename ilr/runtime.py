@@ -12,7 +12,6 @@ resolution, ``migrate_in``, ``drain_report_in``, ``retire_in`` and the unserved 
 from __future__ import annotations
 
 import builtins
-import math
 import threading
 import time
 from typing import Any
@@ -47,13 +46,6 @@ from ilr.workflow_ops import (  # noqa: F401 (FORK_OWNER re-exported)
 )
 
 MAX_LIST_LIMIT = 10_000
-
-
-def _finite_seconds(value: Any, *, minimum_open: bool) -> bool:
-    """A real number of seconds: finite, >= 0 (> 0 with ``minimum_open``), not a bool."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        return False
-    return value > 0 if minimum_open else value >= 0
 
 
 class Runtime:
@@ -245,9 +237,9 @@ class Runtime:
             InvalidInput: a bad workflow id, timeout or poll.
         """
         check_workflow_id(wf_id)
-        if timeout is not None and not _finite_seconds(timeout, minimum_open=False):
+        if timeout is not None and not codec.is_seconds(timeout):
             raise InvalidInput("timeout", f"must be a finite number of seconds >= 0, or None, got {timeout!r}")
-        if not _finite_seconds(poll, minimum_open=True):
+        if not codec.is_seconds(poll, positive=True):
             raise InvalidInput("poll", f"must be a finite number of seconds > 0, got {poll!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         current = wf_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol, runtime_checkable
 
-from ilr.errors import InterlockError, InvalidInput
+from ilr.errors import InvalidInput, TargetMisconfigured
 
 DEDUP_MARGIN = 600.0
 """Seconds: a tier-1 effect older than dedup_window - DEDUP_MARGIN is recovered as tier 2 (when
@@ -44,12 +44,6 @@ class EffectTarget(Protocol):
     tier: int
 
     def apply(self, effect_id: str, payload: Any) -> Any: ...
-
-
-class TargetMisconfigured(InterlockError):
-    """A target's settings break an assumption the runtime relies on (docs/protocol.md §6.5)."""
-
-    code = "ILR-021"
 
 
 def attr(target: Any, name: str) -> Any:

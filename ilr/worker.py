@@ -45,7 +45,7 @@ from ilr.claims import (  # noqa: F401 (CLAIM_SQL, STEPS_OF_THIS_CLAIM_SQL re-ex
     Run,
     claim_due,
 )
-from ilr.errors import Fenced, InterlockError, InvalidInput
+from ilr.errors import CodeChanged, Fenced, InvalidInput, PoolerRefused
 from ilr.registry import WorkflowDefinition
 from ilr.run_workflow import run_workflow
 from ilr.targets import check_target, registered_targets
@@ -62,34 +62,6 @@ log = logging.getLogger("ilr.worker")
 
 WAKEUP_CHANNEL = "ilr_claimable"
 """The NOTIFY channel of ilr.notify_claimable() (migration 0003)."""
-
-
-class CodeChanged(InterlockError):
-    """A deployment's code_sha256 differs from the running code; the worker exits 2
-    (docs/protocol.md §4, versions).
-
-    Attributes:
-        name, version: the deployment.
-        deployed: the code_sha256 recorded for it; running: this worker's.
-    """
-
-    code = "ILR-040"
-
-    def __init__(self, name: str, version: str, deployed: str, running: str):
-        self.name = name
-        self.version = version
-        self.deployed = deployed
-        self.running = running
-        super().__init__(
-            f"workflow {name!r} version {version!r} ({name}@{version}) is deployed with code_sha256 {deployed} "
-            f"but this worker's code has code_sha256 {running}: the module source changed under the same "
-            f"version. Bump the version, guard the change with ctx.patched, or pass --allow-code-change")
-
-
-class PoolerRefused(InterlockError):
-    """ILR_POOLER declares a pooler the worker cannot run behind (ilr.conf); the worker exits 2."""
-
-    code = "ILR-041"
 
 
 POOLERS = (None, "session", "transaction")

@@ -15,7 +15,6 @@ and the worst gap between renewals.
 from __future__ import annotations
 
 import importlib
-import math
 import signal
 import sys
 
@@ -23,7 +22,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from ilr import registry
+from ilr import codec, registry
 from ilr.errors import UnknownWorkflow
 from ilr.targets import TargetMisconfigured
 from ilr.worker import CodeChanged, PoolerRefused, Worker
@@ -54,7 +53,7 @@ class Command(BaseCommand):
         self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
         if deployment_refresh is None:
             deployment_refresh = settings.DEPLOYMENT_REFRESH
-        if deployment_refresh is not None and not (math.isfinite(deployment_refresh) and deployment_refresh > 0):
+        if deployment_refresh is not None and not codec.is_seconds(deployment_refresh, positive=True):
             raise CommandError(f"--deployment-refresh: must be a positive number of seconds, got "
                                f"{deployment_refresh:g}", returncode=2)
         for module in imports:
@@ -117,7 +116,7 @@ class Command(BaseCommand):
         if concurrency < 1:
             raise bad("--concurrency", f"must be at least 1 (runs in flight at once), got {concurrency}")
         for flag, value in (("--lease-ttl", lease_ttl), ("--poll", poll)):
-            if not (math.isfinite(value) and value > 0):
+            if not codec.is_seconds(value, positive=True):
                 raise bad(flag, f"must be a positive number of seconds, got {value:g}")
         if max_takeovers is not None and max_takeovers < 0:
             raise bad("--max-takeovers", f"must be 0 or more (claims that may die before the workflow is "
