@@ -27,7 +27,7 @@ from approvals import queue, selectors
 from ilr import CancelRequest, cancel_in, resume_in
 from ilr.approval_requests import ApprovalRefused, ApprovalRequestNotFound, approve_request_in, reject_request_in
 from ilr.deployments import retire_in
-from ilr.errors import ActionRefused, DeploymentNotFound, InvalidInput
+from ilr.errors import ActionRefused, AlreadyReconciled, DeploymentNotFound, InvalidInput
 from ilr.grants import grant_in, reconcile_in, revoke_in
 from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
 
@@ -257,13 +257,11 @@ def effect_reconcile(*, user, effect_id: str, evidence: str, applied: bool | Non
         raise ActionRefused("A reconcile needs evidence: what shows the effect did or did not land "
                             "(a ledger reference, a ticket). Nothing was changed.")
     with transaction.atomic():
-        conn = _ilr_conn()
-        row = conn.execute("select state, reconciled from ilr.effects where effect_id = %s for update",
-                           (effect_id,)).fetchone()
-        if row is not None and row["reconciled"] is not None:
-            raise ActionRefused(f"Effect {effect_id} was already reconciled by {row['reconciled'].get('by')}. "
-                                f"Nothing was changed.")
-        reconciled = reconcile_in(conn, effect_id, evidence, by=user.get_username(), applied=applied)
+        try:
+            reconciled = reconcile_in(_ilr_conn(), effect_id, evidence, by=user.get_username(), applied=applied)
+        except AlreadyReconciled as exc:
+            raise ActionRefused(f"Effect {effect_id} was already reconciled by {exc.by}. "
+                                f"Nothing was changed.") from None
         shows = {True: "it landed", False: "it did not land", None: "unsure"}[applied]
         _log(user, Effect, effect_id, effect_id, CHANGE, f"Reconciled ({shows}): {evidence}")
     return reconciled

@@ -312,6 +312,23 @@ class DeploymentNotFound(InterlockError, LookupError):
         super().__init__(f"no deployment {name}@{version}")
 
 
+class AlreadyReconciled(InvalidInput):
+    """A second reconcile of an effect: an attestation is recorded once and never replaced.
+
+    Attributes:
+        effect_id: the effect; by, at: who reconciled it first, and when (ISO text).
+    """
+
+    code = "ILR-052"
+
+    def __init__(self, effect_id: str, by: Any, at: Any):
+        self.effect_id = effect_id
+        self.by = by
+        self.at = at
+        super().__init__("effect_id", f"effect {effect_id} was already reconciled by {by} at {at}; an attestation "
+                                      f"is recorded once and never replaced. Nothing was changed")
+
+
 class Suspend(BaseException):
     """Internal: the workflow suspended durably; unwinds workflow code. A BaseException so a
     plain ``except Exception`` does not swallow it; a bare ``except:`` that does is detected and

@@ -16,7 +16,7 @@ from psycopg.rows import dict_row
 
 from ilr import codec
 from ilr.codec import check_workflow_id
-from ilr.errors import EffectNotFound, GrantNotFound, InvalidInput, WorkflowNotFound
+from ilr.errors import AlreadyReconciled, EffectNotFound, GrantNotFound, InvalidInput, WorkflowNotFound
 
 MAX_LIFETIME_S = 100 * 365 * 86400
 """Seconds: the longest expires_in (a hundred years); None is the way to say never."""
@@ -196,9 +196,10 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
 
     Raises:
         EffectNotFound: unknown effect id.
+        AlreadyReconciled: it was reconciled already (an InvalidInput).
         InvalidInput: empty evidence or by; an effect_id that is not an id (codec.check_text);
-            applied that is not True, False or None; the effect is not ambiguous; or it was
-            reconciled already. Nothing is written.
+            applied that is not True, False or None; the effect is not ambiguous. Nothing is
+            written.
     """
     codec.check_who(by)
     codec.check_text(effect_id, "effect_id")
@@ -215,9 +216,7 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
         raise EffectNotFound(effect_id)
     if eff["reconciled"] is not None:
         first = codec.loads_jsonb(eff["reconciled"]) or {}
-        raise InvalidInput("effect_id", f"effect {effect_id} was already reconciled by {first.get('by')} at "
-                                        f"{first.get('at')}; an attestation is recorded once and never replaced. "
-                                        f"Nothing was changed")
+        raise AlreadyReconciled(effect_id, first.get("by"), first.get("at"))
     if eff["state"] != "ambiguous":
         raise InvalidInput("effect_id", f"effect {effect_id} is {eff['state']}, not ambiguous; nothing to reconcile")
     row = cur.execute(
