@@ -1,7 +1,7 @@
 """Scenarios S01 to S14 (plus L0, the no-fault latency cell; docs/protocol.md §16.3), with their
 predictions, the fault injection each system gets, and the oracle's "correct when".
 
-A driver ``drive(run, s)`` acts on one system ``s`` (prove.systems) through real signals and real
+A driver ``drive(run, s)`` acts on one system ``s`` (prove.peers.systems) through real signals and real
 HTTP admin calls, and returns the system's own reported outcome. ``correct(c, outcome, run)``
 decides from the oracle's counts ``c`` (target ledger and access log only); the one exception is
 said where it applies (S05L, S10, S11: "recorded once" is a property of the system's record and
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prove.systems import SEND_TIMEOUT, SETTLE_MARGIN
+from prove.peers.systems import SEND_TIMEOUT, SETTLE_MARGIN
 
 SYSTEMS = ("runtime", "temporal", "temporal_check")
 
@@ -245,7 +245,7 @@ class StopMonitor:
         self.thread.start()
 
     def loop(self):
-        from prove.systems import proc_state
+        from prove.peers.systems import proc_state
 
         while not self.stop.is_set():
             for wid, p in list(self.s.procs.items()):
@@ -294,7 +294,7 @@ def _pg_upstream() -> tuple[str, str]:
 def d_s08a(run, s):
     """Target delay 2 s; the sender's database (runtime) or server (Temporal) connection is
     blackholed from 0.5 s after its send starts to 12 s."""
-    from prove.fault_proxy import proxy_process
+    from prove.peers.fault_proxy import proxy_process
 
     if s.name == "runtime":
         upstream, url = _pg_upstream()
@@ -609,8 +609,8 @@ SCENARIOS: list[Scenario] = [
     Scenario("S14", "", (1,), "versioning (no ledger effect; tier not applicable, run once)",
              "10 v1 workflows sleeping; a v2-only worker (none may claim); a v1 worker (drains); then v1 code "
              "changed without a patch replays 3 v1 histories", "VersionPinned; NonDeterminismLoud (stuck or failed "
-             "task, nothing run)", lambda run, s: __import__("prove.s14", fromlist=["x"]).drive(run, s),
-             lambda c, o, run: __import__("prove.s14", fromlist=["x"]).correct(c, o, run),
+             "task, nothing run)", lambda run, s: __import__("prove.harness.s14", fromlist=["x"]).drive(run, s),
+             lambda c, o, run: __import__("prove.harness.s14", fromlist=["x"]).correct(c, o, run),
              P({1: (T, "equal")}, {1: (T, "equal (Worker Versioning pinned plus NonDeterminismError task retry)")},
                {1: (T, "equal")}), refund_due=False, audited=False),
     Scenario("L0", "", (1,), "no fault (latency cell)", "none; target service delay 20 ms",

@@ -45,7 +45,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prove.processes import parse_address, spawn_subcommand, stop_process
+from prove.peers.processes import parse_address, spawn_subcommand, stop_process
 
 DIRECTIONS = ("both", "up", "down")
 _EOF = "eof"  # markers travelling in a flow's queue after the data that preceded them

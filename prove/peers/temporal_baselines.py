@@ -18,7 +18,7 @@ module globals they name, configured from the worker's environment (one worker p
   the HTTP send and effect_after_send after the response, before returning; decide_after_response
   after the model's answer, before the decide activity returns.
 
-The worker is a real subprocess: ``python -m prove.temporal_baselines worker --address HOST:PORT
+The worker is a real subprocess: ``python -m prove.peers.temporal_baselines worker --address HOST:PORT
 --task-queue Q --mode a|b [--id NAME]``. It never imports Django (it starts in well under a
 second and a SIGKILL of it is a SIGKILL of the activity).
 """
@@ -42,7 +42,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from ilr import killpoints
-    from prove.targets_client import http_json
+    from prove.peers.targets_client import http_json
 
 WORKFLOW_NAME = "RefundWorkflow"
 DECIDE_TIMEOUT = 10.0  # seconds; the stub answers in milliseconds
@@ -55,7 +55,7 @@ def now():
     return datetime.datetime.now(datetime.UTC)
 
 
-# -- the worker's attempt log (read by prove.audit) ----------------------------------------------
+# -- the worker's attempt log (read by prove.harness.audit) ----------------------------------------------
 
 class AttemptLog:
     """JSON lines, flushed and fsynced per line, so a line written before a SIGKILL survives."""
@@ -88,7 +88,7 @@ attempt_log = AttemptLog(os.environ.get("ILR_ATTEMPT_LOG"))
 # -- the two names the activity bodies use -------------------------------------------------------
 
 class HttpTarget:
-    """The local payment target as the activities see it (prove.target's HTTP API).
+    """The local payment target as the activities see it (prove.peers.target's HTTP API).
 
     Every send hits the same kill points as the runtime's effect: effect_before_dispatch right
     before the bytes leave, effect_after_send after the response arrived.
@@ -205,7 +205,7 @@ def decide(case):
     """The refund decision through the real ``anthropic`` SDK (the model stub: EMULATED)."""
     import anthropic
 
-    from prove import model
+    from prove.peers import model
 
     where = model.endpoint()
     request = model.build_request({k: case[k] for k in ("id", "payment", "reason", "paid") if k in case}
@@ -303,7 +303,7 @@ async def _run_worker(address: str, task_queue: str, mode: str, worker_id: str) 
 
 async def _run_versioned_worker(address: str, task_queue: str, module: str, workflow_cls: str,
                                 worker_id: str) -> None:
-    """S14: a worker for a generated workflow module (prove.s14) on one version's task queue."""
+    """S14: a worker for a generated workflow module (prove.harness.s14) on one version's task queue."""
     import importlib
 
     from temporalio.client import Client
@@ -325,7 +325,7 @@ async def _run_versioned_worker(address: str, task_queue: str, module: str, work
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m prove.temporal_baselines")
+    parser = argparse.ArgumentParser(prog="python -m prove.peers.temporal_baselines")
     sub = parser.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("worker", help="run a worker for one task queue")
     w.add_argument("--address", required=True)
@@ -339,9 +339,9 @@ def main(argv: list[str] | None = None) -> None:
     v.add_argument("--workflow", required=True)
     v.add_argument("--id", default=f"tv-{os.getpid()}")
     args = parser.parse_args(argv)
-    from prove.worker_shim import install
+    from prove.harness.worker_shim import install
 
-    install()  # kill-point SIGSTOPs land at the point (see prove.worker_shim)
+    install()  # kill-point SIGSTOPs land at the point (see prove.harness.worker_shim)
     if args.cmd == "versioned-worker":
         asyncio.run(_run_versioned_worker(args.address, args.task_queue, args.module, args.workflow, args.id))
     else:

@@ -2,7 +2,7 @@
 
 - runtime: the receipt bundle (ilr.receipts.bundle through Runtime.receipt) and ``verify()``.
 - Temporal: the workflow history of every run of the workflow id (through the temporalio
-  client) plus the worker's attempt log (JSON lines written by prove.temporal_baselines).
+  client) plus the worker's attempt log (JSON lines written by prove.peers.temporal_baselines).
 
 It never reads the target's ledger. Answers are True, False or "unknown"; ``score`` compares
 them with the oracle's ground truth (``oracle.ground_truth``): 1 per correct definite answer, 0 for

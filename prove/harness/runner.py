@@ -1,7 +1,7 @@
 """The scenario runner behind ``manage.py prove`` (docs/protocol.md §16): runs cells (scenario x
 variant x tier x system) with n seeds each, writes one JSON per run under .data/prove/runs/, copies
 up to 20 failing runs per cell to results/runtime_prove_failures/, and hands the runs to
-prove.report.
+prove.report.runtime_prove.
 
 Per run: a fresh payment target process (SQLite ledger, access log) and model stub process, the
 system's worker subprocesses, real signals; the oracle reads only the target. Shared across the
@@ -21,12 +21,12 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from prove import audit, oracle
-from prove.scenarios import SCENARIOS, SYSTEMS, Scenario, find
-from prove.systems import AsyncBridge, make_system
-from prove.targets_client import http_json
+from prove.harness import audit, oracle
+from prove.harness.scenarios import SCENARIOS, SYSTEMS, Scenario, find
+from prove.peers.systems import AsyncBridge, make_system
+from prove.peers.targets_client import http_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS_DIR = ROOT / ".data" / "prove" / "runs"
 RESULTS = ROOT / "results"
 FAILURES = RESULTS / "runtime_prove_failures"
@@ -41,7 +41,7 @@ class Infra:
     def __init__(self, workdir: Path, need_temporal: bool):
         from django.core.management import call_command
 
-        import prove.prove_flows  # noqa: F401 - registers refund_timer (S10) so rt.start resolves it
+        import prove.harness.prove_flows  # noqa: F401 - registers refund_timer (S10) so rt.start resolves it
         from ilr import Runtime, db
 
         # Workers refuse to start while an ilr migration is pending: migrate first (as the demo does).
@@ -53,7 +53,7 @@ class Infra:
         self.temporal = None
         self._client = None
         if need_temporal:
-            from prove.temporal_server import TemporalServer
+            from prove.peers.temporal_server import TemporalServer
 
             self.temporal = TemporalServer(workdir / "temporal.db", workdir / "temporal-server.log").start()
             self._connect()
@@ -181,8 +181,8 @@ class Run:
     # -- the run ---------------------------------------------------------------------------
 
     def execute(self) -> dict:
-        from prove.model_stub import model_stub_process
-        from prove.target import target_process
+        from prove.peers.model_stub import model_stub_process
+        from prove.peers.target import target_process
 
         sc = self.scenario
         started = time.monotonic()
@@ -262,7 +262,7 @@ def versions() -> dict:
         import django
         import temporalio
 
-        from prove.temporal_server import cli_version
+        from prove.peers.temporal_server import cli_version
 
         try:
             git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
@@ -513,7 +513,7 @@ def run_command(*, quick: bool, seeds: int | None, scenarios, tiers, systems, re
                 out, jobs: int = 1, report_from: list[str] | None = None) -> int:
     """``manage.py prove``'s scenario runner. Returns the exit status: 1 when any runtime run was
     not correct (or the report could not be written), else 0."""
-    from prove import report
+    from prove.report import runtime_prove as report
 
     n = seeds if seeds is not None else (3 if quick else 30)
     if n < 1:

@@ -38,11 +38,11 @@ from pathlib import Path
 import psycopg
 
 from ilr import workflow
-from prove.pg_cluster import DB_NAME, Cluster, free_port
-from prove.targets_client import LocalRefunds, http_json
-from prove.waiting import until
+from prove.harness.waiting import until
+from prove.peers.pg_cluster import DB_NAME, Cluster, free_port
+from prove.peers.targets_client import LocalRefunds, http_json
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "runtime_failover"
 SEND_TIMEOUT = 3.0
 SETTLE_MARGIN = 1.0
@@ -140,7 +140,7 @@ class Workers:
     def start(self, wid: str) -> None:
         log = open(self.logs / f"{wid}.log", "ab")  # noqa: SIM115 - the child holds it
         self.procs[wid] = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", wid, "--import", "prove.failover",
+            [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", wid, "--import", "prove.harness.failover",
              "--only", "failover_pay@1", "--lease-ttl", str(self.lease_ttl), "--poll", "0.5", "--concurrency", "4"],
             cwd=ROOT, env=self.env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
@@ -243,7 +243,7 @@ def run(mode: str = "async", workflows: int = 24, lag: float = 1.5, kill_after: 
     from ilr.grants import grant_in
     from ilr.invariants import check_all, violations
     from ilr.management.commands.ilr_check import load_target_evidence
-    from prove.target import target_process
+    from prove.peers.target import target_process
 
     if mode not in ("sync", "async"):
         raise ValueError(f"mode must be sync or async, not {mode!r}")
@@ -469,7 +469,8 @@ def write_results(rows: list[dict], command: str) -> None:
     kept.sort(key=lambda r: r["mode"] != "sync")
     path.write_text(json.dumps(kept, indent=2, default=str) + "\n")
     lines = ["# Failover: a primary killed mid-run, its standby promoted", "",
-             "Made by `manage.py failover` (prove/failover.py; each row's command and commit below). Two clusters of "
+             "Made by `manage.py failover` (prove/harness/failover.py; "
+             "each row's command and commit below). Two clusters of "
              "Debian's PostgreSQL server package, a streaming standby over a replication slot; two `ilr_worker` "
              "processes reach them through one multi-host URL; each workflow records a step, consumes a signal, "
              "sends a tier-1 and a tier-2 refund to the local payment targets under a policy grant, and records two "

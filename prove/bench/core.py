@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ilr import db, workflow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH_DB = "ilr_bench"
 
 
@@ -69,7 +69,7 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
                          (bench_steps3.__ilr_workflow__.code_sha256,))
         for w in range(workers):
             procs.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"b{w}", "--import", "prove.bench",
+                [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"b{w}", "--import", "prove.bench.core",
                  "--only", "bench_steps3@1", "--lease-ttl", "30", "--poll", "0.05", "--concurrency", str(concurrency)],
                 cwd=ROOT, env=env, stdout=open(log_dir / f"b{w}.log", "wb"), stderr=subprocess.STDOUT))
         time.sleep(3)  # workers up and idle

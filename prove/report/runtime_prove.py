@@ -14,21 +14,21 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from prove.scenarios import S14_NOTE, SCENARIOS, SYSTEMS
+from prove.harness.scenarios import S14_NOTE, SCENARIOS, SYSTEMS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results"
 LABEL = {"runtime": "runtime", "temporal": "(a) temporal", "temporal_check": "(b) temporal_check"}
 
 EMULATED = [
-    "Payment target: prove.target, a local HTTP server with a SQLite ledger standing in for Stripe "
+    "Payment target: prove.peers.target, a local HTTP server with a SQLite ledger standing in for Stripe "
     "(tiers 1, 2, 3 are server settings). Stripe rows: not run: no network.",
     "Key expiry (S04): POST /admin/prune_keys stands in for Stripe's 24 h key pruning; the runtime's "
     "downgrade uses real database-clock age (dedup_window 612 s - DEDUP_MARGIN 600 s = 12 s).",
-    "Model variance (S05, S05b, S05L): prove.model_stub behind the real anthropic SDK (base_url), "
+    "Model variance (S05, S05b, S05L): prove.peers.model_stub behind the real anthropic SDK (base_url), "
     "scripted amounts (2000, then 3000 when re-decision is on). S05L is the live-Haiku row, EMULATED.",
     "Hand refunds (S02, S06): POST /admin/hand_refund, an operator's refund recorded with source 'hand'.",
-    "Network faults (S08a): prove.fault_proxy, a stdlib TCP proxy with real sockets, blackholing the "
+    "Network faults (S08a): prove.peers.fault_proxy, a stdlib TCP proxy with real sockets, blackholing the "
     "sender's PostgreSQL (runtime) or Temporal-server (Temporal) connection.",
     "Timer length (S10): 20 s, shortened from 3600 s.",
     "Crashes are real: instrumented SIGKILL/SIGSTOP at kill points (ilr.killpoints, shared by the "
@@ -37,7 +37,7 @@ EMULATED = [
 ]
 
 DEVIATIONS = [
-    "Kill-point SIGSTOPs are made synchronous in the harness's worker processes (prove/worker_shim.py: "
+    "Kill-point SIGSTOPs are made synchronous in the harness's worker processes (prove/harness/worker_shim.py: "
     "after the self-signal at a stop point the calling thread waits for the harness's SIGCONT). "
     "ilr.killpoints sends a process-directed SIGSTOP, which a non-main thread outruns: a Temporal "
     "activity's request reached the target before its process stopped, and a runtime sender passed its "
@@ -116,7 +116,7 @@ S13L_RT = ("the pause is at effect_after_dispatch, before the send-deadline chec
            "send_deadline + settle_margin, found nothing and reapplied: one application. A1 is exposed only "
            "by a pause after that check and before the bytes leave, which this scenario does not target "
            "(before the harness made kill-point SIGSTOPs synchronous, the stop landed late, inside that "
-           "window, and the runtime paid $40; see prove/worker_shim.py). Revised: runtime $20 at tier 2; A1 "
+           "window, and the runtime paid $40; see prove/harness/worker_shim.py). Revised: runtime $20 at tier 2; A1 "
            "stays conceded for a pause inside the check-to-send window.")
 S12_B = ("(b) checks the grant before the send point, so a revoke anywhere in the window is missed unless the "
          "send finished before the revoke returned (a positive offset larger than the send time); the count "
@@ -313,7 +313,7 @@ def tlc_status(inv: str, mode: str, outcomes: dict, text: str | None) -> str:
 
 
 def activity_sources() -> tuple[str, str]:
-    from prove import temporal_baselines as tb
+    from prove.peers import temporal_baselines as tb
 
     return (inspect.getsource(tb.refund_idem.__wrapped__ if hasattr(tb.refund_idem, "__wrapped__") else tb.refund_idem),
             inspect.getsource(tb.refund_check.__wrapped__ if hasattr(tb.refund_check, "__wrapped__")
@@ -410,7 +410,7 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
              f"Temporal activity start_to_close {t['temporal_start_to_close']} s, "
              f"retry {t['temporal_retry']}.")
     L.append("- Workers: the runtime runs `manage.py ilr_worker` subprocesses, Temporal runs "
-             "`python -m prove.temporal_baselines worker` subprocesses, one per phase (crash phase, recovery "
+             "`python -m prove.peers.temporal_baselines worker` subprocesses, one per phase (crash phase, recovery "
              "phase), three in S07, two in S08a and S13. \"Down\" SIGKILLs every worker of the system.")
     L.append("- Assumptions A1 to A5 (docs/protocol.md section 10) hold for every runtime claim below unless a row "
              "measures one of them (S08c: A2; S13 long: A1). PostgreSQL runs with fsync=on, synchronous_commit=on.")
@@ -598,7 +598,7 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
                 L.append(f"| {sid} {var} | spec/assumptions/{stem}.cfg ({which}) | {LABEL[system]} | {inv}: {tl_txt} | "
                          f"{meas} | {', '.join(dict.fromkeys(verdicts)) or 'unchecked'} |")
     L.append("")
-    L.append("## The two Temporal activity bodies (quoted from prove/temporal_baselines.py)")
+    L.append("## The two Temporal activity bodies (quoted from prove/peers/temporal_baselines.py)")
     L.append("")
     L.append("(a) temporal, Temporal's recommended key:")
     L.append("")

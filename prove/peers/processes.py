@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-MANAGE_PY = Path(__file__).resolve().parent.parent / "manage.py"
+MANAGE_PY = Path(__file__).resolve().parents[2] / "manage.py"
 
 
 def spawn_subcommand(

@@ -2,7 +2,7 @@
 
 Kept free of Django imports: Temporal's workflow sandbox re-imports this module.
 
-    python -m prove.bench_temporal_flows worker --address 127.0.0.1:PORT --task-queue Q --concurrency C
+    python -m prove.bench.temporal_flows worker --address 127.0.0.1:PORT --task-queue Q --concurrency C
 """
 
 from __future__ import annotations

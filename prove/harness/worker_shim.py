@@ -13,7 +13,7 @@ fatal signal kills every thread at once). ilr.killpoints has since taken the pro
 thread-directed ``signal.pthread_kill(threading.get_ident(), SIGSTOP)``; this wait stays as a
 second guard in the harness's own processes.
 
-Usage: ``python -m prove.worker_shim ilr_worker --id ...`` (runs manage.py's command with the
+Usage: ``python -m prove.harness.worker_shim ilr_worker --id ...`` (runs manage.py's command with the
 wrap installed); the Temporal worker calls ``install()`` itself.
 """
 

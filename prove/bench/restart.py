@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from ilr import db, workflow
-from prove.bench import fresh_database
-from prove.waiting import until
+from prove.bench.core import fresh_database
+from prove.harness.waiting import until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BENCH_DB = "ilr_bench_restart"
 
 
@@ -72,7 +72,7 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
     ids_in = [f"in{i}" for i in range(inflight)]
     ids_wait = [f"wait{i}" for i in range(waiting)]
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "r1", "--import", "prove.bench_restart",
+        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "r1", "--import", "prove.bench.restart",
          "--only", "restart_inflight@1,restart_waiting@1", "--lease-ttl", str(lease_ttl), "--poll", str(poll),
          "--concurrency", str(concurrency)],
         cwd=ROOT, env=env, stdout=open(log_dir / "restart_r1.log", "wb"), stderr=subprocess.STDOUT)

@@ -1,6 +1,6 @@
 """Throwaway PostgreSQL clusters of Debian's server package: a single server, or a primary with
 a streaming standby (pg_basebackup -R over a replication slot), for the real-server test lane
-(tests/real_pg.py) and the failover harness (prove/failover.py).
+(tests/real_pg.py) and the failover harness (prove/harness/failover.py).
 
 No Django here: ``python3 -m tests.real_pg`` imports this before any settings exist.
 

@@ -3,8 +3,8 @@ interface.
 
 - ``RuntimeSystem``: the refund workflow of prove.workflows on the runtime, ``manage.py
   ilr_worker`` subprocesses (lease_ttl 5, poll 0.5, send_timeout 3, settle_margin 5).
-- ``TemporalSystem(mode="a"|"b")``: prove.temporal_baselines on the Temporal dev server,
-  ``python -m prove.temporal_baselines worker`` subprocesses, one task queue per run.
+- ``TemporalSystem(mode="a"|"b")``: prove.peers.temporal_baselines on the Temporal dev server,
+  ``python -m prove.peers.temporal_baselines worker`` subprocesses, one task queue per run.
 
 A driver starts and kills worker subprocesses (real signals), starts the case, approves,
 revokes, resets, waits for the system's own reported outcome, and hands its own records to the
@@ -24,9 +24,9 @@ import time
 import uuid
 from pathlib import Path
 
-from prove import audit
+from prove.harness import audit
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LEASE_TTL, POLL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 0.5, 3.0, 5.0  # docs/protocol.md §16.1
 APPROVER = "alice"
 
@@ -166,7 +166,7 @@ class System:
 
 
 class RuntimeSystem(System):
-    """The runtime: prove.workflows.refund (or prove.prove_flows.refund_timer) on ilr workers."""
+    """The runtime: prove.workflows.refund (or prove.harness.prove_flows.refund_timer) on ilr workers."""
 
     name = "runtime"
 
@@ -185,10 +185,10 @@ class RuntimeSystem(System):
         extra = {}
         if db_url:
             extra["DATABASE_URL"] = db_url
-        # prove.worker_shim runs manage.py's ilr_worker with kill-point SIGSTOPs made synchronous.
-        cmd = [sys.executable, "-m", "prove.worker_shim", "ilr_worker", "--id", f"{self.run.run_id}-{wid}",
+        # prove.harness.worker_shim runs manage.py's ilr_worker with kill-point SIGSTOPs made synchronous.
+        cmd = [sys.executable, "-m", "prove.harness.worker_shim", "ilr_worker", "--id", f"{self.run.run_id}-{wid}",
                "--lease-ttl", str(LEASE_TTL), "--poll", str(POLL), "--concurrency", str(concurrency),
-               "--import", "prove.prove_flows", "--allow-code-change"]
+               "--import", "prove.harness.prove_flows", "--allow-code-change"]
         self._spawn(wid, cmd, self.worker_env(kill_at, stop_at, extra))
         return wid
 
@@ -352,7 +352,7 @@ class TemporalSystem(System):
             "ILR_TARGET_URL": self.run.worker_target_url, "ILR_TARGET_TIER": str(self.run.tier),
             "ILR_TARGET_QUERYABLE": "1" if self.run.queryable else "0", "ILR_SEND_TIMEOUT": str(SEND_TIMEOUT),
             "ILR_PROVE_DSN": self.infra.dsn, "ILR_ATTEMPT_LOG": str(self.attempt_log)})
-        cmd = [sys.executable, "-m", "prove.temporal_baselines", "worker", "--address",
+        cmd = [sys.executable, "-m", "prove.peers.temporal_baselines", "worker", "--address",
                address or self.server.address, "--task-queue", self.task_queue, "--mode", self.mode,
                "--id", f"{self.run.run_id}-{wid}"]
         self._spawn(wid, cmd, env)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ilr import db, killpoints, workflow
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOAK_DB = "ilr_soak"
 RESULTS = ROOT / "results" / "runtime_soak"
 PAID = 10_000
@@ -161,7 +161,7 @@ class Soak:
         raise RuntimeError(f"soak: {what}: no database connection for a minute")
 
     def _target(self, tier: int, path: str, body: dict) -> None:
-        from prove.targets_client import http_json
+        from prove.peers.targets_client import http_json
 
         http_json("POST", f"{self.targets[tier]}{path}", body, timeout=10)
 
@@ -179,10 +179,11 @@ class Soak:
             self.rec.faults["armed_" + slot.armed.split(":")[0]] += 1
         slot.generation += 1
         log = open(self.work_dir / f"worker{slot.index}.log", "ab")
-        # prove.worker_shim runs manage.py's ilr_worker with kill-point SIGSTOPs made synchronous.
+        # prove.harness.worker_shim runs manage.py's ilr_worker with kill-point SIGSTOPs made synchronous.
         slot.proc = subprocess.Popen(
-            [sys.executable, "-m", "prove.worker_shim", "ilr_worker", "--id", f"soak{slot.index}-{slot.generation}",
-             "--import", "prove.soak", "--lease-ttl", str(self.cfg.lease_ttl), "--poll", str(self.cfg.poll),
+            [sys.executable, "-m", "prove.harness.worker_shim", "ilr_worker",
+             "--id", f"soak{slot.index}-{slot.generation}", "--import", "prove.harness.soak",
+             "--lease-ttl", str(self.cfg.lease_ttl), "--poll", str(self.cfg.poll),
              "--concurrency", str(self.cfg.concurrency)],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -190,7 +191,7 @@ class Soak:
 
     def _supervise(self) -> None:
         """Keep every slot's worker alive; continue stopped ones after their hold."""
-        from prove.systems import proc_state
+        from prove.peers.systems import proc_state
 
         while not self.stop.is_set():
             with self.slots_lock:
@@ -411,9 +412,9 @@ class Soak:
 
     def run(self) -> dict:
         """Run the soak; returns the report (also written by ``write_results``)."""
-        from prove.bench import fresh_database
-        from prove.model_stub import model_stub_process
-        from prove.target import target_process
+        from prove.bench.core import fresh_database
+        from prove.peers.model_stub import model_stub_process
+        from prove.peers.target import target_process
 
         cfg = self.cfg
         self.env = fresh_database(SOAK_DB)

@@ -82,7 +82,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from prove.processes import parse_address, spawn_subcommand, stop_process
+from prove.peers.processes import parse_address, spawn_subcommand, stop_process
 
 SCHEMA = """
 create table if not exists payments (

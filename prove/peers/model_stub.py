@@ -58,12 +58,12 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prove.processes import parse_address, spawn_subcommand, stop_process
+from prove.peers.processes import parse_address, spawn_subcommand, stop_process
 
 FIRST_AMOUNT = 2000  # cents
 REDECIDED_AMOUNT = 3000  # cents
 EMULATED_HEADER = "X-Interlock-Emulated"
-EMULATED_VALUE = "model variance: scripted amounts from prove.model_stub, not a model"
+EMULATED_VALUE = "model variance: scripted amounts from prove.peers.model_stub, not a model"
 CASE_ID = re.compile(r"case_id:\s*([A-Za-z0-9_.:#/-]+)")
 PAYMENT = re.compile(r"payment:\s*([A-Za-z0-9_.:#/-]+)")
 AGENT_SCRIPTS = ("refund", "redecide", "unknown_tool", "bad_args")
