@@ -370,7 +370,7 @@ def test_a_burst_of_connections_is_queued_not_dropped(tmp_path, server):
     import socket
 
     from prove.peers.model_stub import StubServer
-    from prove.peers.target import TargetServer
+    from prove.peers.target_server import TargetServer
 
     if server == "target":
         srv = TargetServer(("127.0.0.1", 0), tier=1, queryable=False, ledger=tmp_path / "l.sqlite",

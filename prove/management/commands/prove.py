@@ -81,7 +81,7 @@ class TargetSubcommand(Subcommand):
         )
 
     def run(self, options: dict, stdout) -> None:
-        from prove.peers.target import serve
+        from prove.peers.target_server import serve
 
         if options["tier"] == 3 and options["queryable"]:
             raise CommandError("tier 3 has no lookup; --queryable applies to tier 1 only")
