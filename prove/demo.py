@@ -23,7 +23,7 @@ from django.core.management import call_command
 from ilr import Runtime, keys, receipts
 from ilr.killpoints import POINTS
 from ilr.runtime import ACTIVE
-from prove.targets_client import http_json
+from prove.peers.targets_client import http_json
 from prove.workflows import REFUND_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,8 +126,8 @@ class Demo:
         if keys.key_path() is None:
             private, _ = keys.generate()
             self.say(f"  signing key: generated {private} (Ed25519, mode 0600)")
-        from prove.model_stub import model_stub_process
-        from prove.target import target_process
+        from prove.peers.model_stub import model_stub_process
+        from prove.peers.target import target_process
 
         with contextlib.ExitStack() as stack:
             stack.callback(self._stop_workers)
@@ -555,8 +555,8 @@ class ServeDemo(Demo):
         if keys.key_path() is None:
             private, _ = keys.generate()
             self.say(f"  signing key: generated {private} (Ed25519, mode 0600)")
-        from prove.model_stub import model_stub_process
-        from prove.target import target_process
+        from prove.peers.model_stub import model_stub_process
+        from prove.peers.target import target_process
 
         stop = {"now": False}
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ilr import Runtime, receipts
 from prove.demo import PAID, Demo, expected
-from prove.targets_client import http_json
+from prove.peers.targets_client import http_json
 
 AGENT_CRASHES = ("effect_after_dispatch", "effect_after_send", "effect_after_commit", "none")
 """The ``--crash`` choices with ``--agent``: the points of the gated send (the first worker is

@@ -15,8 +15,8 @@ from typing import Any
 
 from ilr import SignalTimeout, workflow
 from ilr.targets import register_target
-from prove import model
-from prove.targets_client import LocalRefunds
+from prove.peers import model
+from prove.peers.targets_client import LocalRefunds
 
 REFUND_VERSION = "2026-12-01.2"
 REFUND_SIGNAL_VERSION = "2026-12-01.1"

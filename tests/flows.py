@@ -87,7 +87,7 @@ def bad_output(ctx, input):
 @workflow(name="effect_bad_input", version="1")
 def effect_bad_input(ctx, input):
     """ctx.effect with one bad argument (input["bad"]): InvalidInput before any transaction."""
-    from prove.targets_client import LocalRefunds
+    from prove.peers.targets_client import LocalRefunds
 
     kwargs = {"payload": {"payment": "p", "amount": 1}}
     kwargs.update({
@@ -102,7 +102,7 @@ def effect_bad_input(ctx, input):
 @workflow(name="approval_bad_input", version="1")
 def approval_bad_input(ctx, input):
     """ctx.request_approval with one bad argument (input["bad"]): InvalidInput, nothing written."""
-    from prove.targets_client import LocalRefunds
+    from prove.peers.targets_client import LocalRefunds
 
     target = LocalRefunds("http://127.0.0.1:9")
     kwargs = {"target": target, "premises": {"payment": "p"}, "decision": None}
@@ -311,7 +311,7 @@ def always_fails(ctx, input):
 def asks_approval(ctx, input):
     """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents),
     then send it under the approval's grant and premises."""
-    from prove.targets_client import LocalRefunds
+    from prove.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
     if input.get("two_person_cents") is not None:

@@ -1,5 +1,5 @@
 """A PostgreSQL cluster of Debian's server package for the real-server lane of the tests
-(the cluster itself: prove.pg_cluster).
+(the cluster itself: prove.peers.pg_cluster).
 
 ``python3 -m tests.real_pg DIR -- PYTEST_ARGS...`` runs initdb in DIR (fresh), starts the server
 on a free 127.0.0.1 port with its own socket directory, fsync and synchronous_commit on, creates
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from prove.pg_cluster import DB_NAME, MINIMUM_MAJOR, Cluster, bin_dir, free_port  # noqa: F401 - re-exported
+from prove.peers.pg_cluster import DB_NAME, MINIMUM_MAJOR, Cluster, bin_dir, free_port  # noqa: F401 - re-exported
 
 
 def main(argv: list[str]) -> int:

@@ -1,12 +1,12 @@
 """Test helpers for refund cases: the real target and model stub as subprocesses, a case, the
-approval step and the ledger oracle (it reads only the target, as prove/oracle.py does)."""
+approval step and the ledger oracle (it reads only the target, as prove/harness/oracle.py does)."""
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
 
-from prove.targets_client import http_json
+from prove.peers.targets_client import http_json
 from tests.conftest import wait_for
 
 PAID = 10_000
@@ -49,8 +49,8 @@ class RefundEnv:
 
 @contextlib.contextmanager
 def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
-    from prove.model_stub import model_stub_process
-    from prove.target import target_process
+    from prove.peers.model_stub import model_stub_process
+    from prove.peers.target import target_process
 
     queryable = (tier != 3) if queryable is None else queryable
     from tests.conftest import EVIDENCE

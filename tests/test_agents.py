@@ -17,7 +17,7 @@ import pytest
 
 from ilr import codec
 from ilr.agents import AMBIGUOUS_TEXT
-from prove.targets_client import http_json
+from prove.peers.targets_client import http_json
 from tests.conftest import wait_for
 from tests.refund_harness import refund_env
 

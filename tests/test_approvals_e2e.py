@@ -51,7 +51,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
     sync_playwright = browser_or_skip()
     from django.contrib.auth.models import User
 
-    from prove.targets_client import LocalRefunds
+    from prove.peers.targets_client import LocalRefunds
 
     # Playwright's sync API keeps an event loop in this thread; the ORM calls made here (none
     # after this line but the fixtures' teardown) would otherwise be refused as async-unsafe.
@@ -151,7 +151,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
 
 
 def test_demo_serve_runs_gunicorn_with_the_review_ui(clean_db, tmp_path):
-    from prove.targets_client import http_json
+    from prove.peers.targets_client import http_json
     from tests.conftest import WorkerProcs
 
     env = WorkerProcs(tmp_path).env()

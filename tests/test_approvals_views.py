@@ -169,7 +169,7 @@ def test_login_page_logs_a_reviewer_in(rt):
 
 
 def test_queue_shows_the_request_its_decision_and_unavailable_premises(rt, alice, registered):
-    from prove.targets_client import LocalRefunds
+    from prove.peers.targets_client import LocalRefunds
 
     make_waiting(rt)
     c = client_for(alice)
@@ -186,8 +186,8 @@ def test_queue_shows_the_request_its_decision_and_unavailable_premises(rt, alice
 
 
 def test_changed_premises_are_said_before_approving_and_after(rt, alice, registered, tmp_path):
-    from prove.target import target_process
-    from prove.targets_client import LocalRefunds, http_json
+    from prove.peers.target import target_process
+    from prove.peers.targets_client import LocalRefunds, http_json
 
     with target_process(tier=1, ledger=tmp_path / "ledger.sqlite") as url:
         http_json("POST", f"{url}/admin/payments", {"id": "pay_1", "paid": 10_000})

@@ -56,7 +56,7 @@ def test_an_effect_that_landed_by_recovery_is_a_refund_not_a_failure(rt):
     that did not complete, or a refund effect that did not land. COMMITTED_BY_RETRY and
     DUPLICATE_IGNORED landed once, after a takeover (a worker stalled past its lease) or an
     unknown outcome: the bench counted them as failures, and a CI run failed on one."""
-    from prove.bench_full import _effect_statuses, _failures
+    from prove.bench.full_measure import _effect_statuses, _failures
 
     conn = rt.connection()
     conn.execute("insert into ilr.deployments (name, version, code_sha256) values ('bench_refund', '1', 'sha')")

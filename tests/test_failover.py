@@ -1,4 +1,4 @@
-"""Failover with real clusters (prove.failover): a primary of Debian's PostgreSQL server package
+"""Failover with real clusters (prove.harness.failover): a primary of Debian's PostgreSQL server package
 SIGKILLed mid-run under two real worker subprocesses, its streaming standby promoted, the
 workers reconnecting through a multi-host URL (target_session_attrs=read-write).
 
@@ -17,7 +17,7 @@ import os
 
 import pytest
 
-from prove.pg_cluster import have_server
+from prove.peers.pg_cluster import have_server
 
 LOSS_KEYS = ("steps", "journal", "signals", "claims", "effects_committed")
 
@@ -28,7 +28,7 @@ def failover_run():
         if os.environ.get("CI"):
             pytest.fail("no Debian PostgreSQL server under /usr/lib/postgresql, and CI must run these tests")
         pytest.skip("no Debian PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql)")
-    from prove.failover import run
+    from prove.harness.failover import run
 
     def go(mode: str, **kw) -> dict:
         out = io.StringIO()

@@ -1,4 +1,4 @@
-"""The TCP fault proxy (prove.fault_proxy): pass, delay, blackhole, reset.
+"""The TCP fault proxy (prove.peers.fault_proxy): pass, delay, blackhole, reset.
 
 Real sockets: an echo server in a thread of this process as upstream (over TCP and over a Unix
 socket), the proxy in-process and as a ``manage.py prove proxy`` subprocess. No database.
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from prove.fault_proxy import FaultProxy, ProxyClient, parse_mode, proxy_process
+from prove.peers.fault_proxy import FaultProxy, ProxyClient, parse_mode, proxy_process
 
 
 class Echo:

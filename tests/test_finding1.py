@@ -16,7 +16,7 @@ import time
 
 from psycopg.conninfo import conninfo_to_dict
 
-from prove.fault_proxy import proxy_process
+from prove.peers.fault_proxy import proxy_process
 from tests.conftest import wait_for
 from tests.test_runtime_core import invocations
 

@@ -8,7 +8,7 @@ import os
 import signal
 
 from ilr import receipts
-from prove.fault_proxy import proxy_process
+from prove.peers.fault_proxy import proxy_process
 from tests.conftest import wait_for
 from tests.refund_harness import approve, refund_env
 from tests.test_effects import our_refunds

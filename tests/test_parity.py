@@ -13,7 +13,7 @@ import pytest
 
 from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr.invariants import check_all
-from prove.targets_client import http_json
+from prove.peers.targets_client import http_json
 from tests.conftest import failure_of, wait_for
 from tests.flows_versions import code_sha256, write_module
 from tests.refund_harness import approve, refund_env

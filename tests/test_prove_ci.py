@@ -1,5 +1,5 @@
 """The Prove harness's bounded CI subset (issue 8): S01 and S03 at tiers 1 and 2, S09 (tier 3
-only) pre and post, for all three systems, n = 1, through prove.runner (the code behind
+only) pre and post, for all three systems, n = 1, through prove.harness.runner (the code behind
 ``manage.py prove``) with real worker subprocesses, a real Temporal dev server, real SIGKILLs.
 
 It fails when the runtime is not correct on a run, or when the report (md, json, plots) cannot
@@ -38,7 +38,8 @@ def _children(pid: int) -> list[tuple[int, str]]:
 def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     from django.conf import settings
 
-    from prove import report, runner
+    from prove.harness import runner
+    from prove.report import runtime_prove as report
 
     # Worker subprocesses reach the same (test) database as this process.
     monkeypatch.setenv("ILR_DB_NAME", settings.DATABASES["default"]["NAME"])

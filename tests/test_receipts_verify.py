@@ -204,10 +204,10 @@ def test_p2_nothing_happened_is_not_unknown(signing_key):
     assert v["happened"] is False and v["happened_once"] is False
 
 
-# The auditor (prove/audit.py) scores these answers against the oracle's ground truth.
+# The auditor (prove/harness/audit.py) scores these answers against the oracle's ground truth.
 
 def test_audit_scores_the_s08c_unknown_as_no_false_claim(signing_key):
-    from prove import audit
+    from prove.harness import audit
 
     answers = audit.audit_runtime(bundle_of(signing_key, *HEAD, committed("recovery-reapply", rechecked=rechecked())))
     assert answers["P2"] == "unknown" and answers["P5"] is True
@@ -217,7 +217,7 @@ def test_audit_scores_the_s08c_unknown_as_no_false_claim(signing_key):
 
 
 def test_audit_p4_is_verifys_answer_and_a_refused_recheck_scores(signing_key):
-    from prove import audit
+    from prove.harness import audit
 
     answers = audit.audit_runtime(bundle_of(signing_key, *HEAD, refused_at_recovery("stale_premise",
                                                                                      rechecked(VIOLATION))))

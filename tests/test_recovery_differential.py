@@ -19,8 +19,8 @@ from ilr import db, journal
 from ilr.context import WorkflowContext
 from ilr.effects import EffectCall, effective_tier, needs_query, recovery_decision
 from ilr.worker import CLAIM_SQL, Run
-from prove.target import target_process
-from prove.targets_client import LocalRefunds, http_json
+from prove.peers.target import target_process
+from prove.peers.targets_client import LocalRefunds, http_json
 
 # The decision table, row by row (docs/protocol.md §6.5, recovery (a) to (d)):
 #   (a) tier 1 older than dedup_window - DEDUP_MARGIN is recovered as tier 2 if queryable, else 3

@@ -15,8 +15,8 @@ import signal
 from ilr import RetryPolicy
 from ilr.effects import LOOKUP_RETRY
 from prove.demo import free_port
-from prove.model_stub import model_stub_process
-from prove.target import target_process
+from prove.peers.model_stub import model_stub_process
+from prove.peers.target import target_process
 from tests.conftest import wait_for
 from tests.refund_harness import RefundEnv, approve
 from tests.test_effects import our_refunds, total

@@ -23,7 +23,7 @@ from ilr.context import WorkflowContext
 from ilr.effects import EffectCall
 from ilr.errors import Suspend
 from ilr.worker import CLAIM_SQL, Run
-from prove.targets_client import LocalRefunds
+from prove.peers.targets_client import LocalRefunds
 
 PAYLOAD = {"payment": "p1", "amount": 2000}
 

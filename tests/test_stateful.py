@@ -26,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ilr import InvalidInput, WorkflowNotFound, db, killpoints
 from ilr.invariants import check_all, violations
-from prove.targets_client import http_json
+from prove.peers.targets_client import http_json
 from tests.conftest import ROOT, WorkerProcs
 
 settings.register_profile("ci", max_examples=2, stateful_step_count=12, deadline=None,

@@ -1,4 +1,4 @@
-"""The local payment target (prove.target) and its EffectTarget client (prove.targets_client).
+"""The local payment target (prove.peers.target) and its EffectTarget client (prove.peers.targets_client).
 
 Real subprocesses started through ``manage.py prove target`` and real HTTP; no database. One
 server per tier variant for the module, wiped with /admin/reset before each test.
@@ -12,8 +12,8 @@ import time
 import pytest
 
 from ilr.errors import TargetRejected
-from prove.target import target_process
-from prove.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
+from prove.peers.target import target_process
+from prove.peers.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
 
 PAID = 10_000  # cents
 
@@ -369,8 +369,8 @@ def test_a_burst_of_connections_is_queued_not_dropped(tmp_path, server):
     retried after 1 s, 3 s, 7 s: a refund's send could time out before it was accepted."""
     import socket
 
-    from prove.model_stub import StubServer
-    from prove.target import TargetServer
+    from prove.peers.model_stub import StubServer
+    from prove.peers.target_server import TargetServer
 
     if server == "target":
         srv = TargetServer(("127.0.0.1", 0), tier=1, queryable=False, ledger=tmp_path / "l.sqlite",

@@ -1,5 +1,5 @@
 """``manage.py agents_report [--tiers 1,2,3] [--points P,...] [--out DIR]``: the agents kill-point x
-tier matrix (prove.agents_report); writes results/agents.{md,json}. Runs on a fresh database
+tier matrix (prove.harness.agents_report); writes results/agents.{md,json}. Runs on a fresh database
 (``ilr_agents_report``) of the configured cluster.
 
 Exit status: 0 when no cell has a duplicate, an unapproved send, a transcript that differs after
@@ -17,7 +17,7 @@ class Command(BaseCommand):
     help = "Run the agent kill-point x tier matrix; write results/agents.md and .json."
 
     def add_arguments(self, parser):
-        from prove.agents_report import POINTS, TIERS
+        from prove.harness.agents_report import POINTS, TIERS
 
         parser.add_argument("--tiers", default=",".join(map(str, TIERS)), help="comma list (default 1,2,3)")
         parser.add_argument("--points", default=",".join(POINTS), help="comma list of kill points (name or name@n)")
@@ -25,7 +25,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, tiers, points, out, **options):
         from ilr import killpoints
-        from prove.agents_report import Matrix, failed, write_results
+        from prove.harness.agents_report import Matrix, failed, write_results
 
         try:
             tier_list = [int(t) for t in tiers.split(",") if t.strip()]

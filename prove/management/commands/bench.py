@@ -28,11 +28,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, n, workers, concurrency, quick, core, rounds, out, **options):
         if core:
-            from prove.bench import run_core, write_results
+            from prove.bench.core import run_core, write_results
 
             write_results(run_core(200 if quick else n, workers, concurrency, out=self.stdout))
             return
-        from prove.bench_full import run
+        from prove.bench.full import run
 
         if rounds < 1:
             raise CommandError(f"--rounds must be at least 1, got {rounds}")

@@ -1,6 +1,6 @@
 """``manage.py bench_restart [--waiting N] [--inflight K] [--concurrency C] [--lease-ttl L] [--poll P]``:
 the time from PostgreSQL accepting connections again after a restart to every workflow
-progressing (prove.bench_restart); writes results/runtime_restart.md and .json. Needs the embedded
+progressing (prove.bench.restart); writes results/runtime_restart.md and .json. Needs the embedded
 PostgreSQL; use a cluster of its own (``ILR_DATA_DIR=.data/bench-restart``): the server is stopped
 and started."""
 
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--poll", type=float, default=1.0)
 
     def handle(self, *args, waiting, inflight, concurrency, lease_ttl, poll, **options):
-        from prove.bench_restart import run, write_results
+        from prove.bench.restart import run, write_results
 
         if not 0 <= inflight < concurrency or waiting < 0:
             # The in-flight runs hold their slots until after the restart; the rest need one.

@@ -1,7 +1,7 @@
 """``manage.py failover [--mode sync|async|both] [--workflows N] [--lag S] [--lease-ttl S]
 [--sync-commit on|remote_apply] [--workdir DIR] [--no-write]``: kill a primary mid-run, promote
 its streaming standby, and measure what was lost and whether anything was applied twice
-(prove.failover); writes results/runtime_failover.md and .json. Needs Debian's PostgreSQL
+(prove.harness.failover); writes results/runtime_failover.md and .json. Needs Debian's PostgreSQL
 server package (/usr/lib/postgresql/*/bin); the clusters are its own, under --workdir or a
 temporary directory, and are stopped whatever happens.
 
@@ -18,7 +18,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 
 def failures(row: dict) -> list[str]:
-    """The broken promises of one ``prove.failover.run`` row, as sentences."""
+    """The broken promises of one ``prove.harness.failover.run`` row, as sentences."""
     out = []
     if row["duplicates"]["tier1"] or row["duplicates"]["tier2"]:
         out.append(f"duplicates at tier 1/2: {row['duplicates']}")
@@ -52,8 +52,8 @@ class Command(BaseCommand):
     def handle(self, *args, mode, workflows, lag, lease_ttl, sync_commit, workdir, no_write, **options):
         import json
 
-        from prove.failover import run, write_results
-        from prove.pg_cluster import have_server
+        from prove.harness.failover import run, write_results
+        from prove.peers.pg_cluster import have_server
 
         if not have_server():
             raise CommandError("no Debian PostgreSQL server under /usr/lib/postgresql (apt-get install postgresql)")

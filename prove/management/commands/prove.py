@@ -2,15 +2,15 @@
 
 Subcommands, one per peer process:
 
-- ``target``: the local HTTP payment target (prove.target).
-- ``proxy``: the TCP fault proxy (prove.fault_proxy).
-- ``model-stub``: the Anthropic Messages API stub (prove.model_stub).
+- ``target``: the local HTTP payment target (prove.peers.target).
+- ``proxy``: the TCP fault proxy (prove.peers.fault_proxy).
+- ``model-stub``: the Anthropic Messages API stub (prove.peers.model_stub).
 
 Each long-running subcommand prints one ready line first, ``listening 127.0.0.1:PORT`` (the
 proxy adds `` control 127.0.0.1:PORT``), so a parent that asked for port 0 learns the port.
 SIGTERM stops it cleanly.
 
-Without a subcommand it runs the scenario runner (docs/protocol.md §16, prove.runner):
+Without a subcommand it runs the scenario runner (docs/protocol.md §16, prove.harness.runner):
 ``manage.py prove [--quick] [--scenario S01,S08a] [--tier 1,2]
 [--system runtime,temporal,temporal_check] [--seeds N] [--results-dir DIR]``: every selected
 (scenario, variant, tier, system) cell with n seeds (30 by default, 3 with --quick), a progress
@@ -35,7 +35,7 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from prove.processes import MANAGE_PY, parse_address, spawn_subcommand, stop_process  # noqa: F401 (re-exported)
+from prove.peers.processes import MANAGE_PY, parse_address, spawn_subcommand, stop_process  # noqa: F401 (re-exported)
 
 
 class Subcommand:
@@ -81,7 +81,7 @@ class TargetSubcommand(Subcommand):
         )
 
     def run(self, options: dict, stdout) -> None:
-        from prove.target import serve
+        from prove.peers.target_server import serve
 
         if options["tier"] == 3 and options["queryable"]:
             raise CommandError("tier 3 has no lookup; --queryable applies to tier 1 only")
@@ -108,7 +108,7 @@ class ProxySubcommand(Subcommand):
         parser.add_argument("--control-port", type=int, default=0, help="0 picks a free port")
 
     def run(self, options: dict, stdout) -> None:
-        from prove.fault_proxy import serve
+        from prove.peers.fault_proxy import serve
 
         serve(
             host=options["host"],
@@ -130,7 +130,7 @@ class ModelStubSubcommand(Subcommand):
         parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
 
     def run(self, options: dict, stdout) -> None:
-        from prove.model_stub import serve
+        from prove.peers.model_stub import serve
 
         serve(host=options["host"], port=options["port"], ready=lambda line: _ready(stdout, line))
 
@@ -197,7 +197,7 @@ class Command(BaseCommand):
 
 
     def _scenarios(self, options: dict) -> None:
-        from prove.runner import run_command, run_lane
+        from prove.harness.runner import run_command, run_lane
 
         # SIGTERM unwinds like Ctrl-C, so every worker, target, proxy and Temporal server this
         # run started is stopped by the runner's cleanup paths.

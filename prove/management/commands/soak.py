@@ -1,5 +1,5 @@
 """``manage.py soak --minutes M [--rate R] [--workers W] [--seed S] [--out DIR]``: refunds and
-multi-step workflows at a steady rate under worker, target and PostgreSQL faults (prove.soak);
+multi-step workflows at a steady rate under worker, target and PostgreSQL faults (prove.harness.soak);
 writes results/runtime_soak.{md,json,png}. Needs the embedded PostgreSQL, on a cluster of its
 own (``ILR_DATA_DIR=.data/soak``): the server is crashed and restarted under the run.
 
@@ -39,7 +39,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, minutes, rate, workers, concurrency, lease_ttl, fault_every, pg_restart_every,
                check_every, seed, out, **options):
-        from prove.soak import Config, Soak, write_results
+        from prove.harness.soak import Config, Soak, write_results
 
         for name, value in (("minutes", minutes), ("rate", rate), ("workers", workers),
                             ("concurrency", concurrency), ("lease-ttl", lease_ttl), ("fault-every", fault_every),

@@ -1,6 +1,6 @@
 """``python manage.py tlc [--quick]``: run TLC over spec/ and publish results/runtime_tlc.md.
 
-A model check for the stated constants, not a proof of the Python or SQL.  See prove/tlc.py.
+A model check for the stated constants, not a proof of the Python or SQL.  See prove/tlc/.
 """
 
 from __future__ import annotations

@@ -1,0 +1,75 @@
+"""Make kill-point SIGSTOPs land at the kill point, in the harness's worker processes.
+
+``ilr.killpoints.hit`` once stopped the process with ``os.kill(os.getpid(), SIGSTOP)``. That signal is
+process-directed: when the calling thread is not the main thread (a runtime run thread, a
+Temporal activity thread), the kernel hands it to the main thread, and the calling thread runs
+on until the group stop reaches it. Measured here: a Temporal activity's HTTP request reached
+the target before its process showed as stopped, and a runtime sender passed its deadline check
+and sent after SIGCONT (scenarios S12, S13). The harness needs the stop exactly at the point, so
+in its own worker processes it wraps ``hit``: when ILR_STOP_AT stops the process at the point just
+hit, the calling thread waits for the harness's SIGCONT (a SIGCONT handler sets an event; at most
+1 s), so the group stop takes it at the point and it resumes as soon as it is continued. SIGKILL is unaffected (a
+fatal signal kills every thread at once). ilr.killpoints has since taken the proper fix, a
+thread-directed ``signal.pthread_kill(threading.get_ident(), SIGSTOP)``; this wait stays as a
+second guard in the harness's own processes.
+
+Usage: ``python -m prove.harness.worker_shim ilr_worker --id ...`` (runs manage.py's command with the
+wrap installed); the Temporal worker calls ``install()`` itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+STOP_WAIT_S = 1.0
+
+
+def install() -> None:
+    import signal
+    import threading
+
+    from ilr import killpoints
+
+    if getattr(killpoints.hit, "_prove_wrapped", False):
+        return
+    original = killpoints.hit
+    continued = threading.Event()
+    previous = signal.getsignal(signal.SIGCONT)
+
+    def on_cont(signum, frame):
+        continued.set()
+        if callable(previous):
+            previous(signum, frame)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCONT, on_cont)
+
+    def hit(name: str) -> None:
+        spec = os.environ.get("ILR_STOP_AT")
+        stops = False
+        if spec:
+            wanted = killpoints._parse(spec)
+            # killpoints counts this hit inside original(); it stops when the count matches.
+            stops = name in wanted and wanted[name] in (None, killpoints._hits[name] + 1)
+        continued.clear()
+        original(name)
+        if stops:
+            # The process-directed SIGSTOP reaches this thread late; wait here until the
+            # harness's SIGCONT (set by the handler above), so nothing runs past the point first.
+            continued.wait(STOP_WAIT_S)
+
+    hit._prove_wrapped = True
+    killpoints.hit = hit
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "interlock_project.settings")
+    install()
+    from django.core.management import execute_from_command_line
+
+    execute_from_command_line(["manage.py", *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The cells of results/runtime_prove.md (docs/protocol.md §16.4): per (scenario, variant, tier,
+system) the correct count with its 95% Wilson interval, the oracle's sums, latencies and audit
+scores; the verdict rule; and the figures summed over cells (per 1,000 runs, the full-sweep
+estimate)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+
+from prove.harness.scenarios import SYSTEMS
+
+LABEL = {"runtime": "runtime", "temporal": "(a) temporal", "temporal_check": "(b) temporal_check"}
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def pct(values, q):
+    if not values:
+        return None
+    v = sorted(values)
+    i = min(len(v) - 1, max(0, math.ceil(q / 100 * len(v)) - 1))
+    return v[i]
+
+
+def aggregate(runs: list[dict]) -> dict:
+    """Per cell (scenario|variant|tier|system) aggregates (docs/protocol.md §16.4)."""
+    cells: dict[str, dict] = {}
+    groups = defaultdict(list)
+    for r in runs:
+        groups[(r["scenario"], r["variant"], r["tier"], r["system"])].append(r)
+    for (sid, var, tier, system), rs in groups.items():
+        n = len(rs)
+        k = sum(1 for r in rs if r.get("correct"))
+        lo, hi = wilson(k, n)
+        sums = defaultdict(int)
+        for r in rs:
+            for key, val in (r.get("oracle") or {}).items():
+                if isinstance(val, (int, float)) and not isinstance(val, bool):
+                    sums[key] += val
+        lat = [r["latency"].get("approve_to_outcome_s") for r in rs
+               if r.get("latency", {}).get("approve_to_outcome_s") is not None]
+        resume = [r["latency"].get("resume_s") for r in rs if r.get("latency", {}).get("resume_s") is not None]
+        scores = [r["audit"].get("score") for r in rs if r["audit"].get("score") is not None]
+        cells[f"{sid}|{var}|{tier}|{system}"] = {
+            "scenario": sid, "variant": var, "tier": tier, "system": system, "n": n, "correct": k,
+            "rate": k / n if n else None, "wilson95": [round(lo, 3), round(hi, 3)],
+            "sums": dict(sums), "blocked_never_sent": sum(r.get("blocked_never_sent", 0) for r in rs),
+            "duplicates": sums.get("duplicates", 0), "errors": sum(1 for r in rs if r.get("error")),
+            "can_prove_mean": round(statistics.mean(scores), 2) if scores else None,
+            "false_claims": sum(r["audit"].get("false_claims", 0) for r in rs),
+            "false_claims_per_1000": round(1000 * sum(r["audit"].get("false_claims", 0) for r in rs) / n, 1),
+            "latency_approve_to_outcome_s": {"p50": pct(lat, 50), "p99": pct(lat, 99), "count": len(lat),
+                                             "values": lat},
+            "latency_resume_s": {"p50": pct(resume, 50), "p99": pct(resume, 99), "count": len(resume)},
+            "_resume_values": resume,
+            "outcomes": sorted({str((r.get("outcome") or {}).get("status")) for r in rs}),
+            "totals": sorted({(r.get("oracle") or {}).get("total_refunded") for r in rs}, key=lambda x: (x is None, x)),
+            "failing_runs": [r["run_id"] for r in rs if not r.get("correct")],
+            "mean_wall_s": round(statistics.mean([r.get("wall_s", 0) for r in rs]), 1),
+            "extra": [r.get("extra") for r in rs if r.get("extra")],
+        }
+    return cells
+
+
+def verdict(rt: dict, other: dict) -> str:
+    if not rt or not other:
+        return "-"
+    (rlo, rhi), (olo, ohi) = rt["wilson95"], other["wilson95"]
+    if rt["correct"] / rt["n"] > other["correct"] / other["n"] and rlo > ohi:
+        v = "better"
+    elif rt["correct"] / rt["n"] < other["correct"] / other["n"] and rhi < olo:
+        v = "worse"
+    else:
+        v = "equal"
+    notes = []
+    rd = rt["duplicates"] / rt["n"]
+    od = other["duplicates"] / other["n"]
+    if rd < od:
+        notes.append("fewer duplicates")
+    elif rd > od:
+        notes.append("more duplicates")
+    if rt["blocked_never_sent"] / rt["n"] > other["blocked_never_sent"] / other["n"]:
+        notes.append("worse (availability)")
+    return v + (f" ({', '.join(notes)})" if notes else "")
+
+
+def _cell_text(c: dict | None) -> str:
+    if c is None:
+        return "not run"
+    rate = 100 * c["correct"] / c["n"]
+    err = f", {c['errors']} harness err" if c["errors"] else ""
+    return (f"{rate:.0f}% ({c['n']}) dup {c['duplicates']} blk {c['blocked_never_sent']} "
+            f"prove {'-' if c['can_prove_mean'] is None else c['can_prove_mean']}/5{err}<br>"
+            f"${_totals(c)} {', '.join(c['outcomes'])}")
+
+
+def _totals(c):
+    return "/".join("?" if t is None else f"{t / 100:g}" for t in c["totals"])
+
+
+def latency_values(doc, c, metric):
+    if metric == "latency_approve_to_outcome_s":
+        return [x for x in c[metric].get("values", []) if x is not None]
+    return list(c.get("_resume_values", []))
+
+
+def fmt_lat(vals):
+    if not vals:
+        return "-"
+    return f"{pct(vals, 50):.2f} s / {pct(vals, 99):.2f} s ({len(vals)})"
+
+
+def timer_lateness(doc):
+    out = defaultdict(list)
+    for c in doc["cells"].values():
+        if c["scenario"] == "S10":
+            for e in c["extra"]:
+                if e.get("timer_lateness_after_return_s") is not None:
+                    out[c["system"]].append(e["timer_lateness_after_return_s"])
+    return out
+
+
+def per_thousand(doc) -> str:
+    parts = []
+    for s in SYSTEMS:
+        cs = [c for c in doc["cells"].values() if c["system"] == s]
+        n = sum(c["n"] for c in cs)
+        if not n:
+            continue
+
+        def k(name, cs=cs, n=n):
+            return round(1000 * sum(c["sums"].get(name, 0) for c in cs) / n, 1)
+        blocked = round(1000 * sum(c["blocked_never_sent"] for c in cs) / n, 1)
+        fc = round(1000 * sum(c["false_claims"] for c in cs) / n, 1)
+        parts.append(f"{LABEL[s]}: duplicates {k('duplicates')}, wrong amounts {k('wrong_amounts')}, "
+                     f"sends after revoke {k('sends_after_revoke')}, sends on changed premises "
+                     f"{k('sends_on_changed_premises')}, blocked_never_sent {blocked}, false claims {fc} (n={n})")
+    return "; ".join(parts)
+
+
+def full_sweep_estimate(doc: dict) -> dict:
+    """Per scenario key: mean wall seconds per run per system, full-sweep runs per cell, hours."""
+    walls = defaultdict(lambda: defaultdict(list))
+    tiers = defaultdict(set)
+    for c in doc["cells"].values():
+        key = c["scenario"] + (f" {c['variant']}" if c["variant"] else "")
+        walls[key][c["system"]].append(c.get("mean_wall_s") or 0)
+        tiers[key].add(c["tier"])
+    rows, total = [], 0.0
+    for key in walls:
+        runs = 1000 if key.startswith("S12") else 200 if key == "S11 r" else 30
+        means = {s: (statistics.mean(v) if v else 0) for s, v in walls[key].items()}
+        hours = sum(means.values()) * runs * len(tiers[key]) / 3600
+        total += hours
+        per = " / ".join(f"{means.get(s, 0):.0f}" for s in SYSTEMS)
+        rows.append((key, per, runs, hours))
+    return {"rows": rows, "total_h": total}
+
+
+def derive_s10_temporal(runs: list[dict]) -> None:
+    """S10, Temporal: the server fires the timer on time even with every worker down, so the
+    comparable moment is when the workflow resumed after it: the first refund activity attempt
+    (the worker's attempt log). Lateness after the workers' return = that moment minus the later
+    of the timer's due time and the restart. Derived from each run's stored records."""
+    for r in runs:
+        if r.get("scenario") != "S10" or r.get("system") == "runtime" or not isinstance(r.get("records"), dict):
+            continue
+        hs = r["records"].get("histories") or []
+        st = [t for t in (hs[-1].get("timer_started", []) if hs else []) if abs(t["seconds"] - 20) < 1]
+        first = next((a["t_wall"] for a in r["records"].get("attempts") or [] if a.get("activity") == "refund"), None)
+        restart = next((f["wall"] for f in r.get("faults", []) if f["what"] == "restart"), None)
+        if st and first is not None and restart is not None:
+            r.setdefault("extra", {})["timer_lateness_after_return_s"] = round(
+                first - max(st[0]["t"] + st[0]["seconds"], restart), 3)
