@@ -242,7 +242,7 @@ def no_overlapping_sends(s: Snapshot) -> list:
     Only requests that arrived after the first DISPATCHED are this journal's sends: a send
     leaves only after its T_dispatch committed. An earlier request was authorized by a dispatch
     this database does not hold (lost with a failed-over primary's WAL tail, ilr.failover),
-    which the runtime waits out before a new first send (prove/failover.py checks that)."""
+    which the runtime waits out before a new first send (prove/harness/failover.py checks that)."""
     posts = s.posts_by_key()
     if posts is None:
         return []

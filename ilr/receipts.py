@@ -136,7 +136,7 @@ def verify(bundle: dict, public_key=None) -> dict:
       no target rejection answered it): that send could still have been applied late, past
       send_deadline + settle_margin (A2 broken, Prove S08c), after the lookup said not found. This
       is the standard the auditor holds Temporal to on P2 ("unknown" when a retry followed a
-      timeout, prove/audit.py) applied to ourselves. A tier-1 resend (via "retry-idempotent")
+      timeout, prove/harness/audit.py) applied to ourselves. A tier-1 resend (via "retry-idempotent")
       reuses the idempotency key inside the dedup window, so the target deduplicates it (A4) and
       it stays True; so does a COMMITTED via "recovery-query", which sent nothing. "unknown"
       also when happened is "unknown"; False when happened is False.

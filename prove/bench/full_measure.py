@@ -230,7 +230,9 @@ PROFILE_GROUPS = (
     ("statements: ilr.batch and psycopg (building, sending, reading)", ("psycopg/", "ilr/batch.py")),
     ("json and canonical encoding", ("json/", "ilr/codec.py")),
     ("journal sealing (sha256, Ed25519)", ("ilr/journal.py", "cryptography/")),
-    ("the worker loop, replay and step bookkeeping", ("ilr/worker.py", "ilr/context.py", "ilr/store.py")),
+    # Substrings of a frame's file: "ilr/context" is ilr/context.py and every ilr/context_*.py.
+    ("the worker loop, replay and step bookkeeping", ("ilr/worker", "ilr/claims.py", "ilr/run_workflow.py",
+                                                      "ilr/context", "ilr/store.py")),
     ("threads and queues", ("threading.py", "concurrent/futures", "queue.py")),
 )
 
