@@ -55,7 +55,8 @@ def pytest_sessionfinish(session):
 SLOW_FIXTURES = ("workers", "live_server")
 """A test that starts worker subprocesses or a live server is in the full suite only."""
 SLOW_MODULES = ("test_demo", "test_failover", "test_db_restart", "test_pgbouncer", "test_worker_command",
-                "test_agents", "test_watchdog", "test_commands", "test_check_command", "test_packaging")
+                "test_agents", "test_watchdog", "test_commands", "test_check_command", "test_packaging",
+                "test_dbos_baseline")
 """Modules whose tests start processes of their own (the demo, clusters, PgBouncer, commands)."""
 
 

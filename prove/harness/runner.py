@@ -23,7 +23,8 @@ from pathlib import Path
 
 from prove.harness import audit, oracle
 from prove.harness.scenarios import SCENARIOS, SYSTEMS, Scenario, find
-from prove.peers.systems import AsyncBridge, make_system
+from prove.peers.dbos_system import DbosSystem
+from prove.peers.systems import AsyncBridge, RuntimeSystem, System, TemporalSystem
 from prove.peers.targets_client import http_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +39,7 @@ DEDUP_WINDOW = 612.0
 class Infra:
     """What a sweep shares: the Runtime client, the grants DSN, the Temporal server."""
 
-    def __init__(self, workdir: Path, need_temporal: bool):
+    def __init__(self, workdir: Path, need_temporal: bool, need_dbos: bool = False):
         from django.core.management import call_command
 
         import prove.harness.prove_flows  # noqa: F401 - registers refund_timer (S10) so rt.start resolves it
@@ -57,6 +58,34 @@ class Infra:
 
             self.temporal = TemporalServer(workdir / "temporal.db", workdir / "temporal-server.log").start()
             self._connect()
+        self._dbos = None
+        if need_dbos:
+            self._dbos_setup()
+
+    def _dbos_setup(self) -> None:
+        """Baseline (c)'s system database: ``<this database>_dbos`` in the same cluster, fresh per
+        sweep, with DBOS's tables created by one launch before any worker starts."""
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        from ilr import db
+        from prove.bench.dbos import system_database_url
+
+        name = f"{conninfo_to_dict(self.dsn)['dbname']}_dbos"
+        with db.connect(make_conninfo(self.dsn, dbname="postgres")) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+            conn.execute(f'create database "{name}"')
+        self.dbos_url = system_database_url(name)
+        self.dbos_dsn = make_conninfo(self.dsn, dbname=name)
+        subprocess.run([sys.executable, "-m", "prove.peers.dbos_baseline", "migrate", "--url", self.dbos_url],
+                       cwd=ROOT, check=True, timeout=120, stdout=subprocess.DEVNULL)
+
+    def dbos_client(self):
+        """One DBOSClient per sweep (its engine reconnects after a PostgreSQL crash)."""
+        if self._dbos is None:
+            from dbos import DBOSClient
+
+            self._dbos = DBOSClient(system_database_url=self.dbos_url)
+        return self._dbos
 
     def _connect(self) -> None:
         from temporalio.client import Client
@@ -76,6 +105,8 @@ class Infra:
     def close(self) -> None:
         if self.temporal is not None:
             self.temporal.stop()
+        if self._dbos is not None:
+            self._dbos.destroy()
         self.bridge.close()
         self.rt.close()
 
@@ -161,9 +192,9 @@ class Run:
         return s.phase() == "waiting_approval"
 
     def crash_store(self, s) -> None:
-        """S10: crash the system's store. Runtime: ``ilr_db restart-immediate`` (a real
+        """S10: crash the system's store. Runtime and DBOS: ``ilr_db restart-immediate`` (a real
         PostgreSQL crash); Temporal: SIGKILL the dev server and restart it on the same file."""
-        if s.name == "runtime":
+        if s.name in ("runtime", "dbos"):
             from django.conf import settings
 
             if Path(settings.DATA_DIR) == ROOT / ".data" and not os.environ.get("PROVE_ALLOW_PG_CRASH"):
@@ -253,6 +284,23 @@ class Run:
         return versions()
 
 
+def make_system(name: str, run) -> System:
+    """The driver of system ``name`` (one of scenarios.SYSTEMS) for one run.
+
+    Raises:
+        ValueError: an unknown system name.
+    """
+    if name == "runtime":
+        return RuntimeSystem(run)
+    if name == "temporal":
+        return TemporalSystem(run, "a")
+    if name == "temporal_check":
+        return TemporalSystem(run, "b")
+    if name == "dbos":
+        return DbosSystem(run)
+    raise ValueError(f"unknown system {name!r}")
+
+
 _VERSIONS: dict | None = None
 
 
@@ -285,8 +333,10 @@ def versions() -> dict:
                 pg = list(pg.values())[0] if isinstance(pg, dict) else pg[0]
         except Exception:  # noqa: BLE001
             pg = None
+        from prove.bench.dbos import dbos_version
+
         _VERSIONS = {"python": sys.version.split()[0], "django": django.get_version(),
-                     "temporalio": temporalio.__version__, "temporal_cli": cli_version(),
+                     "temporalio": temporalio.__version__, "temporal_cli": cli_version(), "dbos": dbos_version(),
                      "anthropic": anth, "postgresql": pg, "git": git, "dirty_tree": dirty}
     return _VERSIONS
 
@@ -328,12 +378,13 @@ def sweep(cells: list[tuple], seeds: int, *, progress=None, sweep_id: str | None
     """Run every cell with seeds 1..n; returns {"runs": [...], "wall_s", "sweep_id"}."""
     sweep_id = sweep_id or time.strftime("%m%d%H%M%S")
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
-    need_temporal = any(system != "runtime" for _, _, system in cells)
+    need_temporal = any(system in ("temporal", "temporal_check") for _, _, system in cells)
+    need_dbos = any(system == "dbos" for _, _, system in cells)
     infra_dir = RUNS_DIR.parent / f"sweep-{sweep_id}"
     infra_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     runs = []
-    infra = Infra(infra_dir, need_temporal)
+    infra = Infra(infra_dir, need_temporal, need_dbos)
     total = len(cells) * seeds
     done = 0
     try:
@@ -376,9 +427,10 @@ COST = {"S04": 25, "S05": 30, "S08a": 30, "S08b": 25, "S08c": 45, "S10": 45, "S1
 
 
 def _exclusive(cell) -> bool:
-    """Cells that crash the shared PostgreSQL run alone, after the lanes (runtime S10)."""
+    """Cells that crash the shared PostgreSQL run alone, after the lanes (S10 of the runtime and of
+    DBOS, whose store is that PostgreSQL)."""
     sc, tier, system = cell
-    return sc.id == "S10" and system == "runtime"
+    return sc.id == "S10" and system in ("runtime", "dbos")
 
 
 def _create_lane_db(name: str) -> None:

@@ -21,7 +21,11 @@ from dataclasses import dataclass
 
 from prove.peers.systems import SEND_TIMEOUT, SETTLE_MARGIN
 
-SYSTEMS = ("runtime", "temporal", "temporal_check")
+SYSTEMS = ("runtime", "temporal", "temporal_check", "dbos")
+"""The runtime and its three baselines: (a) Temporal with its recommended key, (b) Temporal with the
+careful check, (c) DBOS Transact with the same check."""
+DBOS_EXPECTED_AS = "temporal_check"
+"""TLC has no DBOS mode: a DBOS cell is predicted as (b), the same pre-send check on a durable step."""
 
 
 @dataclass
@@ -174,7 +178,8 @@ def d_s05(run, s):
     s.approve()
     s.wait_killed()
     s.down()
-    if s.name == "runtime":
+    if s.name in ("runtime", "dbos"):
+        # Both fork from the decision: the runtime with rt.fork, DBOS with fork_workflow.
         fork_id = s.fork_at_decide(run.case_id + "-fork")
         run.mark_restart()
         s.start_worker()
@@ -292,17 +297,21 @@ def _pg_upstream() -> tuple[str, str]:
 
 
 def d_s08a(run, s):
-    """Target delay 2 s; the sender's database (runtime) or server (Temporal) connection is
+    """Target delay 2 s; the sender's database (runtime, DBOS) or server (Temporal) connection is
     blackholed from 0.5 s after its send starts to 12 s."""
     from prove.peers.fault_proxy import proxy_process
 
-    if s.name == "runtime":
+    if s.name in ("runtime", "dbos"):
         upstream, url = _pg_upstream()
     else:
         upstream, url = s.server.address, None
     with proxy_process(upstream) as proxy:
         if s.name == "runtime":
             a = s.start_worker(stop_at="effect_after_dispatch@1", db_url=url.format(addr=proxy.address))
+        elif s.name == "dbos":
+            # DBOS's system database connection goes through the proxy (its store, as the
+            # runtime's is); the sender stops right before its send, as Temporal's does.
+            a = s.start_worker(stop_at="effect_before_dispatch@1", url=s.url_via(proxy.address))
         else:
             a = s.start_worker(stop_at="effect_before_dispatch@1", address=proxy.address)
         run.start_case(s)
@@ -484,7 +493,8 @@ def d_l0(run, s):
 # -- the table ------------------------------------------------------------------------------------
 
 def P(rt, a, b):
-    return {"runtime": rt, "temporal": a, "temporal_check": b}
+    """Predictions per system; (c) DBOS is predicted as (b) (DBOS_EXPECTED_AS)."""
+    return {"runtime": rt, "temporal": a, "temporal_check": b, "dbos": b}
 
 
 T = True
@@ -612,7 +622,9 @@ SCENARIOS: list[Scenario] = [
              "task, nothing run)", lambda run, s: __import__("prove.harness.s14", fromlist=["x"]).drive(run, s),
              lambda c, o, run: __import__("prove.harness.s14", fromlist=["x"]).correct(c, o, run),
              P({1: (T, "equal")}, {1: (T, "equal (Worker Versioning pinned plus NonDeterminismError task retry)")},
-               {1: (T, "equal")}), refund_due=False, audited=False),
+               {1: (T, "equal")}), refund_due=False, audited=False,
+             # DBOS's versioning (application_version) is not driven by prove/s14.py.
+             systems=("runtime", "temporal", "temporal_check")),
     Scenario("L0", "", (1,), "no fault (latency cell)", "none; target service delay 20 ms",
              "one application", d_l0, one_application,
              P({1: (T, "-")}, {1: (T, "-")}, {1: (T, "-")}), target_delay=0.02),

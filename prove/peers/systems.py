@@ -513,13 +513,3 @@ class TemporalSystem(System):
         except Exception:  # noqa: BLE001
             pass
         self.stop_all()
-
-
-def make_system(name: str, run) -> System:
-    if name == "runtime":
-        return RuntimeSystem(run)
-    if name == "temporal":
-        return TemporalSystem(run, "a")
-    if name == "temporal_check":
-        return TemporalSystem(run, "b")
-    raise ValueError(f"unknown system {name!r}")

@@ -11,7 +11,7 @@ from collections import defaultdict
 
 from prove.harness.scenarios import SYSTEMS
 
-LABEL = {"runtime": "runtime", "temporal": "(a) temporal", "temporal_check": "(b) temporal_check"}
+LABEL = {"runtime": "runtime", "temporal": "(a) temporal", "temporal_check": "(b) temporal_check", "dbos": "(c) dbos"}
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -31,7 +31,7 @@ def _name(scenario: str, variant: str) -> str:
 def _main_rows(doc: dict) -> list[dict]:
     return [{"name": _name(row["scenario"], row["variant"]), "title": row["title"], "tier": str(row["tier"]),
              "cells": " | ".join(_cell_text(row["cells"][s]) for s in SYSTEMS),
-             "verdict_a": row["verdict_a"], "verdict_b": row["verdict_b"],
+             "verdict_a": row["verdict_a"], "verdict_b": row["verdict_b"], "verdict_c": row.get("verdict_c", "-"),
              "preds": " / ".join((p["text"] if p else "-") for p in row["predicted"].values())}
             for row in doc["rows"]]
 
@@ -54,7 +54,7 @@ def _disagreements(doc: dict) -> list[dict]:
 
 
 def _latency_rows(doc: dict) -> list[tuple[str, str]]:
-    """(measure, its three p50 / p99 (count) columns joined) for the latency table."""
+    """(measure, its p50 / p99 (count) column per system joined) for the latency table."""
     rows = []
     for label, metric, filt in (("no-fault approve→outcome (L0, tier 1, 20 ms service delay)",
                                  "latency_approve_to_outcome_s", lambda c: c["scenario"] == "L0"),
@@ -70,9 +70,9 @@ def _latency_rows(doc: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
+def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) -> str:
     """The markdown of results/runtime_prove.md for the JSON document ``doc``; ``a_src`` and
-    ``b_src`` are the two Temporal activity bodies, quoted."""
+    ``b_src`` are the two Temporal activity bodies, ``c_src`` the DBOS step and workflow, quoted."""
     h = doc["header"]
     v = h["versions"]
     timer = timer_lateness(doc)
@@ -93,6 +93,6 @@ def render_md(doc: dict, a_src: str, b_src: str, tlc_present: bool) -> str:
         "sweep_total": f"{est['total_h']:.1f}", "sweep_jobs3": f"{est['total_h'] / 2.5:.1f}",
         "tlc_present": tlc_present, "xref_rows": xref_rows(doc, tlc_present),
         "assumption_rows": assumption_rows(doc) if tlc_present else [],
-        "a_src": a_src.rstrip(), "b_src": b_src.rstrip(),
+        "a_src": a_src.rstrip(), "b_src": b_src.rstrip(), "c_src": c_src.rstrip(),
     }
     return ENGINE.get_template("runtime_prove.md").render(Context(context, autoescape=False))

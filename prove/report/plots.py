@@ -19,7 +19,7 @@ def make_plots(doc: dict, where: Path) -> None:
     labels = [r["scenario"] + (f" {r['variant']}" if r["variant"] else "") + f" t{r['tier']}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(8, 0.45 * len(rows) + 2), 4.5))
     width = 0.27
-    colors = {"runtime": "#2b7bba", "temporal": "#e07b39", "temporal_check": "#7a9a3a"}
+    colors = {"runtime": "#2b7bba", "temporal": "#e07b39", "temporal_check": "#7a9a3a", "dbos": "#8e5fb5"}
     for i, s in enumerate(SYSTEMS):
         xs, ys = [], []
         for j, r in enumerate(rows):

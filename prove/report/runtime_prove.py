@@ -77,12 +77,19 @@ DIAGNOSES: dict = {
 }
 
 
-def activity_sources() -> tuple[str, str]:
+def _source(fn) -> str:
+    return inspect.getsource(getattr(fn, "__wrapped__", fn))
+
+
+def activity_sources() -> tuple[str, str, str]:
+    """The baselines' code as the report quotes it: (a)'s and (b)'s Temporal activity bodies, and
+    (c)'s DBOS step with its workflow."""
+    from prove.peers import dbos_baseline as db
     from prove.peers import temporal_baselines as tb
 
-    return (inspect.getsource(tb.refund_idem.__wrapped__ if hasattr(tb.refund_idem, "__wrapped__") else tb.refund_idem),
-            inspect.getsource(tb.refund_check.__wrapped__ if hasattr(tb.refund_check, "__wrapped__")
-                              else tb.refund_check))
+    return (_source(tb.refund_idem), _source(tb.refund_check),
+            inspect.getsource(db).split("# -- the step and the workflow, quoted verbatim in the report")[1]
+            .split("\n", 1)[1].split("\n\n@DBOS.step()\ndef decide")[0].strip())
 
 
 def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions: dict,
@@ -121,6 +128,7 @@ def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions
                         disagreements.append(d)
             row["verdict_a"] = verdict(row["cells"]["runtime"], row["cells"]["temporal"])
             row["verdict_b"] = verdict(row["cells"]["runtime"], row["cells"]["temporal_check"])
+            row["verdict_c"] = verdict(row["cells"]["runtime"], row["cells"]["dbos"])
             rows.append(row)
     not_run = []
     for sc in SCENARIOS:
@@ -131,7 +139,7 @@ def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions
         elif missing:
             not_run.append(f"{sc.key} ({', '.join(missing)})")
     tlc_text, tlc_data = load_tlc()
-    a_src, b_src = activity_sources()
+    a_src, b_src, c_src = activity_sources()
     doc = {"header": {"command": command, "seeds_per_cell": seeds, "wall_s": wall_s, "versions": versions,
                       "selection": selection, "emulated": EMULATED, "runs": len(runs),
                       "timeouts": {"lease_ttl": 5, "poll": 0.5, "send_timeout": 3, "settle_margin": 5,
@@ -142,7 +150,7 @@ def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions
                          for mode in TLC_MODES.values()} for sid, invs in TLC_MAP.items()},
            "tlc_present": {"md": tlc_text is not None, "json": tlc_data is not None}}
     out_json.write_text(json.dumps(doc, indent=1, default=str))
-    md = render_md(doc, a_src, b_src, tlc_present=tlc_text is not None or tlc_data is not None)
+    md = render_md(doc, a_src, b_src, c_src, tlc_present=tlc_text is not None or tlc_data is not None)
     out_md.write_text(md)
     if plots:
         try:

@@ -47,7 +47,9 @@ def load_tlc() -> tuple[str | None, dict | None]:
 ASSUMPTION_MAP = {("S08c", ""): ("ServerSlow", ("EffectAtMostOnceTier12", "Tier3NeverResends"), "A2"),
                   ("S13", "long"): ("Pause", ("EffectAtMostOnceTier12", "Tier3NeverResends"), "A1")}
 
-TLC_MODES = {"runtime": "interlock", "temporal": "temporal_idem", "temporal_check": "temporal_precheck"}
+# TLC has no DBOS mode: (c) is checked against (b)'s, the same pre-send check (scenarios.DBOS_EXPECTED_AS).
+TLC_MODES = {"runtime": "interlock", "temporal": "temporal_idem", "temporal_check": "temporal_precheck",
+             "dbos": "temporal_precheck"}
 
 
 def tlc_outcomes(data) -> dict:

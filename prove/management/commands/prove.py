@@ -12,7 +12,7 @@ SIGTERM stops it cleanly.
 
 Without a subcommand it runs the scenario runner (docs/protocol.md §16, prove.harness.runner):
 ``manage.py prove [--quick] [--scenario S01,S08a] [--tier 1,2]
-[--system runtime,temporal,temporal_check] [--seeds N] [--results-dir DIR]``: every selected
+[--system runtime,temporal,temporal_check,dbos] [--seeds N] [--results-dir DIR]``: every selected
 (scenario, variant, tier, system) cell with n seeds (30 by default, 3 with --quick), a progress
 line per run, one JSON per run under .data/prove/runs/, up to 20 failing runs per cell in
 <results>/runtime_prove_failures/, and <results>/runtime_prove.md, .json and the PNG plots. It
@@ -164,7 +164,7 @@ class Command(BaseCommand):
         parser.add_argument("--tier", dest="tiers", type=lambda v: [int(x) for x in _csv(v)], default=None,
                             help="comma list of tiers; default every tier a scenario lists")
         parser.add_argument("--system", dest="systems", type=_csv, default=None,
-                            help="comma list of runtime, temporal, temporal_check; default all three")
+                            help="comma list of runtime, temporal, temporal_check, dbos; default all four")
         parser.add_argument("--jobs", type=int, default=1,
                             help="parallel lanes, each with its own database and Temporal server (default 1)")
         parser.add_argument("--report-from", type=_csv, default=None,

@@ -1,0 +1,131 @@
+"""Baseline (c), DBOS Transact (prove/peers/dbos_baseline.py), on real processes: the DBOS worker
+subprocess on a system database of its own in the test cluster, the real HTTP target and model
+stub, a grant in ilr.grants, real SIGKILL at a kill point and DBOS's own recovery on restart."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ilr import db
+from tests.conftest import wait_for
+from tests.refund_harness import refund_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def dbos_url(test_dsn):
+    from prove.bench.dbos import system_database_url
+
+    name = "ilr_test_dbos"
+    with db.connect(test_dsn) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+        conn.execute(f'create database "{name}"')
+    yield system_database_url(name)
+    with db.connect(test_dsn) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+class DbosWorker:
+    """One ``python -m prove.peers.dbos_baseline worker`` subprocess; SIGKILLed at teardown."""
+
+    def __init__(self, url: str, env: dict, log: Path):
+        self.url, self.env, self.log = url, env, log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, executor_id: str = "dbos-1", **extra) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "prove.peers.dbos_baseline", "worker", "--url", self.url, "--id", executor_id],
+                cwd=ROOT, env={**self.env, **extra}, stdout=subprocess.PIPE, stderr=log, text=True)
+        line = self.proc.stdout.readline()
+        assert line.startswith("ready"), (line, self.log.read_text())
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def dbos_case(tmp_path, rt, test_dsn, dbos_url):
+    import os
+
+    from dbos import DBOSClient
+
+    with refund_env(tmp_path, tier=1, queryable=True) as env:
+        worker_env = {**os.environ, "ILR_TARGET_URL": env.target_url, "ILR_TARGET_TIER": "1",
+                      "ILR_TARGET_QUERYABLE": "1", "ILR_SEND_TIMEOUT": "3", "ILR_PROVE_DSN": test_dsn,
+                      "ILR_MODEL_BASE_URL": env.model_url, "ILR_ATTEMPT_LOG": str(tmp_path / "attempts.jsonl")}
+        worker = DbosWorker(dbos_url, worker_env, tmp_path / "dbos.log")
+        client = DBOSClient(system_database_url=dbos_url)
+        try:
+            yield env, worker, client
+        finally:
+            worker.stop()
+            client.destroy()
+
+
+def _start(env, client, case_id: str) -> str:
+    from dbos import EnqueueOptions
+
+    from prove.peers.dbos_baseline import QUEUE_NAME, WORKFLOW_NAME
+
+    case = env.case(case_id)
+    case.pop("target")
+    options: EnqueueOptions = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": case_id}
+    client.enqueue(options, case)
+    return case["payment"]
+
+
+def _approve(rt, client, wf_id: str) -> dict:
+    from prove.peers.dbos_baseline import APPROVE_TOPIC, PROPOSAL_EVENT
+
+    proposal = client.get_event(wf_id, PROPOSAL_EVENT, timeout_seconds=30)
+    assert proposal is not None, "no proposal within 30 s"
+    grant = rt.grant("dbos", "refund", max_cents=proposal["amount"], by="alice")
+    client.send(wf_id, {"grant_id": grant, "approved_amount": proposal["amount"]}, topic=APPROVE_TOPIC)
+    return proposal
+
+
+def test_the_dbos_refund_completes_once_with_its_workflow_id_as_the_key(rt, dbos_case):
+    env, worker, client = dbos_case
+    worker.start()
+    payment = _start(env, client, "dbos-happy")
+    proposal = _approve(rt, client, "dbos-happy")
+    result = client.retrieve_workflow("dbos-happy").get_result()
+    assert result["status"] == "COMPLETED", result
+    rows = env.ledger(payment)
+    assert [(r["amount"], r["key"]) for r in rows] == [(proposal["amount"], "dbos-happy-refund")]
+
+
+def test_a_sigkill_after_the_send_is_recovered_by_dbos_and_the_lookup_stops_a_second_refund(rt, dbos_case):
+    env, worker, client = dbos_case
+    worker.start(ILR_KILL_AT="effect_after_send")
+    payment = _start(env, client, "dbos-kill")
+    _approve(rt, client, "dbos-kill")
+    wait_for(lambda: worker.proc.poll() is not None, timeout=30, message="the DBOS worker killed after the send")
+    assert len(env.ledger(payment)) == 1
+    worker.start()  # the same executor id: DBOS recovers its PENDING workflow and re-runs the step
+    result = client.retrieve_workflow("dbos-kill").get_result()
+    assert result["status"] == "COMPLETED", result
+    assert len(env.ledger(payment)) == 1
+
+
+def test_a_revoked_grant_refuses_the_dbos_refund_before_the_send(rt, dbos_case):
+    env, worker, client = dbos_case
+    worker.start()
+    payment = _start(env, client, "dbos-revoke")
+    from prove.peers.dbos_baseline import APPROVE_TOPIC, PROPOSAL_EVENT
+
+    proposal = client.get_event("dbos-revoke", PROPOSAL_EVENT, timeout_seconds=30)
+    grant = rt.grant("dbos", "refund", max_cents=proposal["amount"], by="alice")
+    rt.revoke(grant, by="alice")
+    client.send("dbos-revoke", {"grant_id": grant, "approved_amount": proposal["amount"]}, topic=APPROVE_TOPIC)
+    result = client.retrieve_workflow("dbos-revoke").get_result()
+    assert result["status"] == "REFUSED" and "not authorized" in result["error"], result
+    assert env.ledger(payment) == []
