@@ -35,6 +35,15 @@ def test_bench_quick_reports_every_figure(tmp_path):
         assert report[key]["n"] == 200 and report[key]["failed"] == 0, report[key]
     for key in ("temporal_steps4", "temporal_refund"):
         assert report[key]["n"] == 200 and report[key]["workflows_per_s"] > 0, report[key]
+    # DBOS: the 4-step shape at 1, 2 and 4 processes, the best one against the runtime, every
+    # workflow SUCCESS; its refund shape and serial figure; the ratios against it.
+    assert [r["processes"] for r in report["dbos_steps4_by_processes"]] == [1, 2, 4]
+    for r in report["dbos_steps4_by_processes"] + [report["dbos_refund"]]:
+        assert r["n"] == 200 and r["failed"] == 0 and r["statuses"] == {"SUCCESS": 200}, r
+        assert r["commits_per_workflow"] > 0 and r["workflows_per_s_per_busy_core"] > 0, r
+    assert report["dbos_steps4"]["workflows_per_s"] == max(r["workflows_per_s"]
+                                                           for r in report["dbos_steps4_by_processes"])
+    assert report["ratio_vs_dbos"] > 0 and report["serial_p50_vs_dbos"] > 0 and report["dbos_serial"]["n"] == 50
     assert report["runtime_serial_effect"]["committed"] == 50
     assert report["wake_floor"]["n"] == 50 and report["wake_floor"]["commit_after_idle_p50_ms"] > 0
     assert all(r["wake_floor"]["n"] == 25 and r["wake_floor"]["commit_after_idle_p50_ms"] > 0
@@ -46,6 +55,7 @@ def test_bench_quick_reports_every_figure(tmp_path):
     md = (tmp_path / "results" / "runtime_bench.md").read_text()
     assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md and "commit after idle ms" in md
     assert "overhead, no delay ms" in md
+    assert "`ratio_vs_dbos`" in md and "## DBOS Transact" in md and "| DBOS processes |" in md
     assert "Outcomes: bench_steps4: 0 failed" in md
     assert (tmp_path / "results" / "runtime_bench_latency.png").stat().st_size > 10_000
     assert committed.stat().st_mtime_ns == before, "a scratch run rewrote the committed results"

@@ -23,6 +23,8 @@ from pathlib import Path
 from psycopg.conninfo import conninfo_to_dict
 
 from ilr import db
+from prove.bench.core import ROOT, _pct
+from prove.bench.full_measure import _machine_cpu, _postgres_cpu_seconds
 
 DBOS_DB = "ilr_bench_dbos"
 FLOWS = "prove.bench.dbos_flows"
@@ -47,7 +49,7 @@ def system_database_url(name: str = DBOS_DB) -> str:
     return f"postgresql+psycopg://{user}{password}@{host}:{port}/{name}"
 
 
-def _fresh(root: Path) -> str:
+def _fresh(root: Path = ROOT) -> str:
     with db.connect(db.conninfo()) as conn:
         conn.execute(f'drop database if exists "{DBOS_DB}" with (force)')
         conn.execute(f'create database "{DBOS_DB}"')
@@ -58,12 +60,14 @@ def _fresh(root: Path) -> str:
     return url
 
 
-def run_dbos(shape: str, n: int, processes: int, concurrency: int, root: Path, case: dict | None = None,
-             cpu=None) -> dict:
+def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | None = None,
+             root: Path = ROOT) -> dict:
     """N workflows of ``shape`` ("steps4" or "refund") over ``processes`` DBOS processes of
-    ``concurrency`` threads each; returns the figures.
+    ``concurrency`` threads each, on a fresh system database; returns the figures (the keys of
+    the runtime's: workflows_per_s, e2e_p50_ms and e2e_p99_ms on the database clock,
+    commits_per_workflow, CPU, RSS, busy cores, workflows_per_s_per_busy_core; e2e_ms samples).
 
-    ``cpu`` is the bench's CPU probe module (postgres_cpu_seconds, machine_cpu, pct).
+    ``case``: the refund shape's {"target_url", "model_url"}.
     """
     url = _fresh(root)
     go = root / ".data" / "bench" / f"dbos-go-{time.time_ns()}"
@@ -84,11 +88,11 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, root: Path, c
                                               f"dbname={DBOS_DB}")) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s",
                                   (DBOS_DB,)).fetchone()["xact_commit"]
-            pg0, machine0 = cpu.postgres_cpu_seconds(), cpu.machine_cpu()
+            pg0, machine0 = _postgres_cpu_seconds(), _machine_cpu()
             go.touch()
             outs = [json.loads(p.stdout.readline()) for p in procs]
-            pg_cpu = cpu.postgres_cpu_seconds() - pg0
-            machine1 = cpu.machine_cpu()
+            pg_cpu = _postgres_cpu_seconds() - pg0
+            machine1 = _machine_cpu()
             for p in procs:
                 p.wait(60)
             time.sleep(1.5)  # pg_stat_database is flushed by the backends at most every second
@@ -114,7 +118,7 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, root: Path, c
         "system": "dbos", "shape": shape, "n": n, "processes": processes, "concurrency": concurrency,
         "statuses": statuses, "failed": n - statuses.get("SUCCESS", 0), "wall_s": round(wall, 3),
         "workflows_per_s": round(n / wall, 1),
-        "e2e_p50_ms": round(statistics.median(server_ms), 1), "e2e_p99_ms": round(cpu.pct(server_ms, 0.99), 1),
+        "e2e_p50_ms": round(statistics.median(server_ms), 1), "e2e_p99_ms": round(_pct(server_ms, 0.99), 1),
         "client_p50_ms": round(statistics.median(client_s) * 1000, 1),
         "commits_per_workflow": round((after - before) / n, 2),
         "postgres_cpu_s_per_workflow": round(pg_cpu / n, 5),
@@ -126,10 +130,10 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, root: Path, c
     }
 
 
-def run_serial_dbos(n: int, root: Path, cpu) -> dict:
+def run_serial_dbos(n: int = 200, root: Path = ROOT) -> dict:
     """4-step workflows one at a time (one process, one thread): DBOS's latency floor, on the
     database clock as the runtime's serial figure is."""
-    r = run_dbos("steps4", n, 1, 1, root, cpu=cpu)
+    r = run_dbos("steps4", n, 1, 1, root=root)
     return {"n": n, "serial_p50_ms": r["e2e_p50_ms"], "client_p50_ms": r["client_p50_ms"],
             "note": "one DBOS process, one thread, each workflow called in-process; server-side = "
                     "workflow_status.updated_at - created_at (database clock)"}

