@@ -1,5 +1,5 @@
 """The Prove harness's bounded CI subset (issue 8): S01 and S03 at tiers 1 and 2, S09 (tier 3
-only) pre and post, for all three systems, n = 1, through prove.harness.runner (the code behind
+only) pre and post, for all four systems, n = 1, through prove.harness.runner (the code behind
 ``manage.py prove``) with real worker subprocesses, a real Temporal dev server, real SIGKILLs.
 
 It fails when the runtime is not correct on a run, or when the report (md, json, plots) cannot
@@ -45,7 +45,7 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     monkeypatch.setenv("ILR_DB_NAME", settings.DATABASES["default"]["NAME"])
     before = set(_children(os.getpid()))
     cells = runner.select(["S01", "S03"], [1, 2], None) + runner.select(["S09"], [3], None)
-    assert len(cells) == 18
+    assert len(cells) == 24
     result = runner.sweep(cells, 1)
     runs = result["runs"]
     runner.copy_failures(runs, tmp_path / "runtime_prove_failures")
@@ -62,6 +62,7 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     md = (tmp_path / "runtime_prove.md").read_text()
     assert "## Main table" in md and "## TLC cross-reference" in md and "## Concessions" in md
     assert "Temporal's recommended key" in md and "stable across retry and reset" in md
+    assert "the workflow id: stable across recovery" in md and "| (c) dbos |" in md
     assert json.loads((tmp_path / "runtime_prove.json").read_text())["rows"]
     assert len(doc["rows"]) == 6
     assert not doc.get("plots_error"), doc.get("plots_error")
@@ -76,6 +77,34 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
 
     leftover = set(_children(os.getpid())) - before
     assert not leftover, f"subprocesses left running: {leftover}"
+
+
+@pytest.mark.slow
+def test_shards_rebuild_the_report_from_every_shards_runs(test_dsn, tmp_path, monkeypatch):
+    """Two shards of one cell (seeds 1 and 2) written one after the other; --from-shards counts
+    both in the cell's n, and a shard line carries what the report reads, not the ledger."""
+    from django.conf import settings
+
+    from prove.harness import runner
+
+    monkeypatch.setenv("ILR_DB_NAME", settings.DATABASES["default"]["NAME"])
+    shards = tmp_path / "shards"
+    for first in (1, 2):
+        status = runner.run_command(quick=False, seeds=1, scenarios=["L0"], tiers=None, systems=["runtime"],
+                                    results_dir=str(tmp_path / f"r{first}"), command=f"shard {first}",
+                                    out=io.StringIO(), first_seed=first, shard=True, shards_dir=str(shards))
+        assert status == 0
+    lines = [json.loads(line) for p in sorted(shards.glob("*.jsonl")) for line in p.read_text().splitlines()]
+    assert sorted(r["seed"] for r in lines) == [1, 2]
+    assert all("ledger" not in r and "records" not in r and r["correct"] is True for r in lines), lines
+    out = tmp_path / "rebuilt"
+    assert runner.run_command(quick=False, seeds=None, scenarios=None, tiers=None, systems=None,
+                              results_dir=str(out), command="rebuild", out=io.StringIO(), from_shards=True,
+                              shards_dir=str(shards)) == 0
+    doc = json.loads((out / "runtime_prove.json").read_text())
+    cell = doc["cells"]["L0||1|runtime"]
+    assert cell["n"] == 2 and cell["correct"] == 2, cell
+    assert doc["header"]["command"].startswith("shard 1 ; shard 2")
 
 
 def test_prove_command_rejects_bad_selection():

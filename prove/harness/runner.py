@@ -374,8 +374,9 @@ def cell_key(sc: Scenario, tier: int, system: str) -> str:
 
 
 def sweep(cells: list[tuple], seeds: int, *, progress=None, sweep_id: str | None = None,
-          out=sys.stdout) -> dict:
-    """Run every cell with seeds 1..n; returns {"runs": [...], "wall_s", "sweep_id"}."""
+          out=sys.stdout, first_seed: int = 1) -> dict:
+    """Run every cell with seeds first_seed..first_seed+seeds-1; returns {"runs": [...], "wall_s",
+    "sweep_id"}."""
     sweep_id = sweep_id or time.strftime("%m%d%H%M%S")
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     need_temporal = any(system in ("temporal", "temporal_check") for _, _, system in cells)
@@ -388,7 +389,7 @@ def sweep(cells: list[tuple], seeds: int, *, progress=None, sweep_id: str | None
     total = len(cells) * seeds
     done = 0
     try:
-        for seed in range(1, seeds + 1):
+        for seed in range(first_seed, first_seed + seeds):
             for sc, tier, system in cells:
                 run = Run(infra, sc, tier, system, seed, sweep_id)
                 rec = run.execute()
@@ -448,7 +449,7 @@ def _create_lane_db(name: str) -> None:
                    check=True, timeout=300)
 
 
-def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out) -> list[dict]:
+def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out, first_seed: int = 1) -> list[dict]:
     """Run cells in ``jobs`` parallel lanes: each lane is a ``manage.py prove --lane`` subprocess
     with its own database (so one lane's workers never claim another's workflows) and its own
     Temporal dev server. Cells that crash PostgreSQL run afterwards, alone, in this process."""
@@ -483,8 +484,8 @@ def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out) -> list
         spec.write_text(json.dumps([[c[0].key, c[1], c[2]] for c in group]))
         env = {**os.environ, "ILR_DB_NAME": name, "PYTHONUNBUFFERED": "1"}
         p = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "prove", "--lane", str(spec), "--seeds",
-                              str(seeds), "--sweep-id", f"{sweep_id}L{i}"], cwd=ROOT, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              str(seeds), "--first-seed", str(first_seed), "--sweep-id", f"{sweep_id}L{i}"],
+                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         procs.append((i, p))
         out.write(f"lane {i}: {len(group)} cells on database {name} (pid {p.pid})\n")
     lock = threading.Lock()
@@ -513,7 +514,7 @@ def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out) -> list
     runs = load_runs([f"{sweep_id}L{i}" for i, _ in procs])
     if alone:
         out.write(f"exclusive cells (crash PostgreSQL), run alone: {len(alone)}\n")
-        runs += sweep(alone, seeds, progress=_progress(out), sweep_id=f"{sweep_id}X")["runs"]
+        runs += sweep(alone, seeds, progress=_progress(out), sweep_id=f"{sweep_id}X", first_seed=first_seed)["runs"]
     return runs
 
 
@@ -534,14 +535,14 @@ def load_runs(sweep_ids: list[str]) -> list[dict]:
     return list(latest.values())
 
 
-def run_lane(spec_file: str, seeds: int, sweep_id: str, out) -> int:
+def run_lane(spec_file: str, seeds: int, sweep_id: str, out, first_seed: int = 1) -> int:
     """``manage.py prove --lane FILE``: run the listed cells; the parent writes the report."""
     wanted = json.loads(Path(spec_file).read_text())
     cells = []
     for key, tier, system in wanted:
         sc = next(s for s in SCENARIOS if s.key == key)
         cells.append((sc, tier, system))
-    sweep(cells, seeds, progress=_progress(out), sweep_id=sweep_id)
+    sweep(cells, seeds, progress=_progress(out), sweep_id=sweep_id, first_seed=first_seed)
     return 0
 
 
@@ -562,16 +563,33 @@ def _progress(out):
 
 
 def run_command(*, quick: bool, seeds: int | None, scenarios, tiers, systems, results_dir, command: str,
-                out, jobs: int = 1, report_from: list[str] | None = None) -> int:
+                out, jobs: int = 1, report_from: list[str] | None = None, first_seed: int = 1,
+                shard: bool = False, from_shards: bool = False, shards_dir: str | None = None) -> int:
     """``manage.py prove``'s scenario runner. Returns the exit status: 1 when any runtime run was
-    not correct (or the report could not be written), else 0."""
+    not correct (or the report could not be written), else 0.
+
+    ``shard`` also writes the sweep's runs under results/prove_runs/; ``from_shards`` runs nothing
+    and rebuilds the report from every shard there (prove/harness/shards.py); ``shards_dir`` is
+    another directory for both."""
+    from prove.harness import shards
+
+    shard_dir = Path(shards_dir) if shards_dir else shards.SHARDS_DIR
     from prove.report import runtime_prove as report
 
     n = seeds if seeds is not None else (3 if quick else 30)
     if n < 1:
         raise ValueError("--seeds must be at least 1")
+    if first_seed < 1:
+        raise ValueError(f"--first-seed must be at least 1, got {first_seed}")
     where = Path(results_dir) if results_dir else RESULTS
-    if report_from:
+    if from_shards:
+        runs, metas = shards.load_shards(shard_dir)
+        command = " ; ".join(m["command"] for m in metas) + f"  (report rebuilt by: {command})"
+        result = {"runs": runs, "wall_s": round(sum(m["wall_s"] for m in metas), 1),
+                  "sweep_id": ",".join(m["shard"] for m in metas)}
+        n = max(len({r["seed"] for r in runs if (r["scenario"], r["variant"], r["tier"], r["system"]) == cell})
+                for cell in {(r["scenario"], r["variant"], r["tier"], r["system"]) for r in runs})
+    elif report_from:
         # A sweep id with a meta.json (written at the end of every sweep) brings its own command
         # line, wall time and lane ids; any other id is taken as a run-id suffix.
         ids, metas = [], []
@@ -600,17 +618,22 @@ def run_command(*, quick: bool, seeds: int | None, scenarios, tiers, systems, re
         if jobs > 1:
             sweep_id = time.strftime("%m%d%H%M%S")
             t0 = time.monotonic()
-            runs = lanes(cells, n, jobs, sweep_id, out)
+            runs = lanes(cells, n, jobs, sweep_id, out, first_seed=first_seed)
             result = {"runs": runs, "wall_s": round(time.monotonic() - t0, 1), "sweep_id": sweep_id}
             run_ids = [f"{sweep_id}L{i}" for i in range(1, jobs + 1)] + [f"{sweep_id}X"]
         else:
-            result = sweep(cells, n, progress=_progress(out))
+            result = sweep(cells, n, progress=_progress(out), first_seed=first_seed)
             run_ids = [result["sweep_id"]]
         meta_dir = RUNS_DIR.parent / f"sweep-{result['sweep_id']}"
         meta_dir.mkdir(parents=True, exist_ok=True)
         (meta_dir / "meta.json").write_text(json.dumps({
             "command": command, "seeds": n, "wall_s": result["wall_s"], "run_sweep_ids": run_ids,
             "selection": {"scenarios": scenarios, "tiers": tiers, "systems": systems}}, indent=1))
+        if shard:
+            path = shards.write_shard(result["runs"], sweep_id=result["sweep_id"], command=command,
+                                      seeds=range(first_seed, first_seed + n), wall_s=result["wall_s"],
+                                      versions=versions(), where=shard_dir)
+            out.write(f"wrote the shard {path} ({len(result['runs'])} runs)\n")
     runs = result["runs"]
     copy_failures(runs, where / "runtime_prove_failures")
     selection = {"scenarios": scenarios, "tiers": tiers, "systems": systems or list(SYSTEMS), "seeds": n,

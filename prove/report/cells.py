@@ -173,7 +173,8 @@ def derive_s10_temporal(runs: list[dict]) -> None:
     (the worker's attempt log). Lateness after the workers' return = that moment minus the later
     of the timer's due time and the restart. Derived from each run's stored records."""
     for r in runs:
-        if r.get("scenario") != "S10" or r.get("system") == "runtime" or not isinstance(r.get("records"), dict):
+        if (r.get("scenario") != "S10" or r.get("system") not in ("temporal", "temporal_check")
+                or not isinstance(r.get("records"), dict)):
             continue
         hs = r["records"].get("histories") or []
         st = [t for t in (hs[-1].get("timer_started", []) if hs else []) if abs(t["seconds"] - 20) < 1]

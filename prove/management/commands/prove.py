@@ -169,6 +169,14 @@ class Command(BaseCommand):
                             help="parallel lanes, each with its own database and Temporal server (default 1)")
         parser.add_argument("--report-from", type=_csv, default=None,
                             help="rebuild the report from the runs of these sweep ids (no runs)")
+        parser.add_argument("--first-seed", type=int, default=1,
+                            help="the first seed (default 1): a shard runs seeds K..K+N-1")
+        parser.add_argument("--shard", action="store_true",
+                            help="also write the runs as one line each under results/prove_runs/ (a shard)")
+        parser.add_argument("--from-shards", action="store_true",
+                            help="rebuild the report from every shard in results/prove_runs/ (no runs)")
+        parser.add_argument("--shards-dir", default=None,
+                            help="where shards go and are read (default results/prove_runs/)")
         parser.add_argument("--lane", default=None, help=argparse.SUPPRESS)
         parser.add_argument("--sweep-id", default=None, help=argparse.SUPPRESS)
         parser.add_argument("--results-dir", default=None,
@@ -207,7 +215,8 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _on_term)
 
         if options["lane"]:
-            sys.exit(run_lane(options["lane"], options["seeds"] or 3, options["sweep_id"], self.stdout))
+            sys.exit(run_lane(options["lane"], options["seeds"] or 3, options["sweep_id"], self.stdout,
+                              first_seed=options["first_seed"]))
 
         argv = ["python", "manage.py", "prove"] + sys.argv[sys.argv.index("prove") + 1:] \
             if "prove" in sys.argv else ["python", "manage.py", "prove"]
@@ -218,7 +227,9 @@ class Command(BaseCommand):
             status = run_command(quick=options["quick"], seeds=options["seeds"], scenarios=options["scenario"],
                                  tiers=options["tiers"], systems=options["systems"],
                                  results_dir=options["results_dir"], command=" ".join(argv), out=self.stdout,
-                                 jobs=options["jobs"], report_from=options["report_from"])
+                                 jobs=options["jobs"], report_from=options["report_from"],
+                                 first_seed=options["first_seed"], shard=options["shard"],
+                                 from_shards=options["from_shards"], shards_dir=options["shards_dir"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if status:

@@ -1,0 +1,72 @@
+"""Resumable sweeps (docs/protocol.md §16.4): a shard's runs as compact lines under results/, and the
+report rebuilt from every shard.
+
+``manage.py prove --shard [--first-seed K] [--seeds N] ...`` runs seeds K..K+N-1 and writes
+``results/prove_runs/<sweep id>.jsonl`` (one line per run: what the report reads, not the ledger,
+access log or records) and ``<sweep id>.meta.json`` (the command, the wall time, the seeds, the
+commit). ``manage.py prove --from-shards`` rebuilds results/runtime_prove.md from every shard there:
+a cell's n counts every shard's runs; when two shards ran the same (cell, seed), the later one wins.
+Shards can run in different sessions and on different days; each is committed with its command.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+SHARDS_DIR = Path(__file__).resolve().parents[2] / "results" / "prove_runs"
+
+RUN_KEYS = ("run_id", "system", "scenario", "variant", "tier", "seed", "queryable", "correct", "oracle",
+            "blocked_never_sent", "audit", "no_outcome", "latency", "extra", "wall_s", "error")
+"""The fields of a run the report reads (prove/report/cells.py); the rest stays in .data/prove/runs/."""
+
+
+def compact(run: dict) -> dict:
+    """One run as its shard line: RUN_KEYS, the outcome's status, and the commit it ran at."""
+    line = {k: run.get(k) for k in RUN_KEYS}
+    outcome = run.get("outcome")
+    line["outcome"] = {"status": outcome.get("status")} if isinstance(outcome, dict) else None
+    line["git"] = (run.get("versions") or {}).get("git")
+    return line
+
+
+def write_shard(runs: list[dict], *, sweep_id: str, command: str, seeds: range, wall_s: float, versions: dict,
+                where: Path = SHARDS_DIR) -> Path:
+    """Write the shard's lines and its meta file; returns the .jsonl path.
+
+    The S10 Temporal timer figure is derived from a run's records before they are dropped.
+    """
+    from prove.report.cells import derive_s10_temporal
+
+    derive_s10_temporal(runs)
+    where.mkdir(parents=True, exist_ok=True)
+    path = where / f"{sweep_id}.jsonl"
+    ordered = sorted(runs, key=lambda r: (r["scenario"], r["variant"], r["tier"], r["system"], r["seed"]))
+    path.write_text("".join(json.dumps(compact(r), sort_keys=True, default=str) + "\n" for r in ordered))
+    (where / f"{sweep_id}.meta.json").write_text(json.dumps({
+        "command": command, "wall_s": wall_s, "first_seed": seeds.start, "last_seed": seeds.stop - 1,
+        "runs": len(runs), "git": versions.get("git"), "dirty_tree": versions.get("dirty_tree"),
+        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, indent=1) + "\n")
+    return path
+
+
+def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
+    """(runs, metas) of every shard in ``where``, oldest shard first; a later shard's run of the
+    same (cell, seed) replaces an earlier one.
+
+    Raises:
+        ValueError: no shard there.
+    """
+    metas = []
+    latest: dict = {}
+    for meta_path in sorted(where.glob("*.meta.json"), key=lambda p: json.loads(p.read_text())["written"]):
+        meta = json.loads(meta_path.read_text())
+        meta["shard"] = meta_path.name.removesuffix(".meta.json")
+        metas.append(meta)
+        for line in (where / f"{meta['shard']}.jsonl").read_text().splitlines():
+            run = json.loads(line)
+            latest[(run["scenario"], run["variant"], run["tier"], run["system"], run["seed"])] = run
+    if not metas:
+        raise ValueError(f"--from-shards: no shard in {where}")
+    return list(latest.values()), metas
