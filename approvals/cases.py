@@ -51,9 +51,11 @@ class Outcome:
 # The conditions on rows beside the workflow are uncorrelated IN subqueries: PostgreSQL runs each
 # once and hashes it, where a correlated EXISTS in counts()' FILTER would run once per workflow.
 
+
 def _pending_request() -> Q:
-    return Q(id__in=ApprovalRequest.objects.filter(status="pending", expires_at__gt=timezone.now())
-             .values("workflow_id"))
+    return Q(
+        id__in=ApprovalRequest.objects.filter(status="pending", expires_at__gt=timezone.now()).values("workflow_id")
+    )
 
 
 def _effect(condition: Q) -> Q:
@@ -103,12 +105,14 @@ def cases(outcome: str | None = None, page: Any = 1, per_page: int = CASES_PAGE_
 def counts() -> dict[str, int]:
     """How many workflows are in each outcome, {outcome: n}, in one aggregate query."""
     # Prefixed: an aggregate may not be named as a field of the model is (workflows.waiting).
-    totals = Workflow.objects.aggregate(**{f"n_{name}": Count("id", filter=o.condition())
-                                           for name, o in OUTCOMES.items()})
+    totals = Workflow.objects.aggregate(
+        **{f"n_{name}": Count("id", filter=o.condition()) for name, o in OUTCOMES.items()}
+    )
     return {name: totals[f"n_{name}"] for name in OUTCOMES}
 
 
 # -- one case ------------------------------------------------------------------------------------
+
 
 @dataclass
 class WorkflowDetail:
@@ -134,9 +138,11 @@ def workflow_detail(workflow_id: str) -> WorkflowDetail:
         workflow=w,
         steps=list(Step.objects.filter(workflow_id=workflow_id).order_by("seq")),
         signals=list(Signal.objects.filter(workflow_id=workflow_id).order_by("id")),
-        effects=list(Effect.objects.filter(workflow_id=workflow_id).order_by("effect_id")
-                     .annotate(refused=flag(refused()))),
-        children=list(Workflow.objects.filter(parent_id=workflow_id).order_by("created_at")
-                      .values("id", "name", "status")),
+        effects=list(
+            Effect.objects.filter(workflow_id=workflow_id).order_by("effect_id").annotate(refused=flag(refused()))
+        ),
+        children=list(
+            Workflow.objects.filter(parent_id=workflow_id).order_by("created_at").values("id", "name", "status")
+        ),
         claims=list(Claim.objects.filter(workflow_id=workflow_id).order_by("epoch")),
     )

@@ -21,16 +21,21 @@ class ApproveForm(forms.Form):
     payload and premises themselves are read from the workflow's record, never from the form."""
 
     payload_hash = forms.CharField(widget=forms.HiddenInput, max_length=64)
-    expires_in = forms.TypedChoiceField(choices=EXPIRY_CHOICES, required=False, coerce=float, empty_value=None,
-                                        label="Approval expires")
+    expires_in = forms.TypedChoiceField(
+        choices=EXPIRY_CHOICES, required=False, coerce=float, empty_value=None, label="Approval expires"
+    )
 
 
 class RejectForm(forms.Form):
     """Reject a proposal with a reason the workflow receives."""
 
     payload_hash = forms.CharField(widget=forms.HiddenInput, max_length=64, required=False)
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000, strip=True,
-                             error_messages={"required": "A rejection needs a reason."})
+    reason = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=2000,
+        strip=True,
+        error_messages={"required": "A rejection needs a reason."},
+    )
 
 
 APPLIED_CHOICES = [("yes", "it landed"), ("no", "it did not land"), ("unsure", "unsure")]
@@ -39,9 +44,15 @@ APPLIED_CHOICES = [("yes", "it landed"), ("no", "it did not land"), ("unsure", "
 class ReconcileForm(forms.Form):
     """Attest what happened to an AMBIGUOUS effect; evidence is required."""
 
-    evidence = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=4000, strip=True,
-                               error_messages={"required": "A reconcile needs evidence: what shows the effect did "
-                                                           "or did not land (a ledger reference, a ticket)."})
+    evidence = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=4000,
+        strip=True,
+        error_messages={
+            "required": "A reconcile needs evidence: what shows the effect did "
+            "or did not land (a ledger reference, a ticket)."
+        },
+    )
     applied = forms.ChoiceField(choices=APPLIED_CHOICES, widget=forms.RadioSelect, label="The evidence shows")
 
     def applied_value(self) -> bool | None:
@@ -53,8 +64,9 @@ class GrantCreateForm(forms.ModelForm):
     """The admin's policy grant form: principal, action, cap and lifetime (``granted_by`` is the
     logged-in user)."""
 
-    expires_in_hours = forms.FloatField(required=False, min_value=0.001, label="Expires in (hours)",
-                                        help_text="Empty: never expires (until revoked).")
+    expires_in_hours = forms.FloatField(
+        required=False, min_value=0.001, label="Expires in (hours)", help_text="Empty: never expires (until revoked)."
+    )
 
     class Meta:
         model = Grant

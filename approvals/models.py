@@ -24,8 +24,12 @@ class Approval(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, related_name="+")
     username = models.CharField(max_length=150, help_text="the approver's username at the time")
     expires_in = models.FloatField(null=True, blank=True, help_text="requested grant lifetime in seconds")
-    grant_id = models.CharField(max_length=64, null=True, blank=True,
-                                help_text="the grant issued with this approval; empty while a second approver is due")
+    grant_id = models.CharField(
+        max_length=64,
+        null=True,
+        blank=True,
+        help_text="the grant issued with this approval; empty while a second approver is due",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -43,8 +47,9 @@ class Approval(models.Model):
         constraints = [
             # The same person approving the same proposal twice is refused by the service; this
             # constraint is the backstop against two concurrent requests of one person.
-            models.UniqueConstraint(fields=["workflow_id", "payload_hash", "username"],
-                                    name="approvals_one_approval_per_person"),
+            models.UniqueConstraint(
+                fields=["workflow_id", "payload_hash", "username"], name="approvals_one_approval_per_person"
+            ),
         ]
         ordering = ["-created_at"]
 

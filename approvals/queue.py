@@ -205,8 +205,10 @@ def _start_check(request: ApprovalRequest):
         return result, None
     target = get_target(request.target)
     if target is None:
-        result.error = (f"target {request.target!r} is not registered in this process "
-                        f"(ilr.targets.register_target), so the premises cannot be re-checked here")
+        result.error = (
+            f"target {request.target!r} is not registered in this process "
+            f"(ilr.targets.register_target), so the premises cannot be re-checked here"
+        )
         return result, None
     check = getattr(target, "validate_premises", None)
     if not callable(check):
@@ -302,22 +304,34 @@ def _conversation(request: ApprovalRequest, decide: Step, steps: list[Step]) -> 
             tool, position = str(block.get("name")), f"{t}.{b}"
             key = f"agent:{base}:{agent}:{position}"  # ilr.agents' effect key for this position
             call = ToolCall(tool, position, _arguments(block.get("input")), current=key == request.effect_key)
-            call.result, call.is_error = _result_of(before.get(f"{agent}:tool:{position}:{tool}"), tool,
-                                                    before.get(f"{agent}:refusal:{position}"),
-                                                    before.get(f"approval_outcome:{key}"))
+            call.result, call.is_error = _result_of(
+                before.get(f"{agent}:tool:{position}:{tool}"),
+                tool,
+                before.get(f"{agent}:refusal:{position}"),
+                before.get(f"approval_outcome:{key}"),
+            )
             if call.result is None and not call.current:
-                call.note = ("not run yet" if t == last else
-                             "not run: the runtime turned it down before it ran (an unknown tool or invalid input)")
+                call.note = (
+                    "not run yet"
+                    if t == last
+                    else "not run: the runtime turned it down before it ran (an unknown tool or invalid input)"
+                )
             calls.append(call)
-        turns.append(Turn(t, response.get("model") or output.get("model"), _text_of(response) or "", calls,
-                          s.created_at))
+        turns.append(
+            Turn(t, response.get("model") or output.get("model"), _text_of(response) or "", calls, s.created_at)
+        )
     return turns
 
 
 def _conversations(requests: list[ApprovalRequest]) -> dict[str, list[Turn]]:
     """The conversation of each request an agent made (``_conversation``), in one query."""
-    refs = {r.id: r.decision for r in requests if isinstance(r.decision, dict) and r.decision.get("seq") is not None
-            and r.decision.get("workflow_id") == r.workflow_id}
+    refs = {
+        r.id: r.decision
+        for r in requests
+        if isinstance(r.decision, dict)
+        and r.decision.get("seq") is not None
+        and r.decision.get("workflow_id") == r.workflow_id
+    }
     by_workflow: dict[str, list[Step]] = {}
     for s in Step.objects.filter(workflow_id__in={r.workflow_id for r in requests if r.id in refs}).order_by("seq"):
         by_workflow.setdefault(s.workflow_id, []).append(s)
@@ -334,16 +348,21 @@ def _conversations(requests: list[ApprovalRequest]) -> dict[str, list[Turn]]:
 def _decisions(requests: list[ApprovalRequest]) -> dict[str, dict]:
     """The decide step each request cites ({"model", "reasoning"}), in one query."""
     refs = {r.id: r.decision for r in requests if isinstance(r.decision, dict) and r.decision.get("seq") is not None}
-    steps = {(s.workflow_id, s.seq): s for s in Step.objects.filter(
-        workflow_id__in={d.get("workflow_id") for d in refs.values()}, kind="decide")}
+    steps = {
+        (s.workflow_id, s.seq): s
+        for s in Step.objects.filter(workflow_id__in={d.get("workflow_id") for d in refs.values()}, kind="decide")
+    }
     out = {}
     for rid, ref in refs.items():
         step = steps.get((ref.get("workflow_id"), ref.get("seq")))
         output = step.output if step is not None and isinstance(step.output, dict) else {}
         response = output.get("response") if isinstance(output.get("response"), dict) else {}
-        out[rid] = {"name": step.name if step else None, "model": response.get("model") or output.get("model"),
-                    "reasoning": response.get("reasoning") or _text_of(response),
-                    "at": step.created_at if step else None}
+        out[rid] = {
+            "name": step.name if step else None,
+            "model": response.get("model") or output.get("model"),
+            "reasoning": response.get("reasoning") or _text_of(response),
+            "at": step.created_at if step else None,
+        }
     return out
 
 
@@ -362,16 +381,27 @@ def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[Request
     for r in requests:
         fields, amount = _fields(r)
         premises = checks.get(r.id) or PremiseCheck(seen=dict(r.premises) if isinstance(r.premises, dict) else {})
-        out.append(RequestCard(r, fields, amount, premises, decisions.get(r.id, {}),
-                               effects.get(effect_id_for({"request_id": r.effect_key})),
-                               conversations.get(r.id, [])))
+        out.append(
+            RequestCard(
+                r,
+                fields,
+                amount,
+                premises,
+                decisions.get(r.id, {}),
+                effects.get(effect_id_for({"request_id": r.effect_key})),
+                conversations.get(r.id, []),
+            )
+        )
     return out
 
 
 def pending_requests():
     """Requests still waiting for a decision (pending, not expired), oldest first."""
-    return ApprovalRequest.objects.filter(status="pending", expires_at__gt=timezone.now()) \
-        .select_related("workflow", "grant").order_by("requested_at", "id")
+    return (
+        ApprovalRequest.objects.filter(status="pending", expires_at__gt=timezone.now())
+        .select_related("workflow", "grant")
+        .order_by("requested_at", "id")
+    )
 
 
 def approval_queue(page: Any = 1, per_page: int = QUEUE_PAGE_SIZE) -> tuple[Page, list[RequestCard]]:
@@ -386,12 +416,16 @@ def approval_queue(page: Any = 1, per_page: int = QUEUE_PAGE_SIZE) -> tuple[Page
 
 def requests_of(workflow_id: str) -> list[RequestCard]:
     """Every approval request of a workflow, oldest first (pending ones re-checked)."""
-    return cards(list(ApprovalRequest.objects.filter(workflow_id=workflow_id).select_related("workflow", "grant")
-                      .order_by("requested_at", "id")))
+    return cards(
+        list(
+            ApprovalRequest.objects.filter(workflow_id=workflow_id)
+            .select_related("workflow", "grant")
+            .order_by("requested_at", "id")
+        )
+    )
 
 
 def request_card(request_id: str) -> RequestCard | None:
     """One request's card, or None for an unknown id."""
     r = ApprovalRequest.objects.filter(id=request_id).select_related("workflow", "grant").first()
     return cards([r])[0] if r is not None else None
-

@@ -46,6 +46,7 @@ class Facts:
     refused: bool = False
     """True when the effect stands refused (``approvals.cases.refused``)."""
 
+
 @dataclass
 class Answer:
     """verify()'s answer to one of P1..P5, in words."""
@@ -124,80 +125,207 @@ def _answers(v: dict, b: dict) -> list[Answer]:
     at_dispatch, at_recovery = _refusal_words(refusals, "dispatch"), _refusal_words(refusals, "recovery")
     out = []
     if happened is True:
-        out.append(Answer("P1", "Did it happen?", "Yes",
-                          "The target confirmed the effect: the journal holds its COMMITTED entry.", True))
+        out.append(
+            Answer(
+                "P1",
+                "Did it happen?",
+                "Yes",
+                "The target confirmed the effect: the journal holds its COMMITTED entry.",
+                True,
+            )
+        )
     elif happened is False:
-        why = (f" It was refused before it was sent: {at_dispatch}." if at_dispatch else
-               f" Recovery refused it: {at_recovery}." if at_recovery else "")
-        out.append(Answer("P1", "Did it happen?", "No",
-                          "It was never applied: the journal shows it refused or never sent." + why, True))
+        why = (
+            f" It was refused before it was sent: {at_dispatch}."
+            if at_dispatch
+            else f" Recovery refused it: {at_recovery}."
+            if at_recovery
+            else ""
+        )
+        out.append(
+            Answer(
+                "P1",
+                "Did it happen?",
+                "No",
+                "It was never applied: the journal shows it refused or never sent." + why,
+                True,
+            )
+        )
     else:
-        out.append(Answer("P1", "Did it happen?", "Unknown",
-                          "It was sent but no answer was recorded (AMBIGUOUS or still open): a person must "
-                          "reconcile it against the target's records.", None))
+        out.append(
+            Answer(
+                "P1",
+                "Did it happen?",
+                "Unknown",
+                "It was sent but no answer was recorded (AMBIGUOUS or still open): a person must "
+                "reconcile it against the target's records.",
+                None,
+            )
+        )
     if happened is False:
         out.append(Answer("P2", "Did it happen at most once?", "Yes", "It did not happen at all.", True))
     elif once is True:
-        out.append(Answer("P2", "Did it happen exactly once?", "Yes",
-                          f"One application ({sends} send{'s' if sends != 1 else ''} under one idempotency key).",
-                          True))
+        out.append(
+            Answer(
+                "P2",
+                "Did it happen exactly once?",
+                "Yes",
+                f"One application ({sends} send{'s' if sends != 1 else ''} under one idempotency key).",
+                True,
+            )
+        )
     elif once is False:
-        out.append(Answer("P2", "Did it happen exactly once?", "No",
-                          "The journal shows a second application (a late result after a reapply).", False))
+        out.append(
+            Answer(
+                "P2",
+                "Did it happen exactly once?",
+                "No",
+                "The journal shows a second application (a late result after a reapply).",
+                False,
+            )
+        )
     elif happened is True:
-        out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
-                          "Recovery reapplied it after a send whose answer never came. Had that send been "
-                          "applied late, after the send deadline plus the settle margin (A2), the target "
-                          "applied it twice: a person must check the target's records.", None))
+        out.append(
+            Answer(
+                "P2",
+                "Did it happen exactly once?",
+                "Unknown",
+                "Recovery reapplied it after a send whose answer never came. Had that send been "
+                "applied late, after the send deadline plus the settle margin (A2), the target "
+                "applied it twice: a person must check the target's records.",
+                None,
+            )
+        )
     else:
-        out.append(Answer("P2", "Did it happen exactly once?", "Unknown",
-                          "Whether it happened is unknown, so how often is too.", None))
+        out.append(
+            Answer(
+                "P2",
+                "Did it happen exactly once?",
+                "Unknown",
+                "Whether it happened is unknown, so how often is too.",
+                None,
+            )
+        )
     if auth is None:
-        out.append(Answer("P3", "Was it authorized when it fired?", "Not applicable: nothing was sent",
-                          f"Nothing was sent. The check before sending refused it: {at_dispatch}." if at_dispatch
-                          else "Nothing was sent.", None))
+        out.append(
+            Answer(
+                "P3",
+                "Was it authorized when it fired?",
+                "Not applicable: nothing was sent",
+                f"Nothing was sent. The check before sending refused it: {at_dispatch}."
+                if at_dispatch
+                else "Nothing was sent.",
+                None,
+            )
+        )
     elif auth:
-        later = (f" Recovery later refused to send it again: {at_recovery}." if at_recovery else "")
-        out.append(Answer("P3", "Was it authorized when it fired?", "Yes",
-                          "Every send carried a live, unrevoked, unexpired grant that covered this exact payload "
-                          "and amount." + later, True))
+        later = f" Recovery later refused to send it again: {at_recovery}." if at_recovery else ""
+        out.append(
+            Answer(
+                "P3",
+                "Was it authorized when it fired?",
+                "Yes",
+                "Every send carried a live, unrevoked, unexpired grant that covered this exact payload "
+                "and amount." + later,
+                True,
+            )
+        )
     else:
-        out.append(Answer("P3", "Was it authorized when it fired?", "No",
-                          "A send went out without a live grant covering it; see the problems below.", False))
+        out.append(
+            Answer(
+                "P3",
+                "Was it authorized when it fired?",
+                "No",
+                "A send went out without a live grant covering it; see the problems below.",
+                False,
+            )
+        )
     if held is None:
-        out.append(Answer("P4", "Did its assumptions hold?", "Not applicable: nothing was sent",
-                          f"Nothing was sent: the check before sending found that {at_dispatch}, and refused it."
-                          if at_dispatch else "Nothing was sent, so no premise was relied on.", None))
+        out.append(
+            Answer(
+                "P4",
+                "Did its assumptions hold?",
+                "Not applicable: nothing was sent",
+                f"Nothing was sent: the check before sending found that {at_dispatch}, and refused it."
+                if at_dispatch
+                else "Nothing was sent, so no premise was relied on.",
+                None,
+            )
+        )
     elif held:
-        later = (f" A later re-check at recovery found that {at_recovery}, and refused to send again: the "
-                 f"premises no longer hold." if at_recovery else "")
-        out.append(Answer("P4", "Did its assumptions hold?", "Yes, at every send" if at_recovery else "Yes",
-                          "The premises were checked immediately before every send and held then, and no "
-                          "answer arrived after the send deadline plus the settle margin." + later,
-                          None if at_recovery else True))
+        later = (
+            f" A later re-check at recovery found that {at_recovery}, and refused to send again: the "
+            f"premises no longer hold."
+            if at_recovery
+            else ""
+        )
+        out.append(
+            Answer(
+                "P4",
+                "Did its assumptions hold?",
+                "Yes, at every send" if at_recovery else "Yes",
+                "The premises were checked immediately before every send and held then, and no "
+                "answer arrived after the send deadline plus the settle margin." + later,
+                None if at_recovery else True,
+            )
+        )
     else:
-        out.append(Answer("P4", "Did its assumptions hold?", "No",
-                          "A premise had changed when a send went out, or an answer arrived too late; see "
-                          "the problems below.", False))
+        out.append(
+            Answer(
+                "P4",
+                "Did its assumptions hold?",
+                "No",
+                "A premise had changed when a send went out, or an answer arrived too late; see the problems below.",
+                False,
+            )
+        )
     if v["tamper_evident"] and v["valid"] and b.get("key_id"):
-        out.append(Answer("P5", "Is the record intact?", "Yes",
-                          f"Every entry's hash recomputes, each links to the one before it, and the signatures "
-                          f"verify with key {b.get('key_id')}. Any change would show.", True))
+        out.append(
+            Answer(
+                "P5",
+                "Is the record intact?",
+                "Yes",
+                f"Every entry's hash recomputes, each links to the one before it, and the signatures "
+                f"verify with key {b.get('key_id')}. Any change would show.",
+                True,
+            )
+        )
     elif v["tamper_evident"] and v["valid"]:
-        out.append(Answer("P5", "Is the record intact?", "Yes, but unsigned",
-                          "Every entry's hash recomputes and each links to the one before it. No key signs "
-                          "this journal, so someone who can write the journal could rewrite it and recompute "
-                          "the hashes; a signing key (manage.py ilr_keys generate) makes that show.", None))
+        out.append(
+            Answer(
+                "P5",
+                "Is the record intact?",
+                "Yes, but unsigned",
+                "Every entry's hash recomputes and each links to the one before it. No key signs "
+                "this journal, so someone who can write the journal could rewrite it and recompute "
+                "the hashes; a signing key (manage.py ilr_keys generate) makes that show.",
+                None,
+            )
+        )
     elif v.get("unsigned") and len(v["problems"]) == v["unsigned"] and v["valid"]:
-        out.append(Answer("P5", "Is the record intact?", "Cannot tell",
-                          f"{v['unsigned']} of its entries carry no signature although the bundle names key "
-                          f"{b.get('key_id')}: they were written before the key existed or by a worker started "
-                          f"without it (or the signatures were removed). Their hashes and links recompute, but "
-                          f"an unsigned chain can be recomputed by anyone who can write the journal.", False))
+        out.append(
+            Answer(
+                "P5",
+                "Is the record intact?",
+                "Cannot tell",
+                f"{v['unsigned']} of its entries carry no signature although the bundle names key "
+                f"{b.get('key_id')}: they were written before the key existed or by a worker started "
+                f"without it (or the signatures were removed). Their hashes and links recompute, but "
+                f"an unsigned chain can be recomputed by anyone who can write the journal.",
+                False,
+            )
+        )
     else:
-        out.append(Answer("P5", "Is the record intact?", "No: tampering detected",
-                          "The journal does not match its hashes, chain links or signatures; see the problems "
-                          "below. Do not rely on this receipt.", False))
+        out.append(
+            Answer(
+                "P5",
+                "Is the record intact?",
+                "No: tampering detected",
+                "The journal does not match its hashes, chain links or signatures; see the problems "
+                "below. Do not rely on this receipt.",
+                False,
+            )
+        )
     return out
 
 
@@ -214,15 +342,27 @@ def _chain(entries: list, problems: list[str]) -> list[ChainEntry]:
         except ValueError:
             e = None
         if not isinstance(e, dict):
-            chain.append(ChainEntry(i, "(unreadable)", None, None, "", None, False, str(body)[:500],
-                                    by_entry.get(i, [])))
+            chain.append(
+                ChainEntry(i, "(unreadable)", None, None, "", None, False, str(body)[:500], by_entry.get(i, []))
+            )
             continue
         ts = e.get("ts")
         at = dt.datetime.fromtimestamp(ts, dt.UTC) if isinstance(ts, (int, float)) else None
         rest = {k: v for k, v in e.items() if k not in ("kind", "effect_id", "ts", "via", "hash", "prev", "sig")}
-        chain.append(ChainEntry(i, str(e.get("kind")), at, e.get("via"), str(e.get("hash") or ""), e.get("prev"),
-                                bool(e.get("sig")), json.dumps(rest, sort_keys=True, ensure_ascii=False),
-                                by_entry.get(i, []), e))
+        chain.append(
+            ChainEntry(
+                i,
+                str(e.get("kind")),
+                at,
+                e.get("via"),
+                str(e.get("hash") or ""),
+                e.get("prev"),
+                bool(e.get("sig")),
+                json.dumps(rest, sort_keys=True, ensure_ascii=False),
+                by_entry.get(i, []),
+                e,
+            )
+        )
     return chain
 
 
@@ -249,7 +389,7 @@ def _reference(target: Any, result: Any) -> str | None:
     if not isinstance(result, dict):
         return None
     declared = getattr(target, "reference_field", None) if target is not None else None
-    for name in ([declared] if declared else REFERENCE_FIELDS):
+    for name in [declared] if declared else REFERENCE_FIELDS:
         value = result.get(name)
         if value not in (None, ""):
             return str(value)
@@ -260,8 +400,12 @@ def facts(effect_id: str, chain: list[ChainEntry]) -> Facts:
     """The case, amount, approvers and provider's reference of one effect (see Facts), from its
     chain of entries (``_chain``) and the columns of its row that the bundle does not carry."""
     out = Facts()
-    effect = (Effect.objects.filter(effect_id=effect_id).only("workflow_id", "target", "grant_id", "payload")
-              .annotate(refused=flag(refused())).first())
+    effect = (
+        Effect.objects.filter(effect_id=effect_id)
+        .only("workflow_id", "target", "grant_id", "payload")
+        .annotate(refused=flag(refused()))
+        .first()
+    )
     parsed = [c.parsed for c in chain if c.parsed is not None]
     proposed = next((e for e in parsed if e.get("kind") == "PROPOSED"), None)
     committed = next((e for e in reversed(parsed) if e.get("kind") == "COMMITTED"), None)

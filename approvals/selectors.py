@@ -32,8 +32,9 @@ def workflows():
 def due_q() -> Q:
     """A workflow a worker would claim now (ilr.runtime.DUE_SQL): pending or sleeping and
     available, or running with a lapsed lease."""
-    return Q(status__in=("pending", "sleeping"), available_at__lte=Now()) | Q(status="running",
-                                                                              lease_expires_at__lte=Now())
+    return Q(status__in=("pending", "sleeping"), available_at__lte=Now()) | Q(
+        status="running", lease_expires_at__lte=Now()
+    )
 
 
 def live_workers():
@@ -45,8 +46,11 @@ def with_unserved(queryset):
     """``queryset`` (of workflows) annotated with ``unserved``: True for a workflow that is due
     (``due_q``) while no live worker serves its (name, version)."""
     live = live_workers().filter(name=OuterRef("name"), version=OuterRef("version"))
-    return queryset.annotate(unserved=Case(When(due_q() & ~Exists(live), then=Value(True)), default=Value(False),
-                                           output_field=BooleanField()))
+    return queryset.annotate(
+        unserved=Case(
+            When(due_q() & ~Exists(live), then=Value(True)), default=Value(False), output_field=BooleanField()
+        )
+    )
 
 
 def unserved() -> list[dict]:
@@ -60,15 +64,18 @@ def unserved() -> list[dict]:
 
 # -- ambiguous effects ---------------------------------------------------------------------------
 
+
 def ambiguous_effects(page: Any = 1, reconciled: bool = False, per_page: int = QUEUE_PAGE_SIZE) -> Page:
     """A page of AMBIGUOUS effects, oldest dispatch first: the ones still to reconcile, or (with
     ``reconciled``) the ones a person already attested."""
-    qs = Effect.objects.filter(state="ambiguous", reconciled__isnull=not reconciled) \
-        .order_by("first_dispatched_at", "effect_id")
+    qs = Effect.objects.filter(state="ambiguous", reconciled__isnull=not reconciled).order_by(
+        "first_dispatched_at", "effect_id"
+    )
     return Paginator(qs, per_page).get_page(page)
 
 
 # -- deployments -------------------------------------------------------------------------------
+
 
 @dataclass
 class DrainReport:
@@ -113,8 +120,12 @@ class DrainReport:
     def summary(self) -> str:
         """One line: the counts, and the oldest active workflow or "drained"."""
         parts = [f"{c['name']}@{c['version']} {c['status']}: {c['n']}" for c in self.counts] or ["no workflows"]
-        tail = (f"oldest active {self.oldest_active['id']} ({self.oldest_active['status']}, since "
-                f"{self.oldest_active['created_at']:%Y-%m-%d %H:%M:%S %Z})" if self.oldest_active else "drained")
+        tail = (
+            f"oldest active {self.oldest_active['id']} ({self.oldest_active['status']}, since "
+            f"{self.oldest_active['created_at']:%Y-%m-%d %H:%M:%S %Z})"
+            if self.oldest_active
+            else "drained"
+        )
         if self.unserved:
             tail += f"; due, no live worker serves {self.label}"
         return "; ".join(parts) + f"; {tail}."
@@ -126,11 +137,19 @@ def drain_report(name: str, version: str | None = None) -> DrainReport:
     the runtime's drain report (``ilr.deployments.drain_report_in``) on Django's connection."""
     connection.ensure_connection()
     rows = drain_report_in(connection.connection, name, version)
-    counts = sorted(({"name": r["name"], "version": r["version"], "status": status, "n": n}
-                     for r in rows for status, n in r["counts"].items()),
-                    key=lambda c: (c["name"], c["version"], c["status"]))
-    oldest = min((r["oldest_pending"] for r in rows if r["oldest_pending"] is not None),
-                 key=lambda o: (o["created_at"], o["id"]), default=None)
+    counts = sorted(
+        (
+            {"name": r["name"], "version": r["version"], "status": status, "n": n}
+            for r in rows
+            for status, n in r["counts"].items()
+        ),
+        key=lambda c: (c["name"], c["version"], c["status"]),
+    )
+    oldest = min(
+        (r["oldest_pending"] for r in rows if r["oldest_pending"] is not None),
+        key=lambda o: (o["created_at"], o["id"]),
+        default=None,
+    )
     workers = sorted({w for r in rows for w in r["workers"]})
     return DrainReport(name, version, counts, oldest, workers, sum(r["due"] for r in rows))
 

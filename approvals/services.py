@@ -52,6 +52,7 @@ class ApprovalOutcome:
 
 # -- the runtime's transaction bodies on Django's connection ---------------------------------------
 
+
 class _IlrConnection:
     """Django's psycopg connection, presented the way the ilr transaction bodies read rows.
 
@@ -105,8 +106,10 @@ def _request_for(request_id: str, seen_hash: str | None) -> ApprovalRequest:
     if req is None:
         raise ApprovalRequestNotFound(request_id)
     if seen_hash is not None and seen_hash != req.payload_hash:
-        raise ActionRefused("The request is not the one you reviewed (its payload hash differs). "
-                            "Reload the page and review it again. Nothing was changed.")
+        raise ActionRefused(
+            "The request is not the one you reviewed (its payload hash differs). "
+            "Reload the page and review it again. Nothing was changed."
+        )
     return req
 
 
@@ -116,8 +119,10 @@ def _refused(exc: ApprovalRefused) -> ActionRefused:
 
 # -- approval requests --------------------------------------------------------------------------
 
-def request_approve(*, user, request_id: str, seen_payload_hash: str, expires_in: float | None = None
-                    ) -> ApprovalOutcome:
+
+def request_approve(
+    *, user, request_id: str, seen_payload_hash: str, expires_in: float | None = None
+) -> ApprovalOutcome:
     """Approve an approval request as the logged-in user (``approve_request_in``: the grant is
     bound to the request's payload hash and premises; the two-person rule is the request's own).
 
@@ -154,15 +159,33 @@ def request_approve(*, user, request_id: str, seen_payload_hash: str, expires_in
         changes = card.premises.changes
         warning = f" The premises had changed ({'; '.join(changes)}): the send will be refused." if changes else ""
         if after["status"] == "pending":
-            _log(user, Workflow, req.workflow_id, req.workflow_id, CHANGE,
-                 f"First approval of request {request_id} ({req.summary or req.action}); a second, different "
-                 f"approver is needed.{warning}")
+            _log(
+                user,
+                Workflow,
+                req.workflow_id,
+                req.workflow_id,
+                CHANGE,
+                f"First approval of request {request_id} ({req.summary or req.action}); a second, different "
+                f"approver is needed.{warning}",
+            )
             return ApprovalOutcome(None, approvers, True, changes)
-        _log(user, Workflow, req.workflow_id, req.workflow_id, CHANGE,
-             f"Approved request {request_id} ({req.summary or req.action}) as grant {after['grant_id']}; "
-             f"approvers {', '.join(approvers)}.{warning}")
-        _log(user, Grant, after["grant_id"], after["grant_id"], ADDITION,
-             f"Issued by approval request {request_id} of workflow {req.workflow_id}.")
+        _log(
+            user,
+            Workflow,
+            req.workflow_id,
+            req.workflow_id,
+            CHANGE,
+            f"Approved request {request_id} ({req.summary or req.action}) as grant {after['grant_id']}; "
+            f"approvers {', '.join(approvers)}.{warning}",
+        )
+        _log(
+            user,
+            Grant,
+            after["grant_id"],
+            after["grant_id"],
+            ADDITION,
+            f"Issued by approval request {request_id} of workflow {req.workflow_id}.",
+        )
         return ApprovalOutcome(after["grant_id"], approvers, False, changes)
 
 
@@ -191,8 +214,10 @@ def request_reject(*, user, request_id: str, reason: str, seen_payload_hash: str
 
 # -- grants ------------------------------------------------------------------------------
 
-def grant_create(*, user, principal: str, action: str, max_cents: int | None = None,
-                 expires_in: float | None = None) -> str:
+
+def grant_create(
+    *, user, principal: str, action: str, max_cents: int | None = None, expires_in: float | None = None
+) -> str:
     """Create a policy grant through ``grant_in`` (``granted_by`` is the user).
 
     Raises:
@@ -204,12 +229,12 @@ def grant_create(*, user, principal: str, action: str, max_cents: int | None = N
     """
     _require(user, "grant")
     with transaction.atomic():
-        grant_id = grant_in(_ilr_conn(), principal, action, by=user.get_username(), max_cents=max_cents,
-                            expires_in=expires_in)
+        grant_id = grant_in(
+            _ilr_conn(), principal, action, by=user.get_username(), max_cents=max_cents, expires_in=expires_in
+        )
         cap = "no cap" if max_cents is None else f"max {max_cents} cents"
         life = "never expires" if expires_in is None else f"expires in {expires_in:g} s"
-        _log(user, Grant, grant_id, grant_id, ADDITION,
-             f"Policy grant: {principal} may {action} ({cap}, {life}).")
+        _log(user, Grant, grant_id, grant_id, ADDITION, f"Policy grant: {principal} may {action} ({cap}, {life}).")
     return grant_id
 
 
@@ -236,6 +261,7 @@ def grant_revoke(*, user, grant_id: str) -> list[str]:
 
 # -- effects -----------------------------------------------------------------------------
 
+
 def effect_reconcile(*, user, effect_id: str, evidence: str, applied: bool | None) -> dict:
     """Attest what happened to an AMBIGUOUS effect through ``reconcile_in``.
 
@@ -254,20 +280,24 @@ def effect_reconcile(*, user, effect_id: str, evidence: str, applied: bool | Non
     _require(user, "reconcile")
     evidence = (evidence or "").strip()
     if not evidence:
-        raise ActionRefused("A reconcile needs evidence: what shows the effect did or did not land "
-                            "(a ledger reference, a ticket). Nothing was changed.")
+        raise ActionRefused(
+            "A reconcile needs evidence: what shows the effect did or did not land "
+            "(a ledger reference, a ticket). Nothing was changed."
+        )
     with transaction.atomic():
         try:
             reconciled = reconcile_in(_ilr_conn(), effect_id, evidence, by=user.get_username(), applied=applied)
         except AlreadyReconciled as exc:
-            raise ActionRefused(f"Effect {effect_id} was already reconciled by {exc.by}. "
-                                f"Nothing was changed.") from None
+            raise ActionRefused(
+                f"Effect {effect_id} was already reconciled by {exc.by}. Nothing was changed."
+            ) from None
         shows = {True: "it landed", False: "it did not land", None: "unsure"}[applied]
         _log(user, Effect, effect_id, effect_id, CHANGE, f"Reconciled ({shows}): {evidence}")
     return reconciled
 
 
 # -- workflows and deployments ------------------------------------------------------------
+
 
 def workflow_cancel(*, user, workflow_id: str) -> CancelRequest:
     """Request cancellation through ``cancel_in``.
@@ -285,8 +315,11 @@ def workflow_cancel(*, user, workflow_id: str) -> CancelRequest:
     with transaction.atomic():
         requested = cancel_in(_ilr_conn(), workflow_id, by=user.get_username())
         if requested:
-            landing = (f" Sends authorized before it may still land: {', '.join(requested.may_still_land)}."
-                       if requested.may_still_land else "")
+            landing = (
+                f" Sends authorized before it may still land: {', '.join(requested.may_still_land)}."
+                if requested.may_still_land
+                else ""
+            )
             _log(user, Workflow, workflow_id, workflow_id, CHANGE, f"Cancellation requested.{landing}")
     return requested
 
@@ -308,9 +341,15 @@ def workflow_resume(*, user, workflow_id: str) -> dict:
     with transaction.atomic():
         out = resume_in(_ilr_conn(), workflow_id, by=user.get_username())
         error = out["error"] or {}
-        _log(user, Workflow, workflow_id, workflow_id, CHANGE,
-             f"Resumed from stuck ({error.get('type', 'error')}: {error.get('message', '')}). "
-             f"Kept {out['steps']} recorded step(s); the next step without a row runs again.")
+        _log(
+            user,
+            Workflow,
+            workflow_id,
+            workflow_id,
+            CHANGE,
+            f"Resumed from stuck ({error.get('type', 'error')}: {error.get('message', '')}). "
+            f"Kept {out['steps']} recorded step(s); the next step without a row runs again.",
+        )
     return out
 
 
@@ -334,11 +373,19 @@ def deployment_retire(*, user, name: str, version: str) -> selectors.DrainReport
         if retirement is None:
             raise DeploymentNotFound(name, version)
         if retirement.already:
-            raise ActionRefused(f"{name}@{version} was already retired at "
-                                f"{retirement.retired_at:%Y-%m-%d %H:%M:%S %Z}. Nothing was changed.")
+            raise ActionRefused(
+                f"{name}@{version} was already retired at "
+                f"{retirement.retired_at:%Y-%m-%d %H:%M:%S %Z}. Nothing was changed."
+            )
         report = selectors.drain_report(name, version)
-        _log(user, Deployment, f"{name}@{version}", f"{name}@{version}", CHANGE,
-             f"Retired. Drain report: {report.summary()}")
+        _log(
+            user,
+            Deployment,
+            f"{name}@{version}",
+            f"{name}@{version}",
+            CHANGE,
+            f"Retired. Drain report: {report.summary()}",
+        )
     return report
 
 

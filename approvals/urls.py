@@ -11,9 +11,13 @@ app_name = "approvals"
 
 urlpatterns = [
     path("", views.queue, name="queue"),
-    path("login/", auth_views.LoginView.as_view(template_name="approvals/login.html",
-                                                redirect_authenticated_user=True,
-                                                next_page="approvals:queue"), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="approvals/login.html", redirect_authenticated_user=True, next_page="approvals:queue"
+        ),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(next_page="approvals:login"), name="logout"),
     path("ambiguous/", views.ambiguous, name="ambiguous"),
     path("effects/<str:effect_id>/reconcile/", views.reconcile, name="reconcile"),

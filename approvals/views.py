@@ -42,8 +42,10 @@ def _forbidden(request, needed: str) -> HttpResponse:
 def reviewer_required(perm: str | None = None):
     """Decorator: log in first; then 403 unless the user may review (and holds ``perm``, the
     permission of the action, when given)."""
+
     def decorate(view):
         """Wrap ``view`` with the login and permission checks."""
+
         @login_required
         @wraps(view)
         def wrapped(request, *args, **kwargs):
@@ -53,14 +55,17 @@ def reviewer_required(perm: str | None = None):
             if perm and not request.user.has_perm(perm):
                 return _forbidden(request, perm)
             return view(request, *args, **kwargs)
+
         return wrapped
+
     return decorate
 
 
 def _back(request, fallback: str) -> HttpResponseRedirect:
     target = request.POST.get("next") or ""
-    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                           require_https=request.is_secure()):
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         target = fallback
     return HttpResponseRedirect(target)
 
@@ -76,7 +81,7 @@ def _form_errors(request, form) -> None:
     """One message per error, naming the field ("Approval expires: Select a valid choice...")."""
     for name, errors in form.errors.items():
         field = form.fields.get(name)
-        label = (field.label if field is not None and field.label else name.replace("_", " ").capitalize())
+        label = field.label if field is not None and field.label else name.replace("_", " ").capitalize()
         for error in errors:
             where = "" if name == "__all__" else f"{label}: "
             messages.error(request, f"{where}{error} Nothing was changed.")
@@ -84,15 +89,22 @@ def _form_errors(request, form) -> None:
 
 # -- pages -----------------------------------------------------------------------------------
 
+
 @require_GET
 @reviewer_required()
 def queue(request):
     """The approval queue: pending approval requests of every workflow and target."""
     page, cards = approval_queue(request.GET.get("page", 1))
-    return render(request, "approvals/queue.html", {
-        "nav": "queue", "page": page, "cards": cards,
-        "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
-    })
+    return render(
+        request,
+        "approvals/queue.html",
+        {
+            "nav": "queue",
+            "page": page,
+            "cards": cards,
+            "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
+        },
+    )
 
 
 @require_GET
@@ -103,15 +115,22 @@ def cases(request):
     whole list."""
     outcome = request.GET.get("outcome") or None
     if outcome is not None and outcome not in case_lists.OUTCOMES:
-        messages.error(request, f"outcome: {outcome!r} is not one of {', '.join(case_lists.OUTCOMES)}; "
-                                f"showing every case.")
+        messages.error(
+            request, f"outcome: {outcome!r} is not one of {', '.join(case_lists.OUTCOMES)}; showing every case."
+        )
         outcome = None
     counts = case_lists.counts()
-    return render(request, "approvals/cases.html", {
-        "nav": "cases", "outcome": outcome, "page": case_lists.cases(outcome, request.GET.get("page", 1)),
-        "pager_query": urlencode({"outcome": outcome}) + "&" if outcome else "",
-        "filters": [(name, o.label, counts[name]) for name, o in case_lists.OUTCOMES.items()],
-    })
+    return render(
+        request,
+        "approvals/cases.html",
+        {
+            "nav": "cases",
+            "outcome": outcome,
+            "page": case_lists.cases(outcome, request.GET.get("page", 1)),
+            "pager_query": urlencode({"outcome": outcome}) + "&" if outcome else "",
+            "filters": [(name, o.label, counts[name]) for name, o in case_lists.OUTCOMES.items()],
+        },
+    )
 
 
 @require_GET
@@ -123,10 +142,16 @@ def case(request, workflow_id: str):
         detail = case_lists.workflow_detail(workflow_id)
     except Workflow.DoesNotExist:
         raise Http404(f"no workflow with id {workflow_id!r}") from None
-    return render(request, "approvals/case.html", {
-        "detail": detail, "wf": detail.workflow, "cards": requests_of(workflow_id),
-        "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
-    })
+    return render(
+        request,
+        "approvals/case.html",
+        {
+            "detail": detail,
+            "wf": detail.workflow,
+            "cards": requests_of(workflow_id),
+            "expiry_choices": ApproveForm.base_fields["expires_in"].choices,
+        },
+    )
 
 
 @require_GET
@@ -134,12 +159,17 @@ def case(request, workflow_id: str):
 def ambiguous(request):
     """The AMBIGUOUS queue: effects whose outcome is unknown, with the reconcile form."""
     done = request.GET.get("reconciled") == "1"
-    return render(request, "approvals/ambiguous.html", {
-        "nav": "ambiguous", "reconciled": done,
-        "pager_query": "reconciled=1&" if done else "",
-        "page": selectors.ambiguous_effects(request.GET.get("page", 1), reconciled=done),
-        "applied_choices": ReconcileForm.base_fields["applied"].choices,
-    })
+    return render(
+        request,
+        "approvals/ambiguous.html",
+        {
+            "nav": "ambiguous",
+            "reconciled": done,
+            "pager_query": "reconciled=1&" if done else "",
+            "page": selectors.ambiguous_effects(request.GET.get("page", 1), reconciled=done),
+            "applied_choices": ReconcileForm.base_fields["applied"].choices,
+        },
+    )
 
 
 @require_GET
@@ -168,6 +198,7 @@ def receipt_json(request, effect_id: str):
 
 # -- actions ---------------------------------------------------------------------------------
 
+
 def _case_of(request_id: str) -> str:
     card = request_card(request_id)
     if card is None:
@@ -186,24 +217,37 @@ def approve(request, request_id: str):
         _form_errors(request, form)
         return _back(request, fallback)
     try:
-        outcome = services.request_approve(user=request.user, request_id=request_id,
-                                           seen_payload_hash=form.cleaned_data["payload_hash"],
-                                           expires_in=form.cleaned_data["expires_in"])
+        outcome = services.request_approve(
+            user=request.user,
+            request_id=request_id,
+            seen_payload_hash=form.cleaned_data["payload_hash"],
+            expires_in=form.cleaned_data["expires_in"],
+        )
     except ApprovalRequestNotFound:
         raise Http404(f"no approval request with id {request_id!r}") from None
     except (services.ActionRefused, InvalidInput) as exc:
         _refused(request, exc)
         return _back(request, fallback)
-    changed = (f" But the premises have changed ({'; '.join(outcome.premise_changes)}): the runtime re-checks "
-               f"them before sending and will refuse this send.") if outcome.premise_changes else ""
+    changed = (
+        (
+            f" But the premises have changed ({'; '.join(outcome.premise_changes)}): the runtime re-checks "
+            f"them before sending and will refuse this send."
+        )
+        if outcome.premise_changes
+        else ""
+    )
     if outcome.needs_second:
-        messages.warning(request, f"Your approval of {request_id} is recorded. It needs a second, different "
-                                  f"approver before the grant is issued.{changed}")
+        messages.warning(
+            request,
+            f"Your approval of {request_id} is recorded. It needs a second, different "
+            f"approver before the grant is issued.{changed}",
+        )
     elif changed:
         messages.warning(request, f"Approved {request_id} as grant {outcome.grant_id}.{changed}")
     else:
-        messages.success(request, f"Approved {request_id} as grant {outcome.grant_id} "
-                                  f"(approvers: {', '.join(outcome.approvers)}).")
+        messages.success(
+            request, f"Approved {request_id} as grant {outcome.grant_id} (approvers: {', '.join(outcome.approvers)})."
+        )
     return _back(request, fallback)
 
 
@@ -217,8 +261,12 @@ def reject(request, request_id: str):
         _form_errors(request, form)
         return _back(request, fallback)
     try:
-        services.request_reject(user=request.user, request_id=request_id, reason=form.cleaned_data["reason"],
-                                seen_payload_hash=form.cleaned_data["payload_hash"] or None)
+        services.request_reject(
+            user=request.user,
+            request_id=request_id,
+            reason=form.cleaned_data["reason"],
+            seen_payload_hash=form.cleaned_data["payload_hash"] or None,
+        )
     except ApprovalRequestNotFound:
         raise Http404(f"no approval request with id {request_id!r}") from None
     except (services.ActionRefused, InvalidInput) as exc:
@@ -238,8 +286,9 @@ def reconcile(request, effect_id: str):
         _form_errors(request, form)
         return _back(request, fallback)
     try:
-        services.effect_reconcile(user=request.user, effect_id=effect_id, evidence=form.cleaned_data["evidence"],
-                                  applied=form.applied_value())
+        services.effect_reconcile(
+            user=request.user, effect_id=effect_id, evidence=form.cleaned_data["evidence"], applied=form.applied_value()
+        )
     except EffectNotFound:
         raise Http404(f"no effect with id {effect_id!r}") from None
     except (services.ActionRefused, InvalidInput) as exc:

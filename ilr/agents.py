@@ -40,8 +40,13 @@ from ilr.retry import RetryPolicy
 from ilr.targets import attr
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-COMMITTED_STATUSES = ("COMMITTED", "COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY",
-                      "DUPLICATE_IGNORED")
+COMMITTED_STATUSES = (
+    "COMMITTED",
+    "COMMITTED_BY_RETRY",
+    "COMMITTED_ON_QUERY",
+    "REAPPLIED_AFTER_QUERY",
+    "DUPLICATE_IGNORED",
+)
 AMBIGUOUS_TEXT = "outcome unknown; a person will reconcile it"
 
 
@@ -76,8 +81,11 @@ class Policy:
         if self.approve_above_cents is not None:
             if self.grant is None:
                 raise ValueError("Policy: approve_above_cents needs a grant for the calls at or below it")
-            if isinstance(self.approve_above_cents, bool) or not isinstance(self.approve_above_cents, int) \
-                    or self.approve_above_cents < 0:
+            if (
+                isinstance(self.approve_above_cents, bool)
+                or not isinstance(self.approve_above_cents, int)
+                or self.approve_above_cents < 0
+            ):
                 raise ValueError("Policy: approve_above_cents must be non-negative integer cents")
 
     @classmethod
@@ -152,17 +160,30 @@ class Tool:
         jsonschema.Draft202012Validator.check_schema(self.input_schema)
 
     @classmethod
-    def read(cls, name: str, description: str, input_schema: dict, run: Callable[[dict], Any],
-             retry: RetryPolicy | None = None) -> Tool:
+    def read(
+        cls,
+        name: str,
+        description: str,
+        input_schema: dict,
+        run: Callable[[dict], Any],
+        retry: RetryPolicy | None = None,
+    ) -> Tool:
         """A read-only tool: ``run(args)`` as a recorded step."""
         return cls(name, description, input_schema, run=run, retry=retry)
 
     @classmethod
-    def effect(cls, name: str, description: str, input_schema: dict, target: Any, policy: Policy,
-               premises: Callable[[dict], Any] | None = None, summary: Callable[[dict], str] | None = None) -> Tool:
+    def effect(
+        cls,
+        name: str,
+        description: str,
+        input_schema: dict,
+        target: Any,
+        policy: Policy,
+        premises: Callable[[dict], Any] | None = None,
+        summary: Callable[[dict], str] | None = None,
+    ) -> Tool:
         """A side-effecting tool: a gated effect through ``target`` under ``policy``."""
-        return cls(name, description, input_schema, target=target, policy=policy, premises=premises,
-                   summary=summary)
+        return cls(name, description, input_schema, target=target, policy=policy, premises=premises, summary=summary)
 
     @functools.cached_property
     def validator(self):
@@ -209,8 +230,13 @@ class AgentResult:
     stop: str = "end_turn"
 
     def as_dict(self) -> dict:
-        return {"text": self.text, "transcript": self.transcript, "outcomes": self.outcomes, "turns": self.turns,
-                "stop": self.stop}
+        return {
+            "text": self.text,
+            "transcript": self.transcript,
+            "outcomes": self.outcomes,
+            "turns": self.turns,
+            "stop": self.stop,
+        }
 
 
 def message_json(message: Any, emulated: bool | None = None) -> dict:
@@ -227,9 +253,14 @@ def message_json(message: Any, emulated: bool | None = None) -> dict:
             content.append({"type": "tool_use", "id": block.id, "name": block.name, "input": block.input})
         else:
             content.append(block.model_dump(mode="json", exclude_none=True))
-    return {"id": message.id, "model": message.model, "content": content, "stop_reason": message.stop_reason,
-            "usage": {"input_tokens": message.usage.input_tokens, "output_tokens": message.usage.output_tokens},
-            "emulated": emulated}
+    return {
+        "id": message.id,
+        "model": message.model,
+        "content": content,
+        "stop_reason": message.stop_reason,
+        "usage": {"input_tokens": message.usage.input_tokens, "output_tokens": message.usage.output_tokens},
+        "emulated": emulated,
+    }
 
 
 @functools.lru_cache(maxsize=8)
@@ -250,6 +281,7 @@ def messages_call(endpoint: Callable[[], dict] | None = None, timeout: float = 6
             Claude with ANTHROPIC_API_KEY); None: the SDK's own environment.
         timeout: seconds for one call.
     """
+
     def call(request: dict) -> dict:
         where = endpoint() if endpoint is not None else {"base_url": None, "api_key": None, "emulated": None}
         message = _client(where.get("base_url"), where.get("api_key"), timeout).messages.create(**request)
@@ -279,7 +311,7 @@ def refusal_detail(effect_id: str) -> dict:
 
 
 def _changed_premises(tool: Tool, args: dict, facts: Any) -> list[str]:
-    """"the premise <name> changed from <a> to <b>" for each captured fact that differs now."""
+    """ "the premise <name> changed from <a> to <b>" for each captured fact that differs now."""
     if tool.premises is None or not isinstance(facts, dict):
         return []
     try:
@@ -288,8 +320,11 @@ def _changed_premises(tool: Tool, args: dict, facts: Any) -> list[str]:
         return []
     if not isinstance(now, dict):
         return []
-    return [f"the premise {k} changed from {json.dumps(v)} to {json.dumps(now.get(k))}"
-            for k, v in facts.items() if now.get(k) != v]
+    return [
+        f"the premise {k} changed from {json.dumps(v)} to {json.dumps(now.get(k))}"
+        for k, v in facts.items()
+        if now.get(k) != v
+    ]
 
 
 def refusal_text(status: str, detail: dict, changes: list[str]) -> str:
@@ -302,12 +337,16 @@ def refusal_text(status: str, detail: dict, changes: list[str]) -> str:
             return "refused: " + "; ".join(changes) + "; nothing was sent"
         return f"refused: a premise no longer holds ({reason or 'the target did not say which'}); nothing was sent"
     if status == "REFUSED:conflicting_payload":
-        return ("refused: conflicting_payload: this call was first proposed with other arguments "
-                f"({json.dumps(detail.get('recorded'), sort_keys=True)}); those stay bound to it and "
-                "these were not sent")
+        return (
+            "refused: conflicting_payload: this call was first proposed with other arguments "
+            f"({json.dumps(detail.get('recorded'), sort_keys=True)}); those stay bound to it and "
+            "these were not sent"
+        )
     if status in ("REFUSED:lease", "REFUSED:lease_at_recovery"):
-        return ("refused: not authorized: the grant is not live or does not cover this call "
-                "(an amount above its cap, another action); nothing was sent")
+        return (
+            "refused: not authorized: the grant is not live or does not cover this call "
+            "(an amount above its cap, another action); nothing was sent"
+        )
     if status == "REFUSED:cancelled":
         return "refused: the workflow is being cancelled; nothing was sent"
     if status == "REFUSED:target":
@@ -333,9 +372,18 @@ class Agent:
         ValueError: no model, a bad name or turn limit, or two tools with one name.
     """
 
-    def __init__(self, *, model: str, system: str = "", tools: Iterable[Tool] = (),
-                 call: Callable[[dict], dict] | None = None, name: str = "agent", max_turns: int = 8,
-                 max_tokens: int = 1024, retry: RetryPolicy | None = None):
+    def __init__(
+        self,
+        *,
+        model: str,
+        system: str = "",
+        tools: Iterable[Tool] = (),
+        call: Callable[[dict], dict] | None = None,
+        name: str = "agent",
+        max_turns: int = 8,
+        max_tokens: int = 1024,
+        retry: RetryPolicy | None = None,
+    ):
         if not isinstance(model, str) or not model:
             raise ValueError("Agent: model must be a model name")
         if not isinstance(name, str) or not TOOL_NAME.match(name):
@@ -390,8 +438,9 @@ class Agent:
         outcomes: list[dict] = []
         text = ""
         for t in range(self.max_turns):
-            decision = ctx.decide(f"{self.name}:turn:{t}", call=self.call, request=self.request_for(transcript),
-                                  retry=self.retry)
+            decision = ctx.decide(
+                f"{self.name}:turn:{t}", call=self.call, request=self.request_for(transcript), retry=self.retry
+            )
             response = decision.output
             content = list(response.get("content") or [])
             transcript.append({"role": "assistant", "content": content})
@@ -442,17 +491,26 @@ class Agent:
         tool = self.tools.get(name)
         if tool is None:
             names = ", ".join(sorted(self.tools)) or "none"
-            return done("rejected", "unknown_tool", f"error: there is no tool named {name!r}; the tools are: "
-                                                    f"{names}. Nothing was run.", True)
+            return done(
+                "rejected",
+                "unknown_tool",
+                f"error: there is no tool named {name!r}; the tools are: {names}. Nothing was run.",
+                True,
+            )
         errors = tool.errors(args)
         if errors:
-            return done("rejected", "invalid_input", f"error: invalid input for {name}: {'; '.join(errors)}. "
-                                                     "Nothing was run or sent.", True)
+            return done(
+                "rejected",
+                "invalid_input",
+                f"error: invalid input for {name}: {'; '.join(errors)}. Nothing was run or sent.",
+                True,
+            )
         where = f"{t}.{b}"
         if tool.run is not None:
             try:
-                value = ctx.step(f"{self.name}:tool:{where}:{name}", tool.run, args,
-                                 retry=tool.retry or DEFAULT_TOOL_RETRY)
+                value = ctx.step(
+                    f"{self.name}:tool:{where}:{name}", tool.run, args, retry=tool.retry or DEFAULT_TOOL_RETRY
+                )
             except StepFailed as exc:
                 return done("read", "failed", f"error: {name} failed: {exc.type}: {exc.message}", True)
             return done("read", "ok", json.dumps(value, sort_keys=True), False)
@@ -465,20 +523,40 @@ class Agent:
             summary = " ".join(summary.split())[:300]
             # The action the effect's grant check uses (ilr.targets.attr: default "refund"), so the
             # approval's grant covers exactly this target's sends.
-            approval = ctx.request_approval(tool.target, key, args, premises=facts, decision=ref, summary=summary,
-                                            timeout=policy.approval_timeout, action=attr(tool.target, "action"))
+            approval = ctx.request_approval(
+                tool.target,
+                key,
+                args,
+                premises=facts,
+                decision=ref,
+                summary=summary,
+                timeout=policy.approval_timeout,
+                action=attr(tool.target, "action"),
+            )
             if approval is None:
                 decided = ctx.last_approval or {}
                 reason = decided.get("reason") or decided.get("status")
                 by = decided.get("decided_by")
                 text = f"not approved: {reason}" + (f" ({decided.get('status')} by {by})" if by else "")
-                return done("effect", f"not_approved:{decided.get('status')}", text, True,
-                            approval_request=decided.get("request_id"))
+                return done(
+                    "effect",
+                    f"not_approved:{decided.get('status')}",
+                    text,
+                    True,
+                    approval_request=decided.get("request_id"),
+                )
             grant, premises, payload = approval.grant_id, approval.facts_seen, approval.payload
         else:
             grant, premises, payload = policy.grant, facts, args
-        r = ctx.effect(tool.target, key=key, payload=payload, premises=premises, grant=grant,
-                       name=f"{self.name}:tool:{where}:{name}", decision=ref)
+        r = ctx.effect(
+            tool.target,
+            key=key,
+            payload=payload,
+            premises=premises,
+            grant=grant,
+            name=f"{self.name}:tool:{where}:{name}",
+            decision=ref,
+        )
         extra = {"effect_id": r.effect_id}
         if r.status in COMMITTED_STATUSES:
             body = {"status": r.status, "effect_id": r.effect_id, "result": r.result}
@@ -486,8 +564,7 @@ class Agent:
                 body["note"] = "this call was applied before; nothing was sent again"
             return done("effect", r.status, json.dumps(body, sort_keys=True), False, **extra)
         if r.status == "AMBIGUOUS":
-            return done("effect", r.status, f"{AMBIGUOUS_TEXT} (effect {r.effect_id}); do not retry it", True,
-                        **extra)
+            return done("effect", r.status, f"{AMBIGUOUS_TEXT} (effect {r.effect_id}); do not retry it", True, **extra)
         detail = ctx.step(f"{self.name}:refusal:{where}", _refusal, tool, args, facts, r.effect_id, r.status)
         return done("effect", r.status, detail["text"], True, **extra)
 
@@ -499,5 +576,15 @@ def _refusal(tool: Tool, args: dict, facts: Any, effect_id: str, status: str) ->
     return {"text": refusal_text(status, detail, changes), "detail": detail}
 
 
-__all__ = ["AMBIGUOUS_TEXT", "DEFAULT_TOOL_RETRY", "Agent", "AgentResult", "Policy", "Tool", "ToolError",
-           "message_json", "messages_call", "refusal_text"]
+__all__ = [
+    "AMBIGUOUS_TEXT",
+    "DEFAULT_TOOL_RETRY",
+    "Agent",
+    "AgentResult",
+    "Policy",
+    "Tool",
+    "ToolError",
+    "message_json",
+    "messages_call",
+    "refusal_text",
+]

@@ -30,9 +30,11 @@ from ilr.grants import insert_payload_grant, lifetime_seconds
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 DECIDED = ("approved", "rejected", "expired", "cancelled")
 MAX_SUMMARY = 300
-COLUMNS = ("id, workflow_id, seq, target, action, effect_key, payload, payload_hash, amount_cents, premises, "
-           "decision, summary, approvals_needed, approvals, status, grant_id, decided_by, reason, requested_at, "
-           "expires_at, decided_at")
+COLUMNS = (
+    "id, workflow_id, seq, target, action, effect_key, payload, payload_hash, amount_cents, premises, "
+    "decision, summary, approvals_needed, approvals, status, grant_id, decided_by, reason, requested_at, "
+    "expires_at, decided_at"
+)
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,15 @@ class Approval:
 
 def outcome_of(req: dict) -> dict:
     """The request's decision as plain JSON: what the workflow records and replays."""
-    return {"request_id": req["id"], "status": req["status"], "grant_id": req["grant_id"],
-            "approved_by": [a["by"] for a in req["approvals"] or []], "decided_by": req["decided_by"],
-            "reason": req["reason"], "decided_at": req["decided_at"].isoformat() if req["decided_at"] else None}
+    return {
+        "request_id": req["id"],
+        "status": req["status"],
+        "grant_id": req["grant_id"],
+        "approved_by": [a["by"] for a in req["approvals"] or []],
+        "decided_by": req["decided_by"],
+        "reason": req["reason"],
+        "decided_at": req["decided_at"].isoformat() if req["decided_at"] else None,
+    }
 
 
 def request_id_for(workflow_id: str, seq: int) -> str:
@@ -99,7 +107,8 @@ def check_summary(summary: Any) -> str:
 _FENCED = (
     "with f as (update ilr.workflows set lease_expires_at = now() + make_interval(secs => %(ttl)s), "
     "updated_at = now() where id = %(wf)s and epoch = %(epoch)s and status = 'running' "
-    "and lease_expires_at > now() returning id) ")
+    "and lease_expires_at > now() returning id) "
+)
 # Idempotent on the id: a re-run after a crash before the step was recorded writes nothing new,
 # and the first row (its premises included) is the request. A lost claim writes nothing.
 INSERT_SQL = _FENCED + (
@@ -107,11 +116,13 @@ INSERT_SQL = _FENCED + (
     "amount_cents, premises, decision, summary, approvals_needed, expires_at) select %(id)s, f.id, %(seq)s, "
     "%(target)s, %(action)s, %(key)s, %(payload)s::jsonb, %(hash)s, %(amount)s, %(premises)s::jsonb, "
     "%(decision)s::jsonb, %(summary)s, %(needed)s, now() + make_interval(secs => %(timeout)s) from f "
-    "on conflict (id) do nothing")
+    "on conflict (id) do nothing"
+)
 # Fenced as above; a request decided meanwhile is left as it is.
 SETTLE_SQL = _FENCED + (
     "update ilr.approval_requests r set status = %(ended)s, decided_by = '$workflow', reason = %(reason)s, "
-    "decided_at = clock_timestamp() from f where r.id = %(id)s and r.status = 'pending'")
+    "decided_at = clock_timestamp() from f where r.id = %(id)s and r.status = 'pending'"
+)
 
 
 def get_in(conn, request_id: str, *, lock: bool = False) -> dict:
@@ -122,8 +133,9 @@ def get_in(conn, request_id: str, *, lock: bool = False) -> dict:
     """
     codec.check_text(request_id, "request_id")
     cur = conn.cursor(row_factory=dict_row)
-    row = cur.execute(f"select {COLUMNS} from ilr.approval_requests where id = %s" + (" for update" if lock else ""),
-                      (request_id,)).fetchone()
+    row = cur.execute(
+        f"select {COLUMNS} from ilr.approval_requests where id = %s" + (" for update" if lock else ""), (request_id,)
+    ).fetchone()
     if row is None:
         raise ApprovalRequestNotFound(request_id)
     return row
@@ -138,8 +150,9 @@ def _open_for_decision(conn, cur, request_id: str) -> dict:
     found = cur.execute("select workflow_id from ilr.approval_requests where id = %s", (request_id,)).fetchone()
     if found is None:
         raise ApprovalRequestNotFound(request_id)
-    wf = cur.execute("select status, cancel_requested_at from ilr.workflows where id = %s for update",
-                     (found["workflow_id"],)).fetchone()
+    wf = cur.execute(
+        "select status, cancel_requested_at from ilr.workflows where id = %s for update", (found["workflow_id"],)
+    ).fetchone()
     req = get_in(conn, request_id, lock=True)
     if req["status"] != "pending":
         who = "with no decision" if req["decided_by"] == "$workflow" else f"by {req['decided_by']}"
@@ -155,10 +168,14 @@ def _open_for_decision(conn, cur, request_id: str) -> dict:
 
 
 def _wake(cur, req: dict, payload: dict, by: str) -> None:
-    cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s)",
-                (req["workflow_id"], signal_name(req["id"]), codec.dumps(payload, "signal"), by))
-    cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s "
-                "and status = 'sleeping'", (req["workflow_id"],))
+    cur.execute(
+        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s)",
+        (req["workflow_id"], signal_name(req["id"]), codec.dumps(payload, "signal"), by),
+    )
+    cur.execute(
+        "update ilr.workflows set available_at = now(), updated_at = now() where id = %s and status = 'sleeping'",
+        (req["workflow_id"],),
+    )
 
 
 def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | None = None) -> dict:
@@ -185,24 +202,35 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
     req = _open_for_decision(conn, cur, request_id)
     approvals = list(req["approvals"] or [])
     if any(a["by"] == by for a in approvals):
-        raise ApprovalRefused(request_id, "pending", f"{by} approved it already; the two-person rule needs "
-                                                     "a second, different person")
+        raise ApprovalRefused(
+            request_id, "pending", f"{by} approved it already; the two-person rule needs a second, different person"
+        )
     now = cur.execute("select clock_timestamp() as t").fetchone()["t"]
     approvals.append({"by": by, "at": now.isoformat(), "expires_in": seconds})
     if len(approvals) < req["approvals_needed"]:
-        cur.execute("update ilr.approval_requests set approvals = %s::jsonb where id = %s",
-                    (codec.dumps(approvals, "approvals"), request_id))
+        cur.execute(
+            "update ilr.approval_requests set approvals = %s::jsonb where id = %s",
+            (codec.dumps(approvals, "approvals"), request_id),
+        )
         return get_in(conn, request_id)
     # Each approver asked for a lifetime; the grant lives as long as the shortest one asked.
     lifetimes = [a["expires_in"] for a in approvals if a.get("expires_in")]
     principal = cur.execute("select name from ilr.workflows where id = %s", (req["workflow_id"],)).fetchone()["name"]
     facts_text = codec.dumps(req["premises"], "premises")
-    grant_id = insert_payload_grant(cur, principal=principal, action=req["action"], payload=req["payload"],
-                                    facts_text=facts_text, by=" and ".join(a["by"] for a in approvals),
-                                    seconds=min(lifetimes) if lifetimes else None)
-    cur.execute("update ilr.approval_requests set approvals = %s::jsonb, status = 'approved', grant_id = %s, "
-                "decided_by = %s, decided_at = clock_timestamp() where id = %s",
-                (codec.dumps(approvals, "approvals"), grant_id, by, request_id))
+    grant_id = insert_payload_grant(
+        cur,
+        principal=principal,
+        action=req["action"],
+        payload=req["payload"],
+        facts_text=facts_text,
+        by=" and ".join(a["by"] for a in approvals),
+        seconds=min(lifetimes) if lifetimes else None,
+    )
+    cur.execute(
+        "update ilr.approval_requests set approvals = %s::jsonb, status = 'approved', grant_id = %s, "
+        "decided_by = %s, decided_at = clock_timestamp() where id = %s",
+        (codec.dumps(approvals, "approvals"), grant_id, by, request_id),
+    )
     _wake(cur, req, {"status": "approved", "grant_id": grant_id, "by": by}, by)
     return get_in(conn, request_id)
 
@@ -222,8 +250,11 @@ def reject_request_in(conn, request_id: str, *, by: str, reason: str) -> dict:
     codec.check_text(reason, "reason", "must say why the request is rejected (a non-empty string)")
     cur = conn.cursor(row_factory=dict_row)
     req = _open_for_decision(conn, cur, request_id)
-    cur.execute("update ilr.approval_requests set status = 'rejected', decided_by = %s, reason = %s, "
-                "decided_at = clock_timestamp() where id = %s", (by, reason, request_id))
+    cur.execute(
+        "update ilr.approval_requests set status = 'rejected', decided_by = %s, reason = %s, "
+        "decided_at = clock_timestamp() where id = %s",
+        (by, reason, request_id),
+    )
     _wake(cur, req, {"status": "rejected", "by": by, "reason": reason}, by)
     return get_in(conn, request_id)
 
@@ -238,10 +269,19 @@ def settle_request_in(conn, run, request_id: str, ended: str | None) -> dict:
         the request row.
     """
     if ended in ("expired", "cancelled"):
-        conn.execute(SETTLE_SQL, {"ended": ended, "id": request_id, "wf": run.workflow_id, "epoch": run.epoch,
-                                  "ttl": run.lease_ttl,
-                                  "reason": "no decision before the request expired" if ended == "expired"
-                                  else "the workflow was cancelled"})
+        conn.execute(
+            SETTLE_SQL,
+            {
+                "ended": ended,
+                "id": request_id,
+                "wf": run.workflow_id,
+                "epoch": run.epoch,
+                "ttl": run.lease_ttl,
+                "reason": "no decision before the request expired"
+                if ended == "expired"
+                else "the workflow was cancelled",
+            },
+        )
     return get_in(conn, request_id)
 
 
@@ -251,5 +291,6 @@ def list_in(conn, status: str | None = "pending", limit: int = 200) -> list[dict
         raise InvalidInput("status", f"must be one of {', '.join(STATUSES)} or None, got {status!r}")
     cur = conn.cursor(row_factory=dict_row)
     where = "where status = %s" if status else "where %s::text is null"
-    return cur.execute(f"select {COLUMNS} from ilr.approval_requests {where} order by requested_at, id limit %s",
-                       (status, limit)).fetchall()
+    return cur.execute(
+        f"select {COLUMNS} from ilr.approval_requests {where} order by requested_at, id limit %s", (status, limit)
+    ).fetchall()

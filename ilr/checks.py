@@ -16,9 +16,12 @@ def database_is_postgresql(app_configs=None, databases=None, **kwargs) -> list[E
         vendor = connections[alias].vendor
         if vendor != "postgresql":
             engine = connections[alias].settings_dict.get("ENGINE")
-            errors.append(Error(
-                f"ilr needs PostgreSQL 15 or newer; DATABASES[{alias!r}] is {vendor} ({engine}).",
-                hint="Set its ENGINE to 'django.db.backends.postgresql' (or a backend built on it) and "
-                     "point it at a PostgreSQL 15+ server.",
-                id="ilr.E001"))
+            errors.append(
+                Error(
+                    f"ilr needs PostgreSQL 15 or newer; DATABASES[{alias!r}] is {vendor} ({engine}).",
+                    hint="Set its ENGINE to 'django.db.backends.postgresql' (or a backend built on it) and "
+                    "point it at a PostgreSQL 15+ server.",
+                    id="ilr.E001",
+                )
+            )
     return errors

@@ -25,7 +25,7 @@ once per level and stop near 1000."""
 MAX_INT_DIGITS = 4000
 """Most digits an int may have: Python refuses to read or write one past 4300 (its
 int_max_str_digits), so a longer one could be stored but never read back."""
-_MAX_INT = 10 ** MAX_INT_DIGITS
+_MAX_INT = 10**MAX_INT_DIGITS
 
 MAX_CENTS = 2**63 - 1
 """Largest amount of cents: a bigint, as ilr.grants.max_cents stores it."""
@@ -59,9 +59,12 @@ def check_plain(value: Any, field: str) -> None:
             if not math.isfinite(v):
                 raise InvalidInput(path, f"{v!r} is not plain JSON (NaN and Infinity are not allowed)")
             if abs(v) >= 1e16 or (v == 0.0 and math.copysign(1.0, v) < 0):
-                raise InvalidInput(path, f"{v!r} would not read back as written: PostgreSQL's jsonb keeps numbers "
-                                         "as exact decimals (-0.0 becomes 0.0, 1e+16 the int 10000000000000000); "
-                                         "send an int or a string")
+                raise InvalidInput(
+                    path,
+                    f"{v!r} would not read back as written: PostgreSQL's jsonb keeps numbers "
+                    "as exact decimals (-0.0 becomes 0.0, 1e+16 the int 10000000000000000); "
+                    "send an int or a string",
+                )
             continue
         if isinstance(v, str):
             if "\x00" in v:
@@ -80,8 +83,9 @@ def check_plain(value: Any, field: str) -> None:
         if isinstance(v, list):
             stack.extend((item, f"{path}[{i}]", depth + 1) for i, item in enumerate(v))
             continue
-        raise InvalidInput(path, f"{type(v).__name__} is not plain JSON "
-                                 "(use dict, list, str, int, float, bool or None)")
+        raise InvalidInput(
+            path, f"{type(v).__name__} is not plain JSON (use dict, list, str, int, float, bool or None)"
+        )
 
 
 def is_seconds(value: Any, *, positive: bool = False, allow_infinite: bool = False) -> bool:
@@ -212,4 +216,3 @@ def loads_jsonb(value: Any) -> Any:
     loads jsonb as text, ours as Python objects.
     """
     return json.loads(value) if isinstance(value, str) else value
-

@@ -46,6 +46,7 @@ class ContinuedAsNew(Suspend):
         self.successor = successor
         super().__init__(successor)
 
+
 class WorkflowContext(EffectCalls, Versioning):
     """The ``ctx`` a workflow function receives. Not thread-safe: one run, one thread.
 
@@ -100,9 +101,18 @@ class WorkflowContext(EffectCalls, Versioning):
             raise InvalidInput("version" if version is not None else "name", str(exc)) from None
         check_input_shape(name, resolved, input)
         output = {"child_id": child_id, "name": name, "version": resolved}
-        store.start_child(self._conn, self._run, seq=seq, step_name=f"start:{name}", child_id=child_id,
-                          name=name, version=resolved, input_json=input_json,
-                          output_json=codec.dumps(output, "child"), fingerprint=fingerprint)
+        store.start_child(
+            self._conn,
+            self._run,
+            seq=seq,
+            step_name=f"start:{name}",
+            child_id=child_id,
+            name=name,
+            version=resolved,
+            input_json=input_json,
+            output_json=codec.dumps(output, "child"),
+            fingerprint=fingerprint,
+        )
         return child_id
 
     def wait_child(self, id: str, timeout: float | None = None) -> Any:
@@ -129,8 +139,9 @@ class WorkflowContext(EffectCalls, Versioning):
         """
 
         codec.check_workflow_id(id, "id")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or isinstance(timeout, bool)
-                                    or timeout != timeout or timeout < 0):
+        if timeout is not None and (
+            not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout != timeout or timeout < 0
+        ):
             raise InvalidInput("timeout", f"timeout must be None or a non-negative number of seconds, got {timeout!r}")
         seq = self._next_seq()
         name = f"wait:{id}"
@@ -141,8 +152,9 @@ class WorkflowContext(EffectCalls, Versioning):
             until = waiting["until"] if waiting else None
             seconds = None if (until or timeout is None) else float(timeout)
             try:
-                outcome = store.wait_child(self._conn, self._run, seq=seq, name=name, child_id=id, until=until,
-                                           seconds=seconds)
+                outcome = store.wait_child(
+                    self._conn, self._run, seq=seq, name=name, child_id=id, until=until, seconds=seconds
+                )
             except Suspend:
                 self.suspended = True
                 killpoints.hit("wait_after_suspend")
@@ -183,8 +195,11 @@ class WorkflowContext(EffectCalls, Versioning):
         seq = self._next_seq()
         row = self._steps.get(seq)
         if row is not None:
-            exc = NonDeterminism(seq, {"kind": row["kind"], "name": row["name"], "fingerprint": row["fingerprint"]},
-                                 {"kind": "continue_as_new", "name": "continue_as_new", "fingerprint": None})
+            exc = NonDeterminism(
+                seq,
+                {"kind": row["kind"], "name": row["name"], "fingerprint": row["fingerprint"]},
+                {"kind": "continue_as_new", "name": "continue_as_new", "fingerprint": None},
+            )
             self.nondeterminism = exc
             raise exc
         self._check_waiting(seq, "continue_as_new", "continue_as_new")

@@ -15,8 +15,18 @@ from ilr.errors import Cancelled, InvalidInput, SignalTimeout
 class EffectCalls(StepCalls):
     """``ctx.request_approval`` (built on ``wait_signal``) and ``ctx.effect``."""
 
-    def request_approval(self, target, key: str, payload: Any, *, premises: Any = None, decision: dict | None = None,
-                         summary: str = "", timeout: float = 86400.0, action: str | None = None):
+    def request_approval(
+        self,
+        target,
+        key: str,
+        payload: Any,
+        *,
+        premises: Any = None,
+        decision: dict | None = None,
+        summary: str = "",
+        timeout: float = 86400.0,
+        action: str | None = None,
+    ):
         """Ask a person to approve one exact effect and wait for the answer (a durable request
         row, ``ilr.approval_requests``; approved or rejected with ``rt.approve_request`` /
         ``rt.reject_request``, the admin or the review UI).
@@ -59,26 +69,32 @@ class EffectCalls(StepCalls):
             codec.check_text(target, "target", "must be an effect target, or a registered target's name")
             target_name, target = target, targets.get_target(target)
             if target is None:
-                raise InvalidInput("target", f"no target is registered under the name {target_name!r} "
-                                             f"(ilr.targets.register_target)")
+                raise InvalidInput(
+                    "target", f"no target is registered under the name {target_name!r} (ilr.targets.register_target)"
+                )
         else:
             targets.check_is_target(target)
             target_name = targets.attr(target, "name")
         codec.check_text(key, "key")
         if premises is not None and not callable(premises) and not isinstance(premises, dict):
-            raise InvalidInput("premises", f"must be a JSON object of facts, a callable returning one, or None, "
-                                           f"got {type(premises).__name__}")
+            raise InvalidInput(
+                "premises",
+                f"must be a JSON object of facts, a callable returning one, or None, got {type(premises).__name__}",
+            )
         if decision is not None and not isinstance(decision, dict):
-            raise InvalidInput("decision", f"must be a Decision.ref (a JSON object) or None, got "
-                                           f"{type(decision).__name__}")
+            raise InvalidInput(
+                "decision", f"must be a Decision.ref (a JSON object) or None, got {type(decision).__name__}"
+            )
         # The action ctx.effect will ask the grant to cover (targets.attr's default included).
         action = codec.check_text(action or targets.attr(target, "action"), "action")
         payload_text = codec.dumps(payload, "payload")
-        amount = codec.check_cents(payload["amount"], "payload.amount") if isinstance(payload, dict) \
-            and "amount" in payload else None
+        amount = (
+            codec.check_cents(payload["amount"], "payload.amount")
+            if isinstance(payload, dict) and "amount" in payload
+            else None
+        )
         summary = ar.check_summary(summary)
-        if (not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout != timeout
-                or not timeout > 0):
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout != timeout or not timeout > 0:
             raise InvalidInput("timeout", f"must be a positive number of seconds, got {timeout!r}")
         name = f"approval_request:{key}"
         seq = self._next_seq()
@@ -87,21 +103,42 @@ class EffectCalls(StepCalls):
             self._frontier(seq, "step", name)
             facts = premises() if callable(premises) else premises
             if facts is not None and not isinstance(facts, dict):
-                raise InvalidInput("premises", f"the callable must return a JSON object of facts or None, "
-                                               f"got {type(facts).__name__}")
+                raise InvalidInput(
+                    "premises", f"the callable must return a JSON object of facts or None, got {type(facts).__name__}"
+                )
             request_id = ar.request_id_for(self.workflow_id, seq)
             output = {"request_id": request_id, "target": target_name, "action": action, "key": key}
             # Two fenced statements: the row, then the step. A crash between them re-runs this
             # call, whose insert finds the row (same id) and writes nothing.
-            self._conn.execute(ar.INSERT_SQL, {
-                "id": request_id, "wf": self.workflow_id, "epoch": self.epoch, "ttl": self._run.lease_ttl, "seq": seq,
-                "target": target_name,
-                "action": action, "key": key, "payload": payload_text, "hash": codec.payload_hash(payload),
-                "amount": amount, "premises": codec.dumps(facts, "premises"),
-                "decision": codec.dumps(decision, "decision"), "summary": summary,
-                "needed": ar.approvals_needed(target, target_name, action, amount), "timeout": float(timeout)})
-            store.record_step(self._conn, self._run, seq=seq, kind="step", name=name,
-                              output_json=codec.dumps(output, "approval request"))
+            self._conn.execute(
+                ar.INSERT_SQL,
+                {
+                    "id": request_id,
+                    "wf": self.workflow_id,
+                    "epoch": self.epoch,
+                    "ttl": self._run.lease_ttl,
+                    "seq": seq,
+                    "target": target_name,
+                    "action": action,
+                    "key": key,
+                    "payload": payload_text,
+                    "hash": codec.payload_hash(payload),
+                    "amount": amount,
+                    "premises": codec.dumps(facts, "premises"),
+                    "decision": codec.dumps(decision, "decision"),
+                    "summary": summary,
+                    "needed": ar.approvals_needed(target, target_name, action, amount),
+                    "timeout": float(timeout),
+                },
+            )
+            store.record_step(
+                self._conn,
+                self._run,
+                seq=seq,
+                kind="step",
+                name=name,
+                output_json=codec.dumps(output, "approval request"),
+            )
         else:
             output = row["output"]
         request_id = output["request_id"]
@@ -121,20 +158,41 @@ class EffectCalls(StepCalls):
             # Settle, then record: a crash between re-settles a decided row, which changes nothing.
             req = ar.settle_request_in(self._conn, self._run, request_id, ended)
             outcome = {**ar.outcome_of(req), "payload": req["payload"], "facts_seen": req["premises"]}
-            store.record_step(self._conn, self._run, seq=seq, kind="step", name=name,
-                              output_json=codec.dumps(outcome, "approval outcome"))
+            store.record_step(
+                self._conn,
+                self._run,
+                seq=seq,
+                kind="step",
+                name=name,
+                output_json=codec.dumps(outcome, "approval outcome"),
+            )
         else:
             outcome = row["output"]
         self.last_approval = outcome
         if outcome["status"] != "approved":
             return None
-        return ar.Approval(request_id=request_id, grant_id=outcome["grant_id"], payload=outcome["payload"],
-                           facts_seen=outcome["facts_seen"], approved_by=tuple(outcome["approved_by"]),
-                           decided_at=outcome["decided_at"])
+        return ar.Approval(
+            request_id=request_id,
+            grant_id=outcome["grant_id"],
+            payload=outcome["payload"],
+            facts_seen=outcome["facts_seen"],
+            approved_by=tuple(outcome["approved_by"]),
+            decided_at=outcome["decided_at"],
+        )
 
-    def effect(self, target, key: str, payload: Any, premises: Any = None, grant: str | None = None,
-               name: str | None = None, local_premises=(), compensation: bool = False,
-               raise_on_refusal: bool = False, decision: dict | None = None):
+    def effect(
+        self,
+        target,
+        key: str,
+        payload: Any,
+        premises: Any = None,
+        grant: str | None = None,
+        name: str | None = None,
+        local_premises=(),
+        compensation: bool = False,
+        raise_on_refusal: bool = False,
+        decision: dict | None = None,
+    ):
         """A gated effect: sent at most once, only under a live grant, only while the premises
         hold, with a sealed journal (docs/protocol.md §6).
 
@@ -166,8 +224,9 @@ class EffectCalls(StepCalls):
             EffectRefused: with raise_on_refusal, for any REFUSED status.
         """
 
-        result = EffectCall(self, target, key, payload, premises, grant, name, local_premises, compensation,
-                            decision).execute()
+        result = EffectCall(
+            self, target, key, payload, premises, grant, name, local_premises, compensation, decision
+        ).execute()
         if raise_on_refusal and result.refused:
             raise EffectRefused(result)
         return result

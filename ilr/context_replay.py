@@ -19,8 +19,14 @@ from ilr.errors import Cancelled, NonDeterminism, SignalTimeout, StepFailed, Sus
 
 # The waiting kinds a suspended call leaves in workflows.waiting, by the kind of call that left
 # it: a call offered at that seq must be of a matching kind (NonDeterminismLoud).
-_WAITING_KINDS = {"step": ("retry",), "decide": ("retry",), "sleep": ("sleep",), "signal": ("signal",),
-                  "effect": ("effect",), "child": ("child",)}
+_WAITING_KINDS = {
+    "step": ("retry",),
+    "decide": ("retry",),
+    "sleep": ("sleep",),
+    "signal": ("signal",),
+    "effect": ("effect",),
+    "child": ("child",),
+}
 
 
 class ReplayCursor:
@@ -58,8 +64,11 @@ class ReplayCursor:
         in the row, not on the session, so the next write on a new session is the same write.
         """
         conn = self._conn_now
-        if self._reconnect is not None and (conn.closed or conn.broken or (
-                conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not db.usable(conn))):
+        if self._reconnect is not None and (
+            conn.closed
+            or conn.broken
+            or (conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE and not db.usable(conn))
+        ):
             db.discard(conn)
             conn = self._conn_now = self._reconnect()
         return conn
@@ -75,8 +84,10 @@ class ReplayCursor:
         row = self._steps.get(seq)
         if row is None:
             return None
-        if row["kind"] != kind or row["name"] != name or (
-            fingerprint is not None and row["fingerprint"] is not None and row["fingerprint"] != fingerprint
+        if (
+            row["kind"] != kind
+            or row["name"] != name
+            or (fingerprint is not None and row["fingerprint"] is not None and row["fingerprint"] != fingerprint)
         ):
             exc = NonDeterminism(
                 seq,
@@ -105,7 +116,8 @@ class ReplayCursor:
             return
         recorded_name = waiting.get("name") or waiting.get("signal")
         if waiting.get("kind") not in _WAITING_KINDS.get(kind, ()) or (
-                recorded_name is not None and recorded_name != name):
+            recorded_name is not None and recorded_name != name
+        ):
             exc = NonDeterminism(
                 seq,
                 {"kind": waiting.get("kind"), "name": recorded_name, "suspended": True},

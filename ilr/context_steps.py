@@ -41,8 +41,9 @@ class Decision:
 class StepCalls(ReplayCursor):
     """``ctx.step``, ``ctx.decide``, ``ctx.sleep`` and ``ctx.wait_signal``."""
 
-    def step(self, name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | None = None,
-             **kwargs: Any) -> Any:
+    def step(
+        self, name: str, fn: Callable[..., Any], *args: Any, retry: RetryPolicy | None = None, **kwargs: Any
+    ) -> Any:
         """Run ``fn(*args, **kwargs)`` at least once and record its output (docs/protocol.md §4).
 
         A crash between ``fn`` returning and the record re-runs ``fn``, exactly like a Temporal
@@ -76,8 +77,14 @@ class StepCalls(ReplayCursor):
             if not self._run.waiting_due:
                 # Woken early (a signal, a cancel elsewhere): the backoff survives
                 # (docs/protocol.md §4, steps).
-                self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt,
-                              last_error=waiting.get("last_error"))
+                self._suspend(
+                    seq=seq,
+                    kind="retry",
+                    name=name,
+                    until=waiting["until"],
+                    attempt=attempt,
+                    last_error=waiting.get("last_error"),
+                )
         self._run.require_local_lease()
         try:
             output = fn(*args, **kwargs)
@@ -89,8 +96,16 @@ class StepCalls(ReplayCursor):
         killpoints.hit("step_after_record")
         return output
 
-    def _failed_attempt(self, seq: int, kind: str, name: str, exc: Exception, attempt: int,
-                        retry: RetryPolicy, fingerprint: str | None = None) -> None:
+    def _failed_attempt(
+        self,
+        seq: int,
+        kind: str,
+        name: str,
+        exc: Exception,
+        attempt: int,
+        retry: RetryPolicy,
+        fingerprint: str | None = None,
+    ) -> None:
         """Attempt ``attempt`` of step (or decide) ``name`` raised ``exc``: log it at WARNING
         (logger "ilr.steps"), then suspend for the retry with the error kept durably in
         ``waiting["last_error"]`` {type, message, attempt, at} (what describe(), the admin and
@@ -99,22 +114,40 @@ class StepCalls(ReplayCursor):
         Raises:
             Suspend: the retry is scheduled. StepFailed: the failure was recorded.
         """
-        error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)[:MAX_ERROR_MESSAGE],
-                                 "attempt": attempt}
-        what = f"workflow {self.workflow_id}: {kind} {name!r} attempt {attempt} failed: {error['type']}: " \
-               f"{error['message']}"
+        error: dict[str, Any] = {
+            "type": type(exc).__name__,
+            "message": str(exc)[:MAX_ERROR_MESSAGE],
+            "attempt": attempt,
+        }
+        what = (
+            f"workflow {self.workflow_id}: {kind} {name!r} attempt {attempt} failed: {error['type']}: "
+            f"{error['message']}"
+        )
         if retry.retries(exc, attempt):
             delay = retry.interval(attempt)
             log.warning("%s; retry %d in %.3g s", what, attempt + 1, delay)
             self._suspend(seq=seq, kind="retry", name=name, seconds=delay, attempt=attempt + 1, last_error=error)
         log.warning("%s; no retry left, the %s fails", what, kind)
         recorded = {"type": error["type"], "message": error["message"], "attempts": attempt}
-        store.record_step(self._conn, self._run, seq=seq, kind=kind, name=name, fingerprint=fingerprint,
-                          error_json=codec.dumps(recorded, "error"))
+        store.record_step(
+            self._conn,
+            self._run,
+            seq=seq,
+            kind=kind,
+            name=name,
+            fingerprint=fingerprint,
+            error_json=codec.dumps(recorded, "error"),
+        )
         raise StepFailed(name, recorded["type"], recorded["message"], attempt) from exc
 
-    def decide(self, name: str, call: Callable[[Any], Any], request: Any,
-               premises: Callable[[], Any] | None = None, retry: RetryPolicy | None = None) -> Decision:
+    def decide(
+        self,
+        name: str,
+        call: Callable[[Any], Any],
+        request: Any,
+        premises: Callable[[], Any] | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Decision:
         """Record a model decision once (docs/protocol.md §4, decisions).
 
         Order: capture premises (database-clock time), insert an ilr.llm_calls row in
@@ -138,8 +171,12 @@ class StepCalls(ReplayCursor):
             self._frontier(seq, "decide", name)
             row = self._decide_at_frontier(seq, name, call, request, request_hash, premises, retry or RetryPolicy())
         out = row["output"]
-        return Decision(out["response"], out.get("premises"),
-                        {"workflow_id": self.workflow_id, "seq": seq, "request_hash": request_hash}, out)
+        return Decision(
+            out["response"],
+            out.get("premises"),
+            {"workflow_id": self.workflow_id, "seq": seq, "request_hash": request_hash},
+            out,
+        )
 
     def _decide_at_frontier(self, seq, name, call, request, request_hash, premises, retry):
         attempt = 1
@@ -147,8 +184,14 @@ class StepCalls(ReplayCursor):
         if waiting:
             attempt = int(waiting.get("attempt", 1))
             if not self._run.waiting_due:
-                self._suspend(seq=seq, kind="retry", name=name, until=waiting["until"], attempt=attempt,
-                              last_error=waiting.get("last_error"))
+                self._suspend(
+                    seq=seq,
+                    kind="retry",
+                    name=name,
+                    until=waiting["until"],
+                    attempt=attempt,
+                    last_error=waiting.get("last_error"),
+                )
         captured = premises() if premises else None
         log = self._conn.execute(
             "insert into ilr.llm_calls (workflow_id, seq, epoch, request_hash) values (%s, %s, %s, %s) "
@@ -169,8 +212,15 @@ class StepCalls(ReplayCursor):
             "premises": captured,
             "captured_at": log["captured_at"],
         }
-        store.record_step(self._conn, self._run, seq=seq, kind="decide", name=name, fingerprint=request_hash,
-                          output_json=codec.dumps(output, f"output of decide {name!r}"))
+        store.record_step(
+            self._conn,
+            self._run,
+            seq=seq,
+            kind="decide",
+            name=name,
+            fingerprint=request_hash,
+            output_json=codec.dumps(output, f"output of decide {name!r}"),
+        )
         return {"output": output}
 
     def sleep(self, seconds: float) -> None:
@@ -227,8 +277,9 @@ class StepCalls(ReplayCursor):
         waiting = self._waiting_for(seq, "signal")
         until = waiting["until"] if waiting else None
         seconds = None if (until or timeout is None) else float(timeout)
-        outcome, payload = self._suspend(seq=seq, kind="signal", name=name, signal=name, until=until,
-                                         seconds=seconds, timeout=timeout)
+        outcome, payload = self._suspend(
+            seq=seq, kind="signal", name=name, signal=name, until=until, seconds=seconds, timeout=timeout
+        )
         if outcome == "timeout":
             raise SignalTimeout(name, timeout)
         return payload

@@ -24,9 +24,12 @@ class Versioning(ReplayCursor):
         seq = self._seq + 1
         first = self._patches.get(patch_id)
         if first is not None:
-            raise InvalidInput("patch_id", f"patch {patch_id!r} is used at two places in workflow {self.name}@"
-                                           f"{self.version} (first at seq {first}, again at seq {seq}); a patch id "
-                                           f"marks exactly one change: give each place its own id")
+            raise InvalidInput(
+                "patch_id",
+                f"patch {patch_id!r} is used at two places in workflow {self.name}@"
+                f"{self.version} (first at seq {first}, again at seq {seq}); a patch id "
+                f"marks exactly one change: give each place its own id",
+            )
         self._patches[patch_id] = seq
         return seq
 
@@ -73,8 +76,14 @@ class Versioning(ReplayCursor):
         if waiting.get("seq") == seq:
             return False  # the old code suspended here: its history predates the patch
         store.record_step(self._conn, self._run, seq=seq, kind="patch", name=patch_id)
-        self._steps[seq] = {"seq": seq, "kind": "patch", "name": patch_id, "fingerprint": None, "output": None,
-                            "error": None}
+        self._steps[seq] = {
+            "seq": seq,
+            "kind": "patch",
+            "name": patch_id,
+            "fingerprint": None,
+            "output": None,
+            "error": None,
+        }
         self._seq = seq
         return True
 

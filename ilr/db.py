@@ -38,8 +38,9 @@ class _InfinityTimestamptzLoader(Loader):
     # is installed): subclassing the pure-Python loader instead cost ~10x per value, on every
     # fence and claim row (issue 9).
     # cast: get_loader is typed Optional; psycopg always registers a text timestamptz loader.
-    _default = cast("type[Loader]", psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid,
-                                                                psycopg.pq.Format.TEXT))
+    _default = cast(
+        "type[Loader]", psycopg.adapters.get_loader(psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT)
+    )
 
     def __init__(self, oid: int, context=None):
         super().__init__(oid, context)
@@ -191,8 +192,9 @@ def send_fence(batch, wf_id: str, epoch: int, ttl: float, *, reset_takeovers: bo
     Returns:
         the fence's ``ilr.batch.Result``.
     """
-    return batch.execute(FENCE_RESET_TAKEOVERS_SQL if reset_takeovers else FENCE_SQL,
-                         {"wf": wf_id, "epoch": epoch, "ttl": ttl})
+    return batch.execute(
+        FENCE_RESET_TAKEOVERS_SQL if reset_takeovers else FENCE_SQL, {"wf": wf_id, "epoch": epoch, "ttl": ttl}
+    )
 
 
 def fenced(row: DictRow | None, wf_id: str, epoch: int) -> DictRow:

@@ -61,8 +61,10 @@ def unserved_on(conn: db.Connection) -> list[dict]:
 
 def deploy_on(conn, definition) -> None:
     """Insert the deployments row of ``definition`` (a WorkflowDefinition) unless it exists."""
-    conn.execute("insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
-                 "on conflict do nothing", (definition.name, definition.version, definition.code_sha256))
+    conn.execute(
+        "insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) on conflict do nothing",
+        (definition.name, definition.version, definition.code_sha256),
+    )
 
 
 def resolve_version_on(conn: db.Connection, name: str, version: str | None = None) -> str:
@@ -86,25 +88,35 @@ def resolve_version_on(conn: db.Connection, name: str, version: str | None = Non
     if version is not None:
         if not isinstance(version, str) or not version:
             raise InvalidInput("version", f"a version is a non-empty string or None, got {version!r}")
-        row = conn.execute("select retired_at from ilr.deployments where name = %s and version = %s",
-                           (name, version)).fetchone()
+        row = conn.execute(
+            "select retired_at from ilr.deployments where name = %s and version = %s", (name, version)
+        ).fetchone()
         if row is not None and row["retired_at"] is not None:
             raise InvalidInput("version", f"{name}@{version} is retired and takes no new starts")
         if row is None:
             deploy_on(conn, registry.get(name, version))
         return version
-    row = conn.execute("select version from ilr.deployments where name = %s and retired_at is null "
-                       "order by created_at desc, version desc limit 1", (name,)).fetchone()
+    row = conn.execute(
+        "select version from ilr.deployments where name = %s and retired_at is null "
+        "order by created_at desc, version desc limit 1",
+        (name,),
+    ).fetchone()
     if row is not None:
         return row["version"]
     # Retired ones only: a worker may deploy an unretired version between the two reads.
-    retired = {r["version"] for r in conn.execute(
-        "select version from ilr.deployments where name = %s and retired_at is not null", (name,)).fetchall()}
+    retired = {
+        r["version"]
+        for r in conn.execute(
+            "select version from ilr.deployments where name = %s and retired_at is not null", (name,)
+        ).fetchall()
+    }
     local = [d for d in registry.versions(name) if d.version not in retired]
     if not local:
         if retired:
-            raise InvalidInput("version", f"every deployed version of {name} is retired "
-                                          f"({', '.join(sorted(retired))}); it takes no new starts")
+            raise InvalidInput(
+                "version",
+                f"every deployed version of {name} is retired ({', '.join(sorted(retired))}); it takes no new starts",
+            )
         raise UnknownWorkflow(name, None)
     deploy_on(conn, local[-1])
     return local[-1].version
@@ -137,32 +149,44 @@ def migrate_in(conn: psycopg.Connection[Any], wf_id: str, to_version: str) -> di
     if not isinstance(to_version, str) or not to_version:
         raise InvalidInput("to_version", f"a version is a non-empty string, got {to_version!r}")
     cur = conn.cursor(row_factory=dict_row)
-    wf = cur.execute("select id, name, version, status, owner from ilr.workflows where id = %s for update",
-                     (wf_id,)).fetchone()
+    wf = cur.execute(
+        "select id, name, version, status, owner from ilr.workflows where id = %s for update", (wf_id,)
+    ).fetchone()
     if wf is None:
         raise WorkflowNotFound(wf_id)
     if wf["status"] == "running":
-        raise InvalidInput("workflow_id", f"workflow {wf_id} is running (claimed by {wf['owner']}); migrate "
-                                          f"only a workflow that is not running: wait until it suspends")
+        raise InvalidInput(
+            "workflow_id",
+            f"workflow {wf_id} is running (claimed by {wf['owner']}); migrate "
+            f"only a workflow that is not running: wait until it suspends",
+        )
     if wf["status"] not in ("pending", "sleeping", "stuck"):
-        raise InvalidInput("workflow_id", f"workflow {wf_id} has ended ({wf['status']}); "
-                                          f"only pending, sleeping or stuck workflows migrate")
-    dep = cur.execute("select retired_at from ilr.deployments where name = %s and version = %s",
-                      (wf["name"], to_version)).fetchone()
+        raise InvalidInput(
+            "workflow_id",
+            f"workflow {wf_id} has ended ({wf['status']}); only pending, sleeping or stuck workflows migrate",
+        )
+    dep = cur.execute(
+        "select retired_at from ilr.deployments where name = %s and version = %s", (wf["name"], to_version)
+    ).fetchone()
     if dep is None:
         try:
             deploy_on(conn, registry.get(wf["name"], to_version))
         except UnknownWorkflow:
-            raise InvalidInput("to_version", f"{wf['name']}@{to_version} is not deployed: start a worker "
-                                             f"that registers it, then migrate") from None
+            raise InvalidInput(
+                "to_version",
+                f"{wf['name']}@{to_version} is not deployed: start a worker that registers it, then migrate",
+            ) from None
     elif dep["retired_at"] is not None:
         raise InvalidInput("to_version", f"{wf['name']}@{to_version} is retired")
     out = {"workflow_id": wf_id, "name": wf["name"], "from_version": wf["version"], "to_version": to_version}
     if to_version == wf["version"]:
         if wf["status"] == "stuck":
             # Changing nothing would leave it stuck while the caller believes it moved.
-            raise InvalidInput("to_version", f"workflow {wf_id} is stuck on {wf['name']}@{to_version} "
-                                             f"already: resume it on its own version with rt.resume")
+            raise InvalidInput(
+                "to_version",
+                f"workflow {wf_id} is stuck on {wf['name']}@{to_version} "
+                f"already: resume it on its own version with rt.resume",
+            )
         return {**out, "status": wf["status"]}
     row = cur.execute(
         "update ilr.workflows set version = %s, epoch = ilr.next_epoch(epoch), updated_at = now(), "
@@ -170,17 +194,19 @@ def migrate_in(conn: psycopg.Connection[Any], wf_id: str, to_version: str) -> di
         "error = case when status = 'stuck' then null else error end, "
         "available_at = case when status = 'stuck' then now() else available_at end, "
         "takeovers = case when status = 'stuck' then 0 else takeovers end "
-        "where id = %s returning epoch, status, now() as now", (to_version, wf_id)).fetchone()
+        "where id = %s returning epoch, status, now() as now",
+        (to_version, wf_id),
+    ).fetchone()
     assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
     cur.execute(
         "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
         "prev_status) values (%s, %s, %s, %s, %s, %s, %s)",
-        (wf_id, row["epoch"], MIGRATE_OWNER, to_version, row["now"], row["now"], wf["status"]))
+        (wf_id, row["epoch"], MIGRATE_OWNER, to_version, row["now"], row["now"], wf["status"]),
+    )
     return {**out, "status": row["status"]}
 
 
-def drain_report_in(conn: psycopg.Connection[Any], name: str | None = None,
-                    version: str | None = None) -> list[dict]:
+def drain_report_in(conn: psycopg.Connection[Any], name: str | None = None, version: str | None = None) -> list[dict]:
     """Whether each deployed version can retire, and whether anything serves it (the rows of
     ``Runtime.drain_report``; the approvals app's DrainReport is built from them).
 
@@ -204,29 +230,51 @@ def drain_report_in(conn: psycopg.Connection[Any], name: str | None = None,
             params.append(value)
     where = f"where {' and '.join(clauses)}" if clauses else ""
     cur = conn.cursor(row_factory=dict_row)
-    deps = cur.execute(f"select d.name, d.version, d.retired_at, d.created_at from ilr.deployments d {where} "
-                       f"order by d.name, d.created_at, d.version", params).fetchall()
+    deps = cur.execute(
+        f"select d.name, d.version, d.retired_at, d.created_at from ilr.deployments d {where} "
+        f"order by d.name, d.created_at, d.version",
+        params,
+    ).fetchall()
     counts = cur.execute(
         f"select w.name, w.version, w.status, count(*) as n from ilr.workflows w "
         f"join ilr.deployments d on d.name = w.name and d.version = w.version {where} "
-        f"group by w.name, w.version, w.status", params).fetchall()
+        f"group by w.name, w.version, w.status",
+        params,
+    ).fetchall()
     oldest = cur.execute(
         f"select distinct on (w.name, w.version) w.name, w.version, w.id, w.status, w.created_at "
         f"from ilr.workflows w join ilr.deployments d on d.name = w.name and d.version = w.version "
         f"{where} {'and' if where else 'where'} w.status in ('pending','running','sleeping') "
-        f"order by w.name, w.version, w.created_at, w.id", params).fetchall()
+        f"order by w.name, w.version, w.created_at, w.id",
+        params,
+    ).fetchall()
     due = cur.execute(
         f"select w.name, w.version, count(*) as n from ilr.workflows w "
         f"join ilr.deployments d on d.name = w.name and d.version = w.version "
-        f"{where} {'and' if where else 'where'} ({DUE_SQL}) group by w.name, w.version", params).fetchall()
+        f"{where} {'and' if where else 'where'} ({DUE_SQL}) group by w.name, w.version",
+        params,
+    ).fetchall()
     live = cur.execute(
         f"select s.name, s.version, s.worker_id from ilr.worker_deployments s "
         f"join ilr.deployments d on d.name = s.name and d.version = s.version "
-        f"{where} {'and' if where else 'where'} {LIVE_SQL} order by s.worker_id", params).fetchall()
-    by_key = {(d["name"], d["version"]): {"name": d["name"], "version": d["version"], "retired_at": d["retired_at"],
-                                          "counts": {}, "active": 0, "oldest_pending": None, "drained": True,
-                                          "workers": [], "due": 0, "unserved": False}
-              for d in deps}
+        f"{where} {'and' if where else 'where'} {LIVE_SQL} order by s.worker_id",
+        params,
+    ).fetchall()
+    by_key = {
+        (d["name"], d["version"]): {
+            "name": d["name"],
+            "version": d["version"],
+            "retired_at": d["retired_at"],
+            "counts": {},
+            "active": 0,
+            "oldest_pending": None,
+            "drained": True,
+            "workers": [],
+            "due": 0,
+            "unserved": False,
+        }
+        for d in deps
+    }
     for c in counts:
         row = by_key[(c["name"], c["version"])]
         row["counts"][c["status"]] = c["n"]
@@ -234,8 +282,11 @@ def drain_report_in(conn: psycopg.Connection[Any], name: str | None = None,
             row["active"] += c["n"]
             row["drained"] = False
     for o in oldest:
-        by_key[(o["name"], o["version"])]["oldest_pending"] = {"id": o["id"], "status": o["status"],
-                                                               "created_at": o["created_at"]}
+        by_key[(o["name"], o["version"])]["oldest_pending"] = {
+            "id": o["id"],
+            "status": o["status"],
+            "created_at": o["created_at"],
+        }
     for s in live:
         by_key[(s["name"], s["version"])]["workers"].append(s["worker_id"])
     for d in due:
@@ -268,13 +319,16 @@ def retire_in(conn: psycopg.Connection[Any], name: str, version: str) -> Retirem
         a Retirement, or None when no deployment (name, version) exists (nothing written).
     """
     cur = conn.cursor(row_factory=dict_row)
-    row = cur.execute("select retired_at from ilr.deployments where name = %s and version = %s for update",
-                      (name, version)).fetchone()
+    row = cur.execute(
+        "select retired_at from ilr.deployments where name = %s and version = %s for update", (name, version)
+    ).fetchone()
     if row is None:
         return None
     if row["retired_at"] is not None:
         return Retirement(row["retired_at"], already=True)
-    row = cur.execute("update ilr.deployments set retired_at = now() where name = %s and version = %s "
-                      "returning retired_at", (name, version)).fetchone()
+    row = cur.execute(
+        "update ilr.deployments set retired_at = now() where name = %s and version = %s returning retired_at",
+        (name, version),
+    ).fetchone()
     assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
     return Retirement(row["retired_at"], already=False)

@@ -28,8 +28,20 @@ class EffectCallBase:
 
     seq: int | None
     """The call's step seq, set by ``EffectCall.execute`` (None under orphan recovery)."""
-    def __init__(self, ctx, target, key: str, payload: Any, premises: Any, grant: str | None, name: str | None,
-                 local_premises: Iterable[Callable], compensation: bool, decision: dict | None = None):
+
+    def __init__(
+        self,
+        ctx,
+        target,
+        key: str,
+        payload: Any,
+        premises: Any,
+        grant: str | None,
+        name: str | None,
+        local_premises: Iterable[Callable],
+        compensation: bool,
+        decision: dict | None = None,
+    ):
         if not isinstance(key, str) or not key:
             raise InvalidInput("key", "an effect needs a non-empty idempotency key string")
         # Plain JSON and at most MAX_JSON_BYTES each: the three are stored and sealed into the
@@ -75,20 +87,31 @@ class EffectCallBase:
         """The writer of an entry: this claim (SendRequiresLiveClaim, FencedWrites read it)."""
         return {"workflow_id": self.run.workflow_id, "epoch": self.run.epoch}
 
-    def _record_in(self, cur, status: str, result: Any = None, *, reset_takeovers: bool = True,
-                   execute=None) -> EffectResult:
+    def _record_in(
+        self, cur, status: str, result: Any = None, *, reset_takeovers: bool = True, execute=None
+    ) -> EffectResult:
         """Insert this call's step row inside the caller's fenced transaction (and reset
         takeovers, unless the caller's fence already did). ``execute``: run the insert with
         it instead of ``cur.execute`` (``Chain.also``)."""
         out = EffectResult(status, self.effect_id, result)
         # asdict(out) without its deep copy of the result, which is encoded at once anyway.
         output = {f.name: getattr(out, f.name) for f in dataclass_fields(out)}
-        store._insert_step(cur, self.run, self.seq, "effect", self.name, json.dumps(output),
-                           fingerprint=self.fingerprint, reset_takeovers=reset_takeovers, execute=execute)
+        store._insert_step(
+            cur,
+            self.run,
+            self.seq,
+            "effect",
+            self.name,
+            json.dumps(output),
+            fingerprint=self.fingerprint,
+            reset_takeovers=reset_takeovers,
+            execute=execute,
+        )
         return out
 
-    def _resolve_in(self, cur, kind: str, ts: float, fields: dict, state: str, status: str,
-                    take_status: bool) -> EffectResult:
+    def _resolve_in(
+        self, cur, kind: str, ts: float, fields: dict, state: str, status: str, take_status: bool
+    ) -> EffectResult:
         """Append the resolving entry ``kind`` and set the effect's state, in the caller's
         fenced transaction that holds the effect row lock; return the status (recorded as this
         call's step when ``take_status``)."""
@@ -124,7 +147,8 @@ class EffectCallBase:
             f"'until', to_jsonb(t.until)) || {more_waiting_sql} "
             f"from (select {until_sql} as until) t where w.id = %(wf)s and w.epoch = %(epoch)s "
             "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
-            {**params, "seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch}).fetchone()
+            {**params, "seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch},
+        ).fetchone()
         if row is None:
             raise Fenced(f"workflow {run.workflow_id}: lost its claim while waiting on {self.effect_id}")
         run.released = True

@@ -34,8 +34,9 @@ class EffectDispatch(EffectSend):
         """
         validate = getattr(self.target, "validate_premises", None)
         try:
-            violations = (list(validate(self.premises, self.effect_id))
-                          if (validate and self.premises is not None) else [])
+            violations = (
+                list(validate(self.premises, self.effect_id)) if (validate and self.premises is not None) else []
+            )
         except Exception as exc:  # noqa: BLE001 - any failure to read the target
             raise LookupFailed(self.effect_id, exc) from exc
         return violations, time.monotonic()
@@ -98,8 +99,12 @@ class EffectDispatch(EffectSend):
                 found = bool(self.target.query(self.effect_id, self.payload))
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
                 raise LookupFailed(self.effect_id, exc) from exc
-        fields = {"timeline": switch["timeline"], "seen_at": switch["at"].timestamp(), "decision": decision,
-                  "found": found}
+        fields = {
+            "timeline": switch["timeline"],
+            "seen_at": switch["at"].timestamp(),
+            "decision": decision,
+            "found": found,
+        }
         return {"decision": decision, "found": found, "fields": fields}
 
     def _t_dispatch(self, violations: list[str], lost: dict | None = None) -> EffectResult | None:
@@ -132,8 +137,15 @@ class EffectDispatch(EffectSend):
                 "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
                 "values (%s, %s, %s, %s, %s::jsonb, %s) "
                 "on conflict (effect_id) do update set effect_id = excluded.effect_id returning *",
-                (self.effect_id, run.workflow_id, self.target_name, self.target.tier, self.payload_text,
-                 self.payload_hash))
+                (
+                    self.effect_id,
+                    run.workflow_id,
+                    self.target_name,
+                    self.target.tier,
+                    self.payload_text,
+                    self.payload_hash,
+                ),
+            )
             tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
             # 8 (read now, used below). The grant, FOR SHARE: a concurrent revoke waits for this
             # commit, and a revoke that committed first is seen here (RevokeLinearizable,
@@ -142,9 +154,16 @@ class EffectDispatch(EffectSend):
             # While the reads are on the wire: encode the entries' fields that do not depend on them.
             cur.send()
             proposed = journal.Encoded(self._proposed_fields())
-            dispatched = journal.Encoded({
-                "effect": self.payload, "lease": self.grant, "premises": self.premises, "by": self._by(),
-                "settle_margin": self.settle_margin, **({"compensation": True} if self.compensation else {})})
+            dispatched = journal.Encoded(
+                {
+                    "effect": self.payload,
+                    "lease": self.grant,
+                    "premises": self.premises,
+                    "by": self._by(),
+                    "settle_margin": self.settle_margin,
+                    **({"compensation": True} if self.compensation else {}),
+                }
+            )
             fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
             eff = eff_cur.fetchone()
             assert eff is not None  # insert ... on conflict do update ... returning: always one row
@@ -163,9 +182,16 @@ class EffectDispatch(EffectSend):
                 # 4. the payload is bound at the first proposal.
                 if eff["payload_hash"] != self.payload_hash:
                     chain.append(cur, "PROPOSED", ts, self._proposed_fields())
-                    chain.append(cur, "REFUSED", ts, {
-                        "reason": "payload differs from recorded decision", "recorded": eff["payload"],
-                        "offered": self.payload})
+                    chain.append(
+                        cur,
+                        "REFUSED",
+                        ts,
+                        {
+                            "reason": "payload differs from recorded decision",
+                            "recorded": eff["payload"],
+                            "offered": self.payload,
+                        },
+                    )
                     return self._record_in(cur, "REFUSED:conflicting_payload")
                 # 5. already resolved for good.
                 if eff["state"] == "ambiguous":
@@ -179,18 +205,36 @@ class EffectDispatch(EffectSend):
                 # which would claim that nothing happened.
                 if lost is not None and (lost["found"] or lost["decision"] == "ambiguous"):
                     if lost["found"]:
-                        chain.append(cur, "COMMITTED", ts, {"via": "recovery-query", "found": True,
-                                                            "failover": lost["fields"], "by": self._by()})
+                        chain.append(
+                            cur,
+                            "COMMITTED",
+                            ts,
+                            {"via": "recovery-query", "found": True, "failover": lost["fields"], "by": self._by()},
+                        )
                         chain.also("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
                         return self._record_in(cur, "COMMITTED_ON_QUERY")
-                    return self._lost_ambiguous(chain, cur, ts, lost, "tier 3: a dispatch of this effect may have "
-                                                "been lost in a failover, and nothing can be learned after a send")
+                    return self._lost_ambiguous(
+                        chain,
+                        cur,
+                        ts,
+                        lost,
+                        "tier 3: a dispatch of this effect may have "
+                        "been lost in a failover, and nothing can be learned after a send",
+                    )
 
                 def refuse(fields: dict, status: str) -> EffectResult:
                     if lost is not None and lost["decision"] == "send":
-                        return self._lost_ambiguous(chain, cur, ts, lost, (
-                            f"refused before a send ({status}), but a dispatch of this effect may have been lost in "
-                            "a failover and its send may have applied; the target has no lookup"), refusal=fields)
+                        return self._lost_ambiguous(
+                            chain,
+                            cur,
+                            ts,
+                            lost,
+                            (
+                                f"refused before a send ({status}), but a dispatch of this effect may have been "
+                                "lost in a failover and its send may have applied; the target has no lookup"
+                            ),
+                            refusal=fields,
+                        )
                     chain.append(cur, "REFUSED", ts, fields)
                     return self._record_in(cur, status)
 
@@ -201,8 +245,14 @@ class EffectDispatch(EffectSend):
                 allowed, snapshot = lease_snapshot(grant, self.action, self.payload, self.payload_hash)
                 checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
                 if not allowed:
-                    return refuse({"reason": "lease not live, or it does not cover this effect", "checks": checks,
-                                   "resolves": True}, "REFUSED:lease")
+                    return refuse(
+                        {
+                            "reason": "lease not live, or it does not cover this effect",
+                            "checks": checks,
+                            "resolves": True,
+                        },
+                        "REFUSED:lease",
+                    )
                 # 9. AUTHORIZED
                 chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
                 # 10. local (SQL) premises at the commit, plus the external ones at their read.
@@ -211,8 +261,9 @@ class EffectDispatch(EffectSend):
                     all_violations.extend(premise(cur) or [])
                 checks["violations"] = all_violations
                 if all_violations:
-                    return refuse({"reason": all_violations, "checks": checks, "resolves": True},
-                                  "REFUSED:stale_premise")
+                    return refuse(
+                        {"reason": all_violations, "checks": checks, "resolves": True}, "REFUSED:stale_premise"
+                    )
                 # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
                 # fence's) plus send_timeout, computed once so the row and the entry hold one value.
                 deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
@@ -222,21 +273,45 @@ class EffectDispatch(EffectSend):
                     "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
                     "send_deadline = %s, settle_margin = make_interval(secs => %s), "
                     "sends = sends + 1 where effect_id = %s",
-                    (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id))
-                chain.append(cur, "DISPATCHED", ts, dispatched.merged({
-                    "checks": checks, "send_deadline": deadline_at.timestamp(),
-                    **({"failover": lost["fields"]} if lost is not None else {})}))
+                    (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id),
+                )
+                chain.append(
+                    cur,
+                    "DISPATCHED",
+                    ts,
+                    dispatched.merged(
+                        {
+                            "checks": checks,
+                            "send_deadline": deadline_at.timestamp(),
+                            **({"failover": lost["fields"]} if lost is not None else {}),
+                        }
+                    ),
+                )
         run.renewed(t_fence, None)
         return None
 
     def _lost_ambiguous(self, chain, cur, ts: float, lost: dict, reason: str, refusal: dict | None = None):
         """Inside T_dispatch's batch: AMBIGUOUS for a first send that may repeat a dispatch lost
         in a failover and cannot be looked up (``_t_dispatch``)."""
-        chain.append(cur, "AMBIGUOUS", ts, {"reason": reason, "failover": lost["fields"], "by": self._by(),
-                                            **({"refusal": refusal} if refusal is not None else {})})
+        chain.append(
+            cur,
+            "AMBIGUOUS",
+            ts,
+            {
+                "reason": reason,
+                "failover": lost["fields"],
+                "by": self._by(),
+                **({"refusal": refusal} if refusal is not None else {}),
+            },
+        )
         chain.also("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
         return self._record_in(cur, "AMBIGUOUS")
 
     def _proposed_fields(self) -> dict:
-        return {"agent": self.run.name, "lease": self.grant, "premises": self.premises, "effect": self.payload,
-                "decision": self.decision}
+        return {
+            "agent": self.run.name,
+            "lease": self.grant,
+            "premises": self.premises,
+            "effect": self.payload,
+            "decision": self.decision,
+        }

@@ -42,7 +42,9 @@ class EffectRecovery(EffectSend):
             eff = self.conn.execute(
                 "select e.*, now() > e.send_deadline + e.settle_margin as settled, "
                 "extract(epoch from now() - e.first_dispatched_at)::float8 as age "
-                "from ilr.effects e where effect_id = %s", (self.effect_id,)).fetchone()
+                "from ilr.effects e where effect_id = %s",
+                (self.effect_id,),
+            ).fetchone()
             if eff["state"] != "dispatched":
                 return None  # resolved meanwhile: the caller goes round
             if not eff["settled"]:
@@ -56,9 +58,15 @@ class EffectRecovery(EffectSend):
             # decision rested on, and the lookup where the table needs one. A target that
             # cannot be read leaves the outcome unknown: LookupFailed, nothing written.
             grant_id = eff["grant_id"]
-            prelim = self.conn.execute(
-                "select revoked_at is null and (expires_at is null or expires_at > now()) as live "
-                "from ilr.grants where id = %s", (grant_id,)).fetchone() if grant_id else None
+            prelim = (
+                self.conn.execute(
+                    "select revoked_at is null and (expires_at is null or expires_at > now()) as live "
+                    "from ilr.grants where id = %s",
+                    (grant_id,),
+                ).fetchone()
+                if grant_id
+                else None
+            )
             violations: list[str] = []
             found = None
             try:
@@ -86,8 +94,9 @@ class EffectRecovery(EffectSend):
             killpoints.hit("resolve_after_commit")
             # The resend carries the DISPATCHED entry's payload, never this call's: a replay may
             # offer another payload for the key, which T_dispatch refuses once this is resolved.
-            return self._send(t0, via=via, status=status, rechecked=rechecked, take_status=take_status,
-                              payload=dispatched["effect"])
+            return self._send(
+                t0, via=via, status=status, rechecked=rechecked, take_status=take_status, payload=dispatched["effect"]
+            )
 
     def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status):
         run = self.run
@@ -98,7 +107,9 @@ class EffectRecovery(EffectSend):
             ts = entry_ts(fence["now"])
             locked = cur.execute(
                 "select state, grant_id, sends, now() > send_deadline + settle_margin as settled "
-                "from ilr.effects where effect_id = %s for update", (self.effect_id,)).fetchone()
+                "from ilr.effects where effect_id = %s for update",
+                (self.effect_id,),
+            ).fetchone()
             # Two workflows can recover one dispatched effect (a fork and its original): both
             # read it settled in (a), outside any lock. The first to take the row lock resends
             # and moves send_deadline on; the second must see that here, under the lock, and
@@ -111,29 +122,53 @@ class EffectRecovery(EffectSend):
             rechecked = {"lease_live": lease_live, "lease": snapshot, "violations": violations, "at": ts}
             stale = (not lease_live) or bool(violations)
             stale_kind = "lease" if not lease_live else "stale_premise"
-            action = recovery_decision(tier=eff["tier"], window_passed=window_passed, queryable=self.queryable,
-                                       stale=stale, found=found)
+            action = recovery_decision(
+                tier=eff["tier"], window_passed=window_passed, queryable=self.queryable, stale=stale, found=found
+            )
             if action == "query":
                 raise _Rollback("query")
             if action == "ambiguous":
-                reason = (f"{stale_kind} at recovery, no lookup" if stale and eff["tier"] == 1 and not window_passed
-                          else "tier 3: nothing can be learned after a send")
-                return self._resolve_in(cur, "AMBIGUOUS", ts, {"reason": reason, "rechecked": rechecked,
-                                                               "by": self._by()}, "ambiguous", "AMBIGUOUS", take_status)
+                reason = (
+                    f"{stale_kind} at recovery, no lookup"
+                    if stale and eff["tier"] == 1 and not window_passed
+                    else "tier 3: nothing can be learned after a send"
+                )
+                return self._resolve_in(
+                    cur,
+                    "AMBIGUOUS",
+                    ts,
+                    {"reason": reason, "rechecked": rechecked, "by": self._by()},
+                    "ambiguous",
+                    "AMBIGUOUS",
+                    take_status,
+                )
             if action == "commit_on_query":
-                return self._resolve_in(cur, "COMMITTED", ts, {"via": "recovery-query", "rechecked": rechecked,
-                                                               "found": found, "by": self._by()},
-                                        "committed", "COMMITTED_ON_QUERY", take_status)
+                return self._resolve_in(
+                    cur,
+                    "COMMITTED",
+                    ts,
+                    {"via": "recovery-query", "rechecked": rechecked, "found": found, "by": self._by()},
+                    "committed",
+                    "COMMITTED_ON_QUERY",
+                    take_status,
+                )
             if action == "refuse":
-                return self._resolve_in(cur, "REFUSED", ts, {
-                    "reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()},
-                    "proposed", f"REFUSED:{stale_kind}_at_recovery", take_status)
+                return self._resolve_in(
+                    cur,
+                    "REFUSED",
+                    ts,
+                    {"reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()},
+                    "proposed",
+                    f"REFUSED:{stale_kind}_at_recovery",
+                    take_status,
+                )
             # resend (tier 1, idempotent) or reapply (tier 2, not found): the durable record of
             # the attempt is this update, committed before any byte goes out; no second DISPATCHED.
             cur.execute(
                 "update ilr.effects set dispatch_workflow_id = %s, dispatch_epoch = %s, "
                 "send_deadline = now() + make_interval(secs => %s), sends = sends + 1 where effect_id = %s",
-                (run.workflow_id, run.epoch, self.send_timeout, self.effect_id))
+                (run.workflow_id, run.epoch, self.send_timeout, self.effect_id),
+            )
         run.renewed(t_fence, fence["cancel_requested_at"])
         if action == "resend":
             return ("retry-idempotent", "COMMITTED_BY_RETRY", rechecked)

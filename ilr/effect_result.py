@@ -6,9 +6,19 @@ from dataclasses import dataclass
 from typing import Any
 
 STATUSES = (
-    "COMMITTED", "COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY", "DUPLICATE_IGNORED",
-    "AMBIGUOUS", "REFUSED:conflicting_payload", "REFUSED:cancelled", "REFUSED:lease", "REFUSED:stale_premise",
-    "REFUSED:lease_at_recovery", "REFUSED:stale_premise_at_recovery", "REFUSED:target",
+    "COMMITTED",
+    "COMMITTED_BY_RETRY",
+    "COMMITTED_ON_QUERY",
+    "REAPPLIED_AFTER_QUERY",
+    "DUPLICATE_IGNORED",
+    "AMBIGUOUS",
+    "REFUSED:conflicting_payload",
+    "REFUSED:cancelled",
+    "REFUSED:lease",
+    "REFUSED:stale_premise",
+    "REFUSED:lease_at_recovery",
+    "REFUSED:stale_premise_at_recovery",
+    "REFUSED:target",
 )
 """EffectResult statuses (docs/protocol.md §6.1). There is no in-flight status: the workflow
 suspends instead."""

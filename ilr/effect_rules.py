@@ -9,6 +9,7 @@ from typing import Any
 
 # -- the grant check (docs/protocol.md §6.2, check 8) -------------------------------------------
 
+
 def lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tuple[bool, dict | None]:
     """(allowed, snapshot) for a grant row read FOR SHARE in this transaction (docs/protocol.md
     §6.2, check 8)."""
@@ -16,12 +17,20 @@ def lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tu
         return False, None
     amount = payload.get("amount") if isinstance(payload, dict) else None
     action_matches = grant["action"] == action
-    allowed = (grant["revoked_at"] is None and grant["live_now"] and action_matches
-               and (grant["max_cents"] is None or (isinstance(amount, int) and amount <= grant["max_cents"]))
-               and (grant["payload_hash"] is None or grant["payload_hash"] == ph))
+    allowed = (
+        grant["revoked_at"] is None
+        and grant["live_now"]
+        and action_matches
+        and (grant["max_cents"] is None or (isinstance(amount, int) and amount <= grant["max_cents"]))
+        and (grant["payload_hash"] is None or grant["payload_hash"] == ph)
+    )
     snapshot = {
-        "grant_id": grant["id"], "principal": grant["principal"], "action": grant["action"],
-        "action_matches": action_matches, "max_cents": grant["max_cents"], "payload_hash": grant["payload_hash"],
+        "grant_id": grant["id"],
+        "principal": grant["principal"],
+        "action": grant["action"],
+        "action_matches": action_matches,
+        "max_cents": grant["max_cents"],
+        "payload_hash": grant["payload_hash"],
         "expires_at": grant["expires_at"].isoformat() if grant["expires_at"] else None,
         "expires_at_ts": grant["expires_at"].timestamp() if grant["expires_at"] else None,
         "revoked": grant["revoked_at"].isoformat() if grant["revoked_at"] else None,
@@ -39,6 +48,7 @@ select id, principal, action, max_cents, payload_hash, granted_by, expires_at, r
 
 # -- the recovery decision (docs/protocol.md §6.5): one pure function ----------------------------
 
+
 def effective_tier(tier: int, window_passed: bool, queryable: bool) -> int:
     """Tier 1 past dedup_window - DEDUP_MARGIN becomes tier 2 when queryable, else tier 3."""
     if tier == 1 and window_passed:
@@ -53,8 +63,7 @@ def needs_query(tier: int, window_passed: bool, queryable: bool, stale: bool) ->
     return eff == 2 or (eff == 1 and stale and queryable)
 
 
-def recovery_decision(*, tier: int, window_passed: bool, queryable: bool, stale: bool,
-                      found: bool | None) -> str:
+def recovery_decision(*, tier: int, window_passed: bool, queryable: bool, stale: bool, found: bool | None) -> str:
     """The recovery action for a dispatched effect whose send outcome is unknown.
 
     Args:

@@ -50,8 +50,9 @@ class EffectSend(EffectCallBase):
     """The send and its answer: ``_send``, then ``_t_commit`` (or ``_late_result`` when fenced
     out), ``_refuse_after_send`` or ``_resolve_rejected_resend`` on a definite no."""
 
-    def _send(self, t0: float, *, via: str, status: str, rechecked: dict | None, payload: Any,
-              take_status: bool = True) -> EffectResult | None:
+    def _send(
+        self, t0: float, *, via: str, status: str, rechecked: dict | None, payload: Any, take_status: bool = True
+    ) -> EffectResult | None:
         """Send ``payload`` and commit the answer (the shape: ``ilr/effects.py``). None only when
         the target rejected an idempotent resend and the effect was resolved meanwhile
         (``_resolve_rejected_resend``: the caller goes round).
@@ -106,13 +107,16 @@ class EffectSend(EffectCallBase):
         every send.
         """
         # set_config(..., true) sets synchronous_commit for this transaction only.
-        return ("with async as (select set_config('synchronous_commit', 'off', true)) "
-                "insert into ilr.responses (effect_id, workflow_id, epoch, result) "
-                "select %s::text, %s::text, %s::bigint, %s::jsonb from async",
-                (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)))
+        return (
+            "with async as (select set_config('synchronous_commit', 'off', true)) "
+            "insert into ilr.responses (effect_id, workflow_id, epoch, result) "
+            "select %s::text, %s::text, %s::bigint, %s::jsonb from async",
+            (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)),
+        )
 
-    def _t_commit(self, result: Any, *, via: str, status: str, rechecked: dict | None,
-                  take_status: bool) -> EffectResult:
+    def _t_commit(
+        self, result: Any, *, via: str, status: str, rechecked: dict | None, take_status: bool
+    ) -> EffectResult:
         """The response log, then (e) COMMITTED plus the step row in one fenced transaction
         (EffectCheckpointAtomic); fenced out, (f) the late-result compare-and-set.
 
@@ -123,8 +127,9 @@ class EffectSend(EffectCallBase):
         """
         try:
             try:
-                out = self._commit_pipeline(result, via=via, status=status, rechecked=rechecked,
-                                            take_status=take_status, with_log=True)
+                out = self._commit_pipeline(
+                    result, via=via, status=status, rechecked=rechecked, take_status=take_status, with_log=True
+                )
             except psycopg.Error as exc:
                 log.warning("response log and T_commit of %s failed (%s); T_commit alone", self.effect_id, exc)
                 if db.is_connection_fault(exc) and self._committed_by_us():
@@ -132,8 +137,9 @@ class EffectSend(EffectCallBase):
                     # outcome, read back on a fresh connection, is the answer already in hand.
                     out = None
                 else:
-                    out = self._commit_pipeline(result, via=via, status=status, rechecked=rechecked,
-                                                take_status=take_status, with_log=False)
+                    out = self._commit_pipeline(
+                        result, via=via, status=status, rechecked=rechecked, take_status=take_status, with_log=False
+                    )
         except Fenced:
             self._late_result(result)
             raise
@@ -146,11 +152,14 @@ class EffectSend(EffectCallBase):
         fence nobody else resolves a send dispatched by it, so that state is ours."""
         row = self.conn.execute(
             "select state = 'committed' and dispatch_workflow_id = %s and dispatch_epoch = %s as ours "
-            "from ilr.effects where effect_id = %s", (self.run.workflow_id, self.run.epoch, self.effect_id)).fetchone()
+            "from ilr.effects where effect_id = %s",
+            (self.run.workflow_id, self.run.epoch, self.effect_id),
+        ).fetchone()
         return bool(row and row["ours"])
 
-    def _commit_pipeline(self, result: Any, *, via: str, status: str, rechecked: dict | None,
-                         take_status: bool, with_log: bool) -> EffectResult | None:
+    def _commit_pipeline(
+        self, result: Any, *, via: str, status: str, rechecked: dict | None, take_status: bool, with_log: bool
+    ) -> EffectResult | None:
         run = self.run
         conn = self.conn
         t_fence = time.monotonic()
@@ -174,8 +183,11 @@ class EffectSend(EffectCallBase):
             chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
             with chain.batched(cur):
                 chain.append(cur, "COMMITTED", entry_ts(fence["now"]), committed)
-                out = (self._record_in(cur, status, result, reset_takeovers=False, execute=chain.also)
-                       if take_status else None)
+                out = (
+                    self._record_in(cur, status, result, reset_takeovers=False, execute=chain.also)
+                    if take_status
+                    else None
+                )
         run.renewed(t_fence, fence["cancel_requested_at"])
         return out
 
@@ -187,9 +199,11 @@ class EffectSend(EffectCallBase):
         (or resent) it: append LATE_RESULT and keep it in effects.late_result.
         """
         run = self.run
-        late_sql = ("select state, dispatch_workflow_id, dispatch_epoch, now() as now, "
-                    "extract(epoch from send_deadline + settle_margin)::float8 as settle_deadline "
-                    "from ilr.effects where effect_id = %s for update")
+        late_sql = (
+            "select state, dispatch_workflow_id, dispatch_epoch, now() as now, "
+            "extract(epoch from send_deadline + settle_margin)::float8 as settle_deadline "
+            "from ilr.effects where effect_id = %s for update"
+        )
         with self.conn.transaction():
             cur = self.conn.cursor()
             eff = cur.execute(late_sql, (self.effect_id,)).fetchone()
@@ -203,27 +217,59 @@ class EffectSend(EffectCallBase):
                     "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
                     "select %s, %s, %s, %s, %s::jsonb, %s where exists (select 1 from ilr.workflows where id = %s) "
                     "on conflict (effect_id) do nothing",
-                    (self.effect_id, run.workflow_id, self.target_name, self.target.tier, self.payload_text,
-                     self.payload_hash, run.workflow_id))
+                    (
+                        self.effect_id,
+                        run.workflow_id,
+                        self.target_name,
+                        self.target.tier,
+                        self.payload_text,
+                        self.payload_hash,
+                        run.workflow_id,
+                    ),
+                )
                 eff = cur.execute(late_sql, (self.effect_id,)).fetchone()
                 if eff is None:
-                    log.warning("late result of %s: neither the effect nor workflow %s is on this database; "
-                                "not journaled: %s", self.effect_id, run.workflow_id, result)
+                    log.warning(
+                        "late result of %s: neither the effect nor workflow %s is on this database; not journaled: %s",
+                        self.effect_id,
+                        run.workflow_id,
+                        result,
+                    )
                     return
             ts = entry_ts(eff["now"])
-            if (eff["state"] == "dispatched" and eff["dispatch_workflow_id"] == run.workflow_id
-                    and eff["dispatch_epoch"] == run.epoch):
-                journal.append(cur, self.effect_id, "COMMITTED", ts, {"via": "late-commit", "result": result,
-                                                                      "by": self._by()})
+            if (
+                eff["state"] == "dispatched"
+                and eff["dispatch_workflow_id"] == run.workflow_id
+                and eff["dispatch_epoch"] == run.epoch
+            ):
+                journal.append(
+                    cur, self.effect_id, "COMMITTED", ts, {"via": "late-commit", "result": result, "by": self._by()}
+                )
                 cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
             else:
-                journal.append(cur, self.effect_id, "LATE_RESULT", ts, {
-                    "result": result, "by": {"workflow_id": run.workflow_id, "epoch": run.epoch},
-                    "settle_deadline": eff["settle_deadline"], "received_in_s": round(self.received_in, 6),
-                    "send_timeout": self.send_timeout, "settle_margin": self.settle_margin})
-                cur.execute("update ilr.effects set late_result = %s::jsonb where effect_id = %s",
-                            (json.dumps({"result": result, "at": ts, "by": run.workflow_id, "epoch": run.epoch},
-                                        default=str), self.effect_id))
+                journal.append(
+                    cur,
+                    self.effect_id,
+                    "LATE_RESULT",
+                    ts,
+                    {
+                        "result": result,
+                        "by": {"workflow_id": run.workflow_id, "epoch": run.epoch},
+                        "settle_deadline": eff["settle_deadline"],
+                        "received_in_s": round(self.received_in, 6),
+                        "send_timeout": self.send_timeout,
+                        "settle_margin": self.settle_margin,
+                    },
+                )
+                cur.execute(
+                    "update ilr.effects set late_result = %s::jsonb where effect_id = %s",
+                    (
+                        json.dumps(
+                            {"result": result, "at": ts, "by": run.workflow_id, "epoch": run.epoch}, default=str
+                        ),
+                        self.effect_id,
+                    ),
+                )
 
     def _refuse_after_send(self, reason: str, take_status: bool) -> EffectResult:
         """(g) a definite no from the target: a resolving REFUSED, fenced; the effect returns
@@ -233,14 +279,20 @@ class EffectSend(EffectCallBase):
             cur = self.conn.cursor()
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             cur.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
-            journal.append(cur, self.effect_id, "REFUSED", entry_ts(fence["now"]), {
-                "reason": "target rejected", "detail": reason[:1000], "resolves": True})
+            journal.append(
+                cur,
+                self.effect_id,
+                "REFUSED",
+                entry_ts(fence["now"]),
+                {"reason": "target rejected", "detail": reason[:1000], "resolves": True},
+            )
             cur.execute("update ilr.effects set state = 'proposed' where effect_id = %s", (self.effect_id,))
             out = self._record_in(cur, "REFUSED:target") if take_status else None
         return out or EffectResult("REFUSED:target", self.effect_id)
 
-    def _resolve_rejected_resend(self, reason: str, payload: Any, rechecked: dict | None,
-                                 take_status: bool) -> EffectResult | None:
+    def _resolve_rejected_resend(
+        self, reason: str, payload: Any, rechecked: dict | None, take_status: bool
+    ) -> EffectResult | None:
         """The target refused a tier-1 resend: resolve the effect by what a lookup says.
 
         The refusal speaks of the resend only. The first send's answer never arrived, so it may
@@ -270,19 +322,54 @@ class EffectSend(EffectCallBase):
             cur = self.conn.cursor()
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             ts = entry_ts(fence["now"])
-            locked = cur.execute("select state from ilr.effects where effect_id = %s for update",
-                                 (self.effect_id,)).fetchone()
+            locked = cur.execute(
+                "select state from ilr.effects where effect_id = %s for update", (self.effect_id,)
+            ).fetchone()
             if locked["state"] != "dispatched":
                 return None
             if found is None:
-                return self._resolve_in(cur, "AMBIGUOUS", ts, {
-                    "reason": "the target rejected a resend and has no lookup: the first send may have applied",
-                    "rejected_resend": rejected, "rechecked": rechecked, "by": self._by()},
-                    "ambiguous", "AMBIGUOUS", take_status)
+                return self._resolve_in(
+                    cur,
+                    "AMBIGUOUS",
+                    ts,
+                    {
+                        "reason": "the target rejected a resend and has no lookup: the first send may have applied",
+                        "rejected_resend": rejected,
+                        "rechecked": rechecked,
+                        "by": self._by(),
+                    },
+                    "ambiguous",
+                    "AMBIGUOUS",
+                    take_status,
+                )
             if found:
-                return self._resolve_in(cur, "COMMITTED", ts, {
-                    "via": "recovery-query", "found": True, "rejected_resend": rejected, "rechecked": rechecked,
-                    "by": self._by()}, "committed", "COMMITTED_ON_QUERY", take_status)
-            return self._resolve_in(cur, "REFUSED", ts, {
-                "reason": "target rejected", "detail": reason[:1000], "found": False, "resolves": True,
-                "by": self._by()}, "proposed", "REFUSED:target", take_status)
+                return self._resolve_in(
+                    cur,
+                    "COMMITTED",
+                    ts,
+                    {
+                        "via": "recovery-query",
+                        "found": True,
+                        "rejected_resend": rejected,
+                        "rechecked": rechecked,
+                        "by": self._by(),
+                    },
+                    "committed",
+                    "COMMITTED_ON_QUERY",
+                    take_status,
+                )
+            return self._resolve_in(
+                cur,
+                "REFUSED",
+                ts,
+                {
+                    "reason": "target rejected",
+                    "detail": reason[:1000],
+                    "found": False,
+                    "resolves": True,
+                    "by": self._by(),
+                },
+                "proposed",
+                "REFUSED:target",
+                take_status,
+            )

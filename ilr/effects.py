@@ -82,10 +82,15 @@ class EffectCall(EffectDispatch, EffectRecovery):
         waiting = self.run.waiting or {}
         pre_read = self.run.takeovers > 0 or waiting.get("kind") == "effect"
         while True:
-            eff = self.conn.execute(
-                "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects "
-                "where effect_id = %s",
-                (self.effect_id,)).fetchone() if pre_read else None
+            eff = (
+                self.conn.execute(
+                    "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects "
+                    "where effect_id = %s",
+                    (self.effect_id,),
+                ).fetchone()
+                if pre_read
+                else None
+            )
             pre_read = True
             if eff is not None and eff["state"] == "dispatched":
                 # An unresolved send exists (ours from a crashed claim, or another workflow's).
@@ -122,6 +127,8 @@ class EffectCall(EffectDispatch, EffectRecovery):
         attempt = (waiting.get("lookup_attempt") or 0) + 1 if waiting.get("effect_id") == self.effect_id else 1
         delay = LOOKUP_RETRY.interval(attempt)
         log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, self.run.workflow_id, delay)
-        self._release_until("now() + make_interval(secs => %(delay)s)",
-                            {"delay": delay, "attempt": attempt, "error": failed.error},
-                            "jsonb_build_object('lookup_attempt', %(attempt)s::int, 'lookup_error', %(error)s::text)")
+        self._release_until(
+            "now() + make_interval(secs => %(delay)s)",
+            {"delay": delay, "attempt": attempt, "error": failed.error},
+            "jsonb_build_object('lookup_attempt', %(attempt)s::int, 'lookup_error', %(error)s::text)",
+        )

@@ -258,7 +258,8 @@ class CodeChanged(InterlockError):
         super().__init__(
             f"workflow {name!r} version {version!r} ({name}@{version}) is deployed with code_sha256 {deployed} "
             f"but this worker's code has code_sha256 {running}: the module source changed under the same "
-            f"version. Bump the version, guard the change with ctx.patched, or pass --allow-code-change")
+            f"version. Bump the version, guard the change with ctx.patched, or pass --allow-code-change"
+        )
 
 
 class PoolerRefused(InterlockError):
@@ -325,8 +326,11 @@ class AlreadyReconciled(InvalidInput):
         self.effect_id = effect_id
         self.by = by
         self.at = at
-        super().__init__("effect_id", f"effect {effect_id} was already reconciled by {by} at {at}; an attestation "
-                                      f"is recorded once and never replaced. Nothing was changed")
+        super().__init__(
+            "effect_id",
+            f"effect {effect_id} was already reconciled by {by} at {at}; an attestation "
+            f"is recorded once and never replaced. Nothing was changed",
+        )
 
 
 class Suspend(BaseException):

@@ -34,8 +34,9 @@ def lifetime_seconds(value: Any, field: str) -> float | None:
     if isinstance(value, dt.timedelta):
         value = value.total_seconds()
     if not codec.is_seconds(value, positive=True) or value > MAX_LIFETIME_S:
-        raise InvalidInput(field, f"must be a positive number of seconds up to {MAX_LIFETIME_S} (None: never "
-                                  f"expires), got {value!r}")
+        raise InvalidInput(
+            field, f"must be a positive number of seconds up to {MAX_LIFETIME_S} (None: never expires), got {value!r}"
+        )
     return float(value)
 
 
@@ -49,8 +50,16 @@ def new_grant_id() -> str:
     return "grant_" + secrets.token_hex(12)
 
 
-def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | None = None,
-             expires_in: float | None = None, grant_id: str | None = None) -> str:
+def grant_in(
+    conn,
+    principal: str,
+    action: str,
+    *,
+    by: str,
+    max_cents: int | None = None,
+    expires_in: float | None = None,
+    grant_id: str | None = None,
+) -> str:
     """Insert a policy grant (no payload binding). Returns its id.
 
     Args:
@@ -74,14 +83,16 @@ def grant_in(conn, principal: str, action: str, *, by: str, max_cents: int | Non
     row = cur.execute(
         "insert into ilr.grants (id, principal, action, max_cents, granted_by, expires_at) values "
         "(%s, %s, %s, %s, %s, now() + make_interval(secs => %s)) on conflict (id) do nothing returning id",
-        (grant_id, principal, action, max_cents, by, seconds)).fetchone()
+        (grant_id, principal, action, max_cents, by, seconds),
+    ).fetchone()
     if row is None:
         raise InvalidInput("grant_id", f"grant {grant_id!r} exists already")
     return grant_id
 
 
-def insert_payload_grant(cur, *, principal: str, action: str, payload: Any, facts_text: str, by: str,
-                         seconds: float | None) -> str:
+def insert_payload_grant(
+    cur, *, principal: str, action: str, payload: Any, facts_text: str, by: str, seconds: float | None
+) -> str:
     """Insert an approval: a grant bound to ``payload``'s hash and the facts seen, capped at its
     amount (cents), expiring ``seconds`` from now (database clock; None: never). Inputs are
     already checked. Returns the grant id."""
@@ -89,12 +100,22 @@ def insert_payload_grant(cur, *, principal: str, action: str, payload: Any, fact
     cur.execute(
         "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
         "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
-        (grant_id, principal, action, _amount(payload), codec.payload_hash(payload), facts_text, by, seconds))
+        (grant_id, principal, action, _amount(payload), codec.payload_hash(payload), facts_text, by, seconds),
+    )
     return grant_id
 
 
-def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
-               action: str = "refund", principal: str | None = None) -> str:
+def approve_in(
+    conn,
+    wf_id: str,
+    payload: Any,
+    facts_seen: Any,
+    *,
+    by: str,
+    expires_in: float | None = None,
+    action: str = "refund",
+    principal: str | None = None,
+) -> str:
     """Approve the exact ``payload`` of a workflow waiting on signal "approve".
 
     docs/protocol.md §7. One transaction: lock the workflow row; insert a grant binding
@@ -117,23 +138,37 @@ def approve_in(conn, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expi
     _amount(payload)  # a bad amount is refused before anything is written
     seconds = lifetime_seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
-    wf = cur.execute("select id, name, status, waiting from ilr.workflows where id = %s for update",
-                     (wf_id,)).fetchone()
+    wf = cur.execute(
+        "select id, name, status, waiting from ilr.workflows where id = %s for update", (wf_id,)
+    ).fetchone()
     if wf is None:
         raise WorkflowNotFound(wf_id)
-    pending = cur.execute("select id from ilr.signals where workflow_id = %s and name = 'approve' "
-                          "and consumed_seq is null limit 1", (wf_id,)).fetchone()
+    pending = cur.execute(
+        "select id from ilr.signals where workflow_id = %s and name = 'approve' and consumed_seq is null limit 1",
+        (wf_id,),
+    ).fetchone()
     if pending is not None:
         raise InvalidInput("workflow_id", f"workflow {wf_id} was approved already; the approval is on its way")
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if not (wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == "approve"):
         raise InvalidInput("workflow_id", f"workflow {wf_id} is not waiting for approval (status {wf['status']})")
-    grant_id = insert_payload_grant(cur, principal=principal or wf["name"], action=action, payload=payload,
-                                    facts_text=facts_text, by=by, seconds=seconds)
-    signal = codec.dumps({"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by},
-                         "payload and facts_seen")
-    cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, 'approve', %s::jsonb, %s)",
-                (wf_id, signal, by))
+    grant_id = insert_payload_grant(
+        cur,
+        principal=principal or wf["name"],
+        action=action,
+        payload=payload,
+        facts_text=facts_text,
+        by=by,
+        seconds=seconds,
+    )
+    signal = codec.dumps(
+        {"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by},
+        "payload and facts_seen",
+    )
+    cur.execute(
+        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, 'approve', %s::jsonb, %s)",
+        (wf_id, signal, by),
+    )
     cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf_id,))
     return grant_id
 
@@ -164,18 +199,26 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
     # The row lock the UPDATE would take: it waits for every T_dispatch and T_resolve holding the
     # grant FOR SHARE (so the list below sees their dispatches), and two revokes of one grant
     # serialize here, so exactly one of them records itself.
-    grant = cur.execute("select revoked_at, revoked_by from ilr.grants where id = %s for no key update",
-                        (grant_id,)).fetchone()
+    grant = cur.execute(
+        "select revoked_at, revoked_by from ilr.grants where id = %s for no key update", (grant_id,)
+    ).fetchone()
     if grant is None:
         raise GrantNotFound(grant_id)
-    landing = [r["effect_id"] for r in cur.execute(
-        "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id",
-        (grant_id,)).fetchall()]
+    landing = [
+        r["effect_id"]
+        for r in cur.execute(
+            "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id",
+            (grant_id,),
+        ).fetchall()
+    ]
     if grant["revoked_at"] is not None:
-        raise InvalidInput("grant_id", f"grant {grant_id!r} was already revoked by {grant['revoked_by'] or 'someone'} "
-                                       f"at {grant['revoked_at'].isoformat()}; a grant is revoked once. Nothing was "
-                                       f"changed. Effects still dispatched under it, which may land: "
-                                       f"{', '.join(landing) if landing else 'none'}")
+        raise InvalidInput(
+            "grant_id",
+            f"grant {grant_id!r} was already revoked by {grant['revoked_by'] or 'someone'} "
+            f"at {grant['revoked_at'].isoformat()}; a grant is revoked once. Nothing was "
+            f"changed. Effects still dispatched under it, which may land: "
+            f"{', '.join(landing) if landing else 'none'}",
+        )
     cur.execute("update ilr.grants set revoked_at = now(), revoked_by = %s where id = %s", (by, grant_id))
     return landing
 
@@ -204,14 +247,14 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
     codec.check_who(by)
     codec.check_text(effect_id, "effect_id")
     if applied is not None and not isinstance(applied, bool):
-        raise InvalidInput("applied", f"must be True (it landed), False (it did not) or None (unsure), "
-                                      f"got {applied!r}")
+        raise InvalidInput("applied", f"must be True (it landed), False (it did not) or None (unsure), got {applied!r}")
     if evidence is None or (isinstance(evidence, str) and not evidence.strip()) or evidence in ({}, []):
         raise InvalidInput("evidence", "a reconcile needs evidence (what shows the effect did or did not land)")
     codec.check_plain(evidence, "evidence")
     cur = conn.cursor(row_factory=dict_row)
-    eff = cur.execute("select state, reconciled from ilr.effects where effect_id = %s for update",
-                      (effect_id,)).fetchone()
+    eff = cur.execute(
+        "select state, reconciled from ilr.effects where effect_id = %s for update", (effect_id,)
+    ).fetchone()
     if eff is None:
         raise EffectNotFound(effect_id)
     if eff["reconciled"] is not None:
@@ -222,5 +265,6 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
     row = cur.execute(
         "update ilr.effects set reconciled = jsonb_build_object('evidence', %s::jsonb, 'by', %s::text, "
         "'applied', %s::boolean, 'at', to_jsonb(now())) where effect_id = %s returning reconciled",
-        (json.dumps(evidence), by, applied, effect_id)).fetchone()
+        (json.dumps(evidence), by, applied, effect_id),
+    ).fetchone()
     return codec.loads_jsonb(row["reconciled"])

@@ -50,16 +50,25 @@ class Snapshot:
             if not nested:
                 conn.execute("set transaction isolation level repeatable read, read only")
             q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
-            workflows = {r["id"]: r for r in q(
-                "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, error, "
-                "forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts from ilr.workflows")}
-            steps = q("select workflow_id, seq, name, kind, fingerprint, output, error, epoch, created_at, "
-                      "extract(epoch from created_at)::float8 as ts from ilr.steps order by workflow_id, seq")
-            claims = q("select *, extract(epoch from claimed_at)::float8 as ts from ilr.claims "
-                       "order by workflow_id, epoch")
+            workflows = {
+                r["id"]: r
+                for r in q(
+                    "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, "
+                    "error, forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts "
+                    "from ilr.workflows"
+                )
+            }
+            steps = q(
+                "select workflow_id, seq, name, kind, fingerprint, output, error, epoch, created_at, "
+                "extract(epoch from created_at)::float8 as ts from ilr.steps order by workflow_id, seq"
+            )
+            claims = q(
+                "select *, extract(epoch from claimed_at)::float8 as ts from ilr.claims order by workflow_id, epoch"
+            )
             signals = q("select * from ilr.signals order by id")
-            grants = {r["id"]: r for r in q(
-                "select *, extract(epoch from revoked_at)::float8 as revoked_ts from ilr.grants")}
+            grants = {
+                r["id"]: r for r in q("select *, extract(epoch from revoked_at)::float8 as revoked_ts from ilr.grants")
+            }
             effects = {r["effect_id"]: r for r in q("select * from ilr.effects")}
             journal: dict[str, list[dict]] = defaultdict(list)
             bodies: dict[str, list[str]] = defaultdict(list)
@@ -70,12 +79,28 @@ class Snapshot:
                 except ValueError:
                     journal[r["effect_id"]].append({"kind": "?", "unparseable": True})
             responses = q("select * from ilr.responses order by id")
-            triggers = {r["tgname"]: r["tgenabled"] for r in q(
-                "select tgname, tgenabled from pg_trigger t join pg_class c on c.oid = t.tgrelid "
-                "join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'ilr' and not t.tgisinternal")}
+            triggers = {
+                r["tgname"]: r["tgenabled"]
+                for r in q(
+                    "select tgname, tgenabled from pg_trigger t join pg_class c on c.oid = t.tgrelid "
+                    "join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'ilr' and not t.tgisinternal"
+                )
+            }
             indexes = {r["indexname"] for r in q("select indexname from pg_indexes where schemaname = 'ilr'")}
-        return cls(workflows, steps, claims, signals, grants, effects, dict(journal), dict(bodies), responses,
-                   triggers, indexes, evidence or {})
+        return cls(
+            workflows,
+            steps,
+            claims,
+            signals,
+            grants,
+            effects,
+            dict(journal),
+            dict(bodies),
+            responses,
+            triggers,
+            indexes,
+            evidence or {},
+        )
 
     # -- derived views ---------------------------------------------------------------------------
 
@@ -139,14 +164,18 @@ def _v(**kw) -> dict:
 
 # -- steps, claims, fencing ----------------------------------------------------------------------
 
+
 def no_rerun_after_complete(s: Snapshot) -> list:
     """A step body never starts after its step row committed (evidence: invocations)."""
     inv = s.evidence.get("invocations")
     if inv is None:
         return []
     recorded = {(st["workflow_id"], st["name"]): st["ts"] for st in s.steps if st["kind"] == "step"}
-    return [_v(workflow_id=i["workflow_id"], step=i["name"], started=i["at"], row_committed=recorded[key])
-            for i in inv if (key := (i["workflow_id"], i["name"])) in recorded and i["at"] > recorded[key]]
+    return [
+        _v(workflow_id=i["workflow_id"], step=i["name"], started=i["at"], row_committed=recorded[key])
+        for i in inv
+        if (key := (i["workflow_id"], i["name"])) in recorded and i["at"] > recorded[key]
+    ]
 
 
 def step_result_unique(s: Snapshot) -> list:
@@ -185,11 +214,18 @@ def fenced_writes(s: Snapshot) -> list:
 
 
 def _takeovers_before_expiry(s: Snapshot) -> list:
-    return [_v(workflow_id=c["workflow_id"], epoch=c["epoch"], owner=c["owner"], claimed_at=c["claimed_at"],
-               previous_lease_expired_at=c["prev_lease_expires_at"])
-            for c in s.claims
-            if c["prev_status"] == "running" and (c["prev_lease_expires_at"] is None
-                                                  or c["claimed_at"] < c["prev_lease_expires_at"])]
+    return [
+        _v(
+            workflow_id=c["workflow_id"],
+            epoch=c["epoch"],
+            owner=c["owner"],
+            claimed_at=c["claimed_at"],
+            previous_lease_expired_at=c["prev_lease_expires_at"],
+        )
+        for c in s.claims
+        if c["prev_status"] == "running"
+        and (c["prev_lease_expires_at"] is None or c["claimed_at"] < c["prev_lease_expires_at"])
+    ]
 
 
 def lease_mutex(s: Snapshot) -> list:
@@ -205,9 +241,13 @@ def takeover_only_after_expiry(s: Snapshot) -> list:
 
 # -- effects -------------------------------------------------------------------------------------
 
+
 def at_most_one_commit(s: Snapshot) -> list:
-    out = [_v(effect_id=eid, commits=n) for eid, entries in s.journal.items()
-           if (n := sum(1 for e in entries if e.get("kind") == "COMMITTED")) > 1]
+    out = [
+        _v(effect_id=eid, commits=n)
+        for eid, entries in s.journal.items()
+        if (n := sum(1 for e in entries if e.get("kind") == "COMMITTED")) > 1
+    ]
     if "one_commit" not in s.indexes:
         out.append(_v(index="one_commit", state="missing"))
     return out
@@ -219,19 +259,25 @@ def effect_at_most_once_tier12(s: Snapshot) -> list:
     if ledger is None:
         return []
     pruned = any(e.get("path") == "/admin/prune_keys" for e in s.evidence.get("access_log") or [])
-    return [_v(effect_id=eid, tier=eff["tier"], applications=len(ledger.get(eid, [])))
-            for eid, eff in s.effects.items()
-            if eff["tier"] in (1, 2) and len(ledger.get(eid, [])) > 1 and not (eff["tier"] == 1 and pruned)]
+    return [
+        _v(effect_id=eid, tier=eff["tier"], applications=len(ledger.get(eid, [])))
+        for eid, eff in s.effects.items()
+        if eff["tier"] in (1, 2) and len(ledger.get(eid, [])) > 1 and not (eff["tier"] == 1 and pruned)
+    ]
 
 
 def tier3_never_resends(s: Snapshot) -> list:
     """At tier 3 at most one send per effect: effects.sends, and the target's access log."""
-    out = [_v(effect_id=eid, sends=eff["sends"]) for eid, eff in s.effects.items()
-           if eff["tier"] == 3 and eff["sends"] > 1]
+    out = [
+        _v(effect_id=eid, sends=eff["sends"]) for eid, eff in s.effects.items() if eff["tier"] == 3 and eff["sends"] > 1
+    ]
     posts = s.posts_by_key()
     if posts is not None:
-        out += [_v(effect_id=eid, requests=len(posts[eid])) for eid, eff in s.effects.items()
-                if eff["tier"] == 3 and len(posts.get(eid, [])) > 1]
+        out += [
+            _v(effect_id=eid, requests=len(posts[eid]))
+            for eid, eff in s.effects.items()
+            if eff["tier"] == 3 and len(posts.get(eid, [])) > 1
+        ]
     return out
 
 
@@ -298,8 +344,7 @@ def effect_checkpoint_atomic(s: Snapshot) -> list:
         wf = s.workflows.get(eff["dispatch_workflow_id"])
         if wf is None or wf["epoch"] != eff["dispatch_epoch"] or wf["status"] != "running":
             continue
-        if not any(st["workflow_id"] == wf["id"] and (st["fingerprint"] or "").startswith(eid + ":")
-                   for st in s.steps):
+        if not any(st["workflow_id"] == wf["id"] and (st["fingerprint"] or "").startswith(eid + ":") for st in s.steps):
             out.append(_v(effect_id=eid, workflow_id=wf["id"], epoch=wf["epoch"]))
     return out
 
@@ -325,8 +370,11 @@ def _lease_of(s: Snapshot, eid: str, e: dict) -> tuple[dict | None, dict | None]
     eff = s.effects.get(eid) or {}
     grant_id = (checks or {}).get("lease", {}) or {}
     # ignore: typeshed's dict.get takes no None key; a send without a grant id finds no grant here.
-    grant = (s.grants.get(grant_id.get("grant_id")) if grant_id  # type: ignore[arg-type]
-             else s.grants.get(eff.get("grant_id")))  # type: ignore[arg-type]
+    grant = (
+        s.grants.get(grant_id.get("grant_id"))  # type: ignore[arg-type]
+        if grant_id
+        else s.grants.get(eff.get("grant_id"))  # type: ignore[arg-type]
+    )
     return checks, grant
 
 
@@ -341,8 +389,9 @@ def no_send_under_revoked_grant(s: Snapshot) -> list:
         ok, why = receipts._lease_live((checks or {}).get("lease"), at, payload)
         revoked_before = grant is not None and grant["revoked_ts"] is not None and grant["revoked_ts"] <= at
         if not ok or not (checks or {}).get("lease_live") or revoked_before:
-            out.append(_v(effect_id=eid, kind=e.get("kind"), ts=e.get("ts"),
-                          why=why or "grant revoked before the send"))
+            out.append(
+                _v(effect_id=eid, kind=e.get("kind"), ts=e.get("ts"), why=why or "grant revoked before the send")
+            )
     return out
 
 
@@ -366,15 +415,21 @@ def revoke_linearizable(s: Snapshot) -> list:
 
 
 def no_send_on_stale_premise(s: Snapshot) -> list:
-    return [_v(effect_id=eid, kind=e.get("kind"), violations=checks.get("violations"))
-            for eid, e in s.sends() if (checks := _lease_of(s, eid, e)[0] or {}).get("violations")]
+    return [
+        _v(effect_id=eid, kind=e.get("kind"), violations=checks.get("violations"))
+        for eid, e in s.sends()
+        if (checks := _lease_of(s, eid, e)[0] or {}).get("violations")
+    ]
 
 
 def recovery_rechecks(s: Snapshot) -> list:
     """Every recovery resend was preceded by a grant check and a premise check that passed."""
-    return [_v(effect_id=eid, via=e.get("via"), rechecked=e.get("rechecked")) for eid, e in s.sends()
-            if e.get("kind") == "COMMITTED" and not ((e.get("rechecked") or {}).get("lease_live")
-                                                     and not (e.get("rechecked") or {}).get("violations"))]
+    return [
+        _v(effect_id=eid, via=e.get("via"), rechecked=e.get("rechecked"))
+        for eid, e in s.sends()
+        if e.get("kind") == "COMMITTED"
+        and not ((e.get("rechecked") or {}).get("lease_live") and not (e.get("rechecked") or {}).get("violations"))
+    ]
 
 
 def payload_bound(s: Snapshot) -> list:
@@ -419,11 +474,17 @@ def late_result_preserved(s: Snapshot) -> list:
                 written.add((eid, by.get("workflow_id"), by.get("epoch")))
     # A response whose sender still holds its claim may be between its log write and T_commit:
     # a worker's claim (running) or an orphan recovery's (owner $recovery, the status ended).
-    in_flight = {(wf["id"], wf["epoch"]) for wf in s.workflows.values()
-                 if wf["status"] == "running" or wf["owner"] == "$recovery"}
-    return [_v(effect_id=r["effect_id"], workflow_id=r["workflow_id"], epoch=r["epoch"])
-            for r in s.responses if (r["effect_id"], r["workflow_id"], r["epoch"]) not in written
-            and (r["workflow_id"], r["epoch"]) not in in_flight]
+    in_flight = {
+        (wf["id"], wf["epoch"])
+        for wf in s.workflows.values()
+        if wf["status"] == "running" or wf["owner"] == "$recovery"
+    }
+    return [
+        _v(effect_id=r["effect_id"], workflow_id=r["workflow_id"], epoch=r["epoch"])
+        for r in s.responses
+        if (r["effect_id"], r["workflow_id"], r["epoch"]) not in written
+        and (r["workflow_id"], r["epoch"]) not in in_flight
+    ]
 
 
 def receipt_chain_linear(s: Snapshot) -> list:
@@ -450,14 +511,26 @@ def receipt_truthful(s: Snapshot) -> list:
         v = receipts.verify({"effect_id": eid, "entries": bodies})
         apps = len(ledger.get(eid, []))
         unknown = eff["state"] in ("ambiguous", "dispatched")
-        if (v["happened"] == "unknown") != unknown or (v["happened"] is True and apps == 0) or (
-                v["happened"] is False and apps > 0) or (v["happened_once"] is True and apps != 1):
-            out.append(_v(effect_id=eid, happened=v["happened"], happened_once=v["happened_once"], applications=apps,
-                          state=eff["state"]))
+        if (
+            (v["happened"] == "unknown") != unknown
+            or (v["happened"] is True and apps == 0)
+            or (v["happened"] is False and apps > 0)
+            or (v["happened_once"] is True and apps != 1)
+        ):
+            out.append(
+                _v(
+                    effect_id=eid,
+                    happened=v["happened"],
+                    happened_once=v["happened_once"],
+                    applications=apps,
+                    state=eff["state"],
+                )
+            )
     return out
 
 
 # -- timers and signals ----------------------------------------------------------------------------
+
 
 def timer_not_early(s: Snapshot, conn=None) -> list:
     """A sleep step is recorded only at database time >= its recorded until."""
@@ -485,8 +558,15 @@ def signal_exactly_once_consumed(s: Snapshot) -> list:
         consumed[(sig["workflow_id"], sig["consumed_seq"])] += 1
         st = steps.get((sig["workflow_id"], sig["consumed_seq"]))
         if st is None or st["kind"] != "signal" or st["output"] != sig["payload"] or st["error"] is not None:
-            out.append(_v(signal_id=sig["id"], workflow_id=sig["workflow_id"], seq=sig["consumed_seq"],
-                          step_output=st and st["output"], payload=sig["payload"]))
+            out.append(
+                _v(
+                    signal_id=sig["id"],
+                    workflow_id=sig["workflow_id"],
+                    seq=sig["consumed_seq"],
+                    step_output=st and st["output"],
+                    payload=sig["payload"],
+                )
+            )
     out += [_v(workflow_id=k[0], seq=k[1], consumed_by=n) for k, n in consumed.items() if n > 1]
     return out
 
@@ -500,13 +580,18 @@ def no_lost_wakeup(s: Snapshot) -> list:
     for wf in s.workflows.values():
         w = wf["waiting"] or {}
         forever = wf["available_at"] is not None and wf["available_at"].year == dt.MAXYEAR
-        if (wf["status"] == "sleeping" and forever and w.get("kind") == "signal"
-                and (wf["id"], w.get("signal")) in pending):
+        if (
+            wf["status"] == "sleeping"
+            and forever
+            and w.get("kind") == "signal"
+            and (wf["id"], w.get("signal")) in pending
+        ):
             out.append(_v(workflow_id=wf["id"], waiting=w))
     return out
 
 
 # -- versions, determinism, forks ------------------------------------------------------------------
+
 
 def version_pinned(s: Snapshot) -> list:
     """Every claim (so every step) of a workflow ran on a worker registered for its version:
@@ -528,8 +613,9 @@ def version_pinned(s: Snapshot) -> list:
             expected = s.workflows[wf_id]["version"] if i == len(segments) - 1 else (seg[0]["version"] if seg else None)
             for c in seg:
                 if expected is not None and c["version"] != expected:
-                    out.append(_v(workflow_id=wf_id, epoch=c["epoch"], claimed_version=c["version"],
-                                  expected_version=expected))
+                    out.append(
+                        _v(workflow_id=wf_id, epoch=c["epoch"], claimed_version=c["version"], expected_version=expected)
+                    )
     return out
 
 
@@ -540,8 +626,11 @@ def non_determinism_loud(s: Snapshot) -> list:
         err = wf["error"] or {}
         if wf["status"] != "stuck" or err.get("type") != "NonDeterminism":
             continue
-        ran = [st["seq"] for st in s.steps if st["workflow_id"] == wf["id"] and st["seq"] >= err.get("seq", 0)
-               and st["epoch"] >= wf["epoch"]]
+        ran = [
+            st["seq"]
+            for st in s.steps
+            if st["workflow_id"] == wf["id"] and st["seq"] >= err.get("seq", 0) and st["epoch"] >= wf["epoch"]
+        ]
         if ran:
             out.append(_v(workflow_id=wf["id"], mismatch_seq=err.get("seq"), recorded_after=ran))
     return out
@@ -594,8 +683,11 @@ INVARIANTS: dict[str, Check] = {
 """Every invariant with a code check (docs/protocol.md §11), by its exact name."""
 
 NEEDS = {
-    "NoRerunAfterComplete": "invocations", "EffectAtMostOnceTier12": "ledger", "NoOverlappingSends": "access_log",
-    "CommittedImpliesApplied": "ledger", "ReceiptTruthful": "ledger",
+    "NoRerunAfterComplete": "invocations",
+    "EffectAtMostOnceTier12": "ledger",
+    "NoOverlappingSends": "access_log",
+    "CommittedImpliesApplied": "ledger",
+    "ReceiptTruthful": "ledger",
 }
 
 

@@ -169,9 +169,11 @@ def _insert(cur, rows: list[tuple], also: Sequence[tuple[str, tuple]] = ()) -> N
         return
     ctes = ", ".join(f"also{i} as ({sql})" for i, (sql, _) in enumerate(also))
     values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-    cur.execute(f"{'with ' + ctes + ' ' if ctes else ''}"
-                f"insert into ilr.journal (effect_id, kind, body, prev, hash) values {values}",
-                [v for _, params in also for v in params] + [v for row in rows for v in row])
+    cur.execute(
+        f"{'with ' + ctes + ' ' if ctes else ''}"
+        f"insert into ilr.journal (effect_id, kind, body, prev, hash) values {values}",
+        [v for _, params in also for v in params] + [v for row in rows for v in row],
+    )
 
 
 def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) -> dict:
@@ -193,8 +195,10 @@ def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) ->
 
 def entries(conn, effect_id: str) -> list[str]:
     """The stored bodies of ``effect_id``'s entries, oldest first (verbatim text)."""
-    return [r["body"] for r in conn.execute(
-        "select body from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()]
+    return [
+        r["body"]
+        for r in conn.execute("select body from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()
+    ]
 
 
 def parsed(conn, effect_id: str) -> list[dict]:

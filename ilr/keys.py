@@ -46,14 +46,14 @@ def generate(directory: Path | None = None, *, overwrite: bool = False) -> tuple
     if private_path.exists() and not overwrite:
         raise FileExistsError(f"{private_path} exists; pass --overwrite to replace it")
     key = Ed25519PrivateKey.generate()
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(pem)
     os.chmod(private_path, 0o600)
-    public_path.write_bytes(key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                          serialization.PublicFormat.SubjectPublicKeyInfo))
+    public_path.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     signing_key.cache_clear()
     return private_path, public_path
 

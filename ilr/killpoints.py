@@ -13,9 +13,17 @@ import threading
 from collections import Counter
 
 POINTS = (
-    "claimed", "step_before_record", "step_after_record", "decide_after_response",
-    "effect_before_dispatch", "effect_after_dispatch", "effect_after_send", "effect_after_commit",
-    "resolve_after_commit", "resolve_after_send", "wait_after_suspend",
+    "claimed",
+    "step_before_record",
+    "step_after_record",
+    "decide_after_response",
+    "effect_before_dispatch",
+    "effect_after_dispatch",
+    "effect_after_send",
+    "effect_after_commit",
+    "resolve_after_commit",
+    "resolve_after_send",
+    "wait_after_suspend",
 )
 _hits: Counter = Counter()
 
@@ -40,9 +48,11 @@ def _armed() -> tuple[tuple[signal.Signals, dict[str, int | None]], ...]:
     """
     global _ARMED
     if _ARMED is None:
-        _ARMED = tuple((sig, _parse(spec)) for var, sig in (("ILR_KILL_AT", signal.SIGKILL),
-                                                            ("ILR_STOP_AT", signal.SIGSTOP))
-                       if (spec := os.environ.get(var)))
+        _ARMED = tuple(
+            (sig, _parse(spec))
+            for var, sig in (("ILR_KILL_AT", signal.SIGKILL), ("ILR_STOP_AT", signal.SIGSTOP))
+            if (spec := os.environ.get(var))
+        )
     return _ARMED
 
 

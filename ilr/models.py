@@ -60,7 +60,6 @@ class Deployment(ReadOnlyModel):
         return f"{self.name}@{self.version}"
 
 
-
 class WorkerDeployment(ReadOnlyModel):
     """A worker's heartbeat for one (name, version) it serves: live while live_until > now()."""
 
@@ -77,6 +76,7 @@ class WorkerDeployment(ReadOnlyModel):
 
     def __str__(self):
         return f"{self.worker_id}: {self.name}@{self.version}"
+
 
 class Workflow(ReadOnlyModel):
     STATUSES = list(WORKFLOW_STATUSES)
@@ -180,8 +180,7 @@ class ApprovalRequest(ReadOnlyModel):
     """A workflow's request that a person approve one exact effect (``ctx.request_approval``)."""
 
     id = models.TextField(primary_key=True)
-    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id",
-                                 related_name="approval_requests")
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="approval_requests")
     seq = models.IntegerField()
     target = models.TextField()
     action = models.TextField()

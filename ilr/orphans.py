@@ -74,14 +74,17 @@ class _Heartbeat:
     the sweep's connection waits on the target (a lookup, a send). Zero rows (another epoch
     holds the workflow, or the lease lapsed) marks the run fenced and stops."""
 
-    RENEW_SQL = ("update ilr.workflows set lease_expires_at = now() + make_interval(secs => %(ttl)s), "
-                 "updated_at = now() where id = %(wf)s and epoch = %(epoch)s and owner = %(owner)s "
-                 "and lease_expires_at > now() returning id")
+    RENEW_SQL = (
+        "update ilr.workflows set lease_expires_at = now() + make_interval(secs => %(ttl)s), "
+        "updated_at = now() where id = %(wf)s and epoch = %(epoch)s and owner = %(owner)s "
+        "and lease_expires_at > now() returning id"
+    )
 
     def __init__(self, dsn: str, run: _SyntheticRun):
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, args=(dsn, run), daemon=True,
-                                        name=f"ilr-orphans-heartbeat {run.workflow_id}")
+        self._thread = threading.Thread(
+            target=self._beat, args=(dsn, run), daemon=True, name=f"ilr-orphans-heartbeat {run.workflow_id}"
+        )
         self._thread.start()
 
     def _beat(self, dsn: str, run: _SyntheticRun) -> None:
@@ -127,7 +130,8 @@ ORPHANS_SQL = (
     "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
     "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
     "where e.state = 'dispatched' and w.status <> all(%s) "
-    "order by e.first_dispatched_at")
+    "order by e.first_dispatched_at"
+)
 
 
 def find_orphans(conn) -> list[dict]:
@@ -143,8 +147,9 @@ def find_orphans(conn) -> list[dict]:
     return conn.execute(ORPHANS_SQL, (list(ACTIVE),)).fetchall()
 
 
-def recover_orphans(dsn: str | None = None, targets: dict[str, Any] | None = None, lease_ttl: float = 30.0
-                    ) -> list[dict]:
+def recover_orphans(
+    dsn: str | None = None, targets: dict[str, Any] | None = None, lease_ttl: float = 30.0
+) -> list[dict]:
     """Resolve every orphaned dispatched effect that recovery may act on now.
 
     For each (``_recover_one``): while it is still an orphan, bump the workflow's epoch with owner
@@ -180,8 +185,10 @@ def recover_orphans(dsn: str | None = None, targets: dict[str, Any] | None = Non
     return report
 
 
-LOCK_WORKFLOW_SQL = ("select status, owner, lease_expires_at, lease_expires_at > now() as live "
-                     "from ilr.workflows where id = %s for update")
+LOCK_WORKFLOW_SQL = (
+    "select status, owner, lease_expires_at, lease_expires_at > now() as live "
+    "from ilr.workflows where id = %s for update"
+)
 
 CLAIM_SQL = """
 with e as (
@@ -242,9 +249,17 @@ def _claim(conn, eff: dict, lease_ttl: float) -> int | str:
         # row lock orders the two: either it committed its resolution first and nothing is
         # claimed here, or it resolves after this commit and our T_resolve sees that under its
         # own effect row lock ("resolved meanwhile").
-        row = conn.execute(CLAIM_SQL, {
-            "eid": eff["effect_id"], "wf": wf_id, "owner": RECOVERY_OWNER, "ttl": lease_ttl,
-            "status": wf["status"], "prev_lease": wf["lease_expires_at"]}).fetchone()
+        row = conn.execute(
+            CLAIM_SQL,
+            {
+                "eid": eff["effect_id"],
+                "wf": wf_id,
+                "owner": RECOVERY_OWNER,
+                "ttl": lease_ttl,
+                "status": wf["status"],
+                "prev_lease": wf["lease_expires_at"],
+            },
+        ).fetchone()
         return "resolved meanwhile" if row is None else row["epoch"]
 
 
@@ -281,5 +296,8 @@ def _recover_one(conn, eff: dict, target, lease_ttl: float, dsn: str | None = No
     finally:
         beat.stop()
         # Clear the claim, guarded by its epoch and owner; the status was never changed.
-        conn.execute("update ilr.workflows set owner = null, lease_expires_at = null, updated_at = now() "
-                     "where id = %s and epoch = %s and owner = %s", (run.workflow_id, run.epoch, RECOVERY_OWNER))
+        conn.execute(
+            "update ilr.workflows set owner = null, lease_expires_at = null, updated_at = now() "
+            "where id = %s and epoch = %s and owner = %s",
+            (run.workflow_id, run.epoch, RECOVERY_OWNER),
+        )

@@ -39,12 +39,15 @@ def bundle(conn, effect_id: str, public_key=None) -> dict:
     Raises:
         LookupError: no effect has this id.
     """
-    row = conn.execute("select state, late_result, reconciled, sends from ilr.effects where effect_id = %s",
-                       (effect_id,)).fetchone()
+    row = conn.execute(
+        "select state, late_result, reconciled, sends from ilr.effects where effect_id = %s", (effect_id,)
+    ).fetchone()
     if row is None:
         raise LookupError(f"effect_id: no effect with id {effect_id!r}")
-    bodies = [r["body"] for r in conn.execute(
-        "select body from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()]
+    bodies = [
+        r["body"]
+        for r in conn.execute("select body from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()
+    ]
     public_key = public_key or keys.public_key()
     return {
         "effect_id": effect_id,
@@ -176,6 +179,7 @@ def verify(bundle: dict, public_key=None) -> dict:
 
 # -- verify's checks, in the order verify reports their problems ----------------------------------
 
+
 def _bundle_key(bundle: dict, public_key) -> tuple[Any, list[str]]:
     """(the key to check signatures with, problems): ``public_key`` when given, else the bundle's
     own PEM (None when it has none, or when it does not load: a problem, and not tamper_evident)."""
@@ -253,9 +257,11 @@ def _signature_problems(n: int, entry: dict, public_key) -> list[str]:
     if not entry.get("sig"):
         # Not provably altered, but not provable either: anyone who can write the journal
         # can recompute an unsigned chain, so with a key every entry must carry a signature.
-        return [f"entry {n} ({entry.get('kind')}) is not signed although the bundle names a key: "
-                f"written before the key existed or by a worker started without it, or its "
-                f"signature was removed; it cannot be checked"]
+        return [
+            f"entry {n} ({entry.get('kind')}) is not signed although the bundle names a key: "
+            f"written before the key existed or by a worker started without it, or its "
+            f"signature was removed; it cannot be checked"
+        ]
     try:
         public_key.verify(bytes.fromhex(entry.get("sig") or ""), str(entry.get("hash")).encode())
     except (InvalidSignature, ValueError):
@@ -271,8 +277,9 @@ def _happened(entries: list[dict], dispatched: list[dict]) -> Any:
     for e in entries:
         if e.get("kind") in ("COMMITTED", "AMBIGUOUS") or (e.get("kind") == "REFUSED"):
             last_resolution = e
-    open_dispatch = bool(dispatched) and (last_resolution is None or
-                                          entries.index(last_resolution) < entries.index(dispatched[-1]))
+    open_dispatch = bool(dispatched) and (
+        last_resolution is None or entries.index(last_resolution) < entries.index(dispatched[-1])
+    )
     if "COMMITTED" in kinds:
         return True
     if "AMBIGUOUS" in kinds or open_dispatch:
@@ -296,7 +303,8 @@ def _happened_once(entries: list[dict], happened: Any) -> tuple[Any, list[str]]:
     return "unknown", [
         "recovery reapplied the effect (recovery-reapply) after a send whose answer the journal does "
         "not hold: that send could have been applied late, after send_deadline + settle_margin (A2), "
-        "in which case the target applied the effect twice, so happened_once is unknown"]
+        "in which case the target applied the effect twice, so happened_once is unknown"
+    ]
 
 
 def _authorized_when_fired(entries: list[dict], dispatched: list[dict]) -> tuple[bool, list[str]]:
@@ -352,8 +360,14 @@ def _refusal(entry: dict, dispatched: list[dict]) -> dict:
     if isinstance(reason, list):  # T_dispatch writes the premise violations as the reason
         violations = violations or [str(r) for r in reason]
         reason = "premises changed"
-    at_recovery = entry.get("rechecked") is not None or "at recovery" in str(reason) or (
-        bool(dispatched) and entry.get("found") is False)
-    return {"at": "recovery" if at_recovery else "dispatch", "reason": str(reason),
-            "premise_violations": violations,
-            "grant_refused": checks.get("lease_live") is False or str(reason).startswith(("lease", "lease not live"))}
+    at_recovery = (
+        entry.get("rechecked") is not None
+        or "at recovery" in str(reason)
+        or (bool(dispatched) and entry.get("found") is False)
+    )
+    return {
+        "at": "recovery" if at_recovery else "dispatch",
+        "reason": str(reason),
+        "premise_violations": violations,
+        "grant_refused": checks.get("lease_live") is False or str(reason).startswith(("lease", "lease not live")),
+    }

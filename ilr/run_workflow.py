@@ -1,5 +1,4 @@
-"""Run one claimed workflow's code and record how it ended (docs/protocol.md §3.2, §3.4).
-"""
+"""Run one claimed workflow's code and record how it ended (docs/protocol.md §3.2, §3.4)."""
 
 from __future__ import annotations
 
@@ -24,16 +23,34 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
             failed (the worker abandons the run).
     """
     if run.takeovers > max_takeovers:
-        store.finish(conn, run, "stuck", error_json=json.dumps({
-            "type": "CrashLoop", "message": f"crash loop: {run.takeovers} takeovers since the last recorded step "
-                                            f"(max_takeovers {max_takeovers})"}))
+        store.finish(
+            conn,
+            run,
+            "stuck",
+            error_json=json.dumps(
+                {
+                    "type": "CrashLoop",
+                    "message": f"crash loop: {run.takeovers} takeovers since the last recorded step "
+                    f"(max_takeovers {max_takeovers})",
+                }
+            ),
+        )
         return
     definition = registry.get(run.name, run.version)
-    steps = run.steps if run.steps is not None else {row["seq"]: row for row in conn.execute(
-        "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
-        (run.workflow_id,)).fetchall()}
-    ctx = run.context = WorkflowContext(run, conn, steps, reconnect=lambda: db.connect(
-        dsn, application_name=f"ilr-worker-{worker_id}"))
+    steps = (
+        run.steps
+        if run.steps is not None
+        else {
+            row["seq"]: row
+            for row in conn.execute(
+                "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
+                (run.workflow_id,),
+            ).fetchall()
+        }
+    )
+    ctx = run.context = WorkflowContext(
+        run, conn, steps, reconnect=lambda: db.connect(dsn, application_name=f"ilr-worker-{worker_id}")
+    )
     try:
         result = definition.fn(ctx, run.input)
     except Suspend:
@@ -69,10 +86,18 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
             return
         store.finish(ctx._conn, run, "completed", result_json=result_json)
 
+
 def suspend_swallowed(conn, run: Run, worker_id: str) -> None:
     """Mark ``run`` stuck (SuspendSwallowed): its code caught the runtime's Suspend."""
-    log.error("%s: workflow %s swallowed Suspend (a bare except?); marking it stuck", worker_id,
-              run.workflow_id)
-    store.mark_stuck_unfenced(conn, run, json.dumps({
-        "type": "SuspendSwallowed", "message": "Suspend swallowed: workflow code caught the runtime's "
-                                               "Suspend (a bare except: or except BaseException:)"}))
+    log.error("%s: workflow %s swallowed Suspend (a bare except?); marking it stuck", worker_id, run.workflow_id)
+    store.mark_stuck_unfenced(
+        conn,
+        run,
+        json.dumps(
+            {
+                "type": "SuspendSwallowed",
+                "message": "Suspend swallowed: workflow code caught the runtime's "
+                "Suspend (a bare except: or except BaseException:)",
+            }
+        ),
+    )

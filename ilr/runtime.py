@@ -127,7 +127,9 @@ class Runtime:
             conn = self.connection()
             row = conn.execute(
                 "insert into ilr.workflows (id, name, version, input) values (%s, %s, %s, %s::jsonb) "
-                "on conflict (id) do nothing returning id", (wf_id, name, version, input_json)).fetchone()
+                "on conflict (id) do nothing returning id",
+                (wf_id, name, version, input_json),
+            ).fetchone()
             if row is None:
                 existing = conn.execute("select name from ilr.workflows where id = %s", (wf_id,)).fetchone()
                 if existing and existing["name"] != name:
@@ -182,19 +184,29 @@ class Runtime:
             wf = conn.execute("select * from ilr.workflows where id = %s", (wf_id,)).fetchone()
             if wf is None:
                 raise WorkflowNotFound(wf_id)
-            wf["steps"] = conn.execute("select seq, name, kind, fingerprint, output, error, epoch, created_at "
-                                       "from ilr.steps where workflow_id = %s order by seq", (wf_id,)).fetchall()
-            wf["effects"] = conn.execute("select * from ilr.effects where workflow_id = %s order by effect_id",
-                                         (wf_id,)).fetchall()
-            wf["signals"] = conn.execute("select * from ilr.signals where workflow_id = %s order by id",
-                                         (wf_id,)).fetchall()
-            wf["children"] = [r["id"] for r in conn.execute(
-                "select id from ilr.workflows where parent_id = %s order by created_at", (wf_id,)).fetchall()]
+            wf["steps"] = conn.execute(
+                "select seq, name, kind, fingerprint, output, error, epoch, created_at "
+                "from ilr.steps where workflow_id = %s order by seq",
+                (wf_id,),
+            ).fetchall()
+            wf["effects"] = conn.execute(
+                "select * from ilr.effects where workflow_id = %s order by effect_id", (wf_id,)
+            ).fetchall()
+            wf["signals"] = conn.execute(
+                "select * from ilr.signals where workflow_id = %s order by id", (wf_id,)
+            ).fetchall()
+            wf["children"] = [
+                r["id"]
+                for r in conn.execute(
+                    "select id from ilr.workflows where parent_id = %s order by created_at", (wf_id,)
+                ).fetchall()
+            ]
         wf["last_error"] = (wf["waiting"] or {}).get("last_error")
         return wf
 
-    def list(self, status: str | None = None, name: str | None = None, version: str | None = None,
-             limit: int = 100) -> list[dict]:
+    def list(
+        self, status: str | None = None, name: str | None = None, version: str | None = None, limit: int = 100
+    ) -> list[dict]:
         """Workflow rows (no steps), newest first, filtered by status, name and version.
 
         Args:
@@ -215,10 +227,15 @@ class Runtime:
                 params.append(codec.check_text(value, column))
         where = f"where {' and '.join(clauses)}" if clauses else ""
         with self._lock:
-            return self.connection().execute(
-                f"select id, name, version, status, epoch, owner, available_at, waiting, result, error, "
-                f"created_at, updated_at from ilr.workflows {where} order by created_at desc limit %s",
-                (*params, limit)).fetchall()
+            return (
+                self.connection()
+                .execute(
+                    f"select id, name, version, status, epoch, owner, available_at, waiting, result, error, "
+                    f"created_at, updated_at from ilr.workflows {where} order by created_at desc limit %s",
+                    (*params, limit),
+                )
+                .fetchall()
+            )
 
     def result(self, wf_id: str, timeout: float | None = None, poll: float = 0.05) -> Any:
         """Wait for the workflow to end and return its result, following continue-as-new.
@@ -245,12 +262,18 @@ class Runtime:
         current = wf_id
         while True:
             with self._lock:
-                row = self.connection().execute(
-                    "select status, result, error from ilr.workflows where id = %s", (current,)).fetchone()
+                row = (
+                    self.connection()
+                    .execute("select status, result, error from ilr.workflows where id = %s", (current,))
+                    .fetchone()
+                )
                 successor = None
                 if row is not None and row["status"] == "continued":
-                    successor = self.connection().execute(
-                        "select id from ilr.workflows where continued_from = %s", (current,)).fetchone()
+                    successor = (
+                        self.connection()
+                        .execute("select id from ilr.workflows where continued_from = %s", (current,))
+                        .fetchone()
+                    )
             if row is None:
                 raise WorkflowNotFound(current)
             if row["status"] == "completed":
@@ -375,15 +398,32 @@ class Runtime:
 
     # -- grants, approvals, receipts (docs/protocol.md §7, §9) --------------------------
 
-    def grant(self, principal: str, action: str, max_cents: int | None = None, expires_in: float | None = None,
-              *, by: str, grant_id: str | None = None) -> str:
+    def grant(
+        self,
+        principal: str,
+        action: str,
+        max_cents: int | None = None,
+        expires_in: float | None = None,
+        *,
+        by: str,
+        grant_id: str | None = None,
+    ) -> str:
         """A policy grant (see ilr.grants.grant_in). Returns its id."""
 
-        return self._tx(grant_in, principal, action, by=by, max_cents=max_cents, expires_in=expires_in,
-                        grant_id=grant_id)
+        return self._tx(
+            grant_in, principal, action, by=by, max_cents=max_cents, expires_in=expires_in, grant_id=grant_id
+        )
 
-    def approve(self, wf_id: str, payload: Any, facts_seen: Any, *, by: str, expires_in: float | None = None,
-                action: str = "refund") -> str:
+    def approve(
+        self,
+        wf_id: str,
+        payload: Any,
+        facts_seen: Any,
+        *,
+        by: str,
+        expires_in: float | None = None,
+        action: str = "refund",
+    ) -> str:
         """Approve the exact payload a waiting workflow proposed (see ilr.grants.approve_in)."""
 
         return self._tx(approve_in, wf_id, payload, facts_seen, by=by, expires_in=expires_in, action=action)
@@ -417,8 +457,11 @@ class Runtime:
     def ambiguous(self) -> builtins.list[dict]:
         """Effects in state ambiguous, oldest dispatch first, with any reconciliation."""
         with self._lock:
-            return self.connection().execute(
-                "select * from ilr.effects where state = 'ambiguous' order by first_dispatched_at").fetchall()
+            return (
+                self.connection()
+                .execute("select * from ilr.effects where state = 'ambiguous' order by first_dispatched_at")
+                .fetchall()
+            )
 
     def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:
         """Attest what happened to an AMBIGUOUS effect (see ilr.grants.reconcile_in)."""
@@ -453,4 +496,3 @@ class Runtime:
             one report row per orphan (recover_orphans')."""
 
         return recover_orphans(self._dsn, targets)
-

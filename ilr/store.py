@@ -42,9 +42,17 @@ select f.cancel_requested_at, f.now, (select count(*) from s) as inserted from f
 """
 
 
-def record_step(conn: db.Connection, run, *, seq: int, kind: str, name: str,
-                output_json: str | None = None, error_json: str | None = None,
-                fingerprint: str | None = None) -> dict:
+def record_step(
+    conn: db.Connection,
+    run,
+    *,
+    seq: int,
+    kind: str,
+    name: str,
+    output_json: str | None = None,
+    error_json: str | None = None,
+    fingerprint: str | None = None,
+) -> dict:
     """Insert the step row at ``seq`` in one fenced statement (one commit), and reset
     ``takeovers`` (a recorded step ends a crash loop, docs/protocol.md §3.4).
 
@@ -60,20 +68,41 @@ def record_step(conn: db.Connection, run, *, seq: int, kind: str, name: str,
             FencedWrites).
     """
     t0 = run.clock()
-    row = batch.one(conn, RECORD_STEP_SQL, {
-        "ttl": run.lease_ttl, "wf": run.workflow_id, "epoch": run.epoch, "seq": seq, "name": name,
-        "kind": kind, "fingerprint": fingerprint, "output": output_json, "error": error_json,
-    }).fetchone()
+    row = batch.one(
+        conn,
+        RECORD_STEP_SQL,
+        {
+            "ttl": run.lease_ttl,
+            "wf": run.workflow_id,
+            "epoch": run.epoch,
+            "seq": seq,
+            "name": name,
+            "kind": kind,
+            "fingerprint": fingerprint,
+            "output": output_json,
+            "error": error_json,
+        },
+    ).fetchone()
     if row is None:
         raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before recording seq {seq}")
     run.renewed(t0, row["cancel_requested_at"])
     return row
 
 
-def suspend(conn: db.Connection, run, *, seq: int, kind: str, name: str,
-            signal: str | None = None, until: str | None = None, seconds: float | None = None,
-            attempt: int | None = None, timeout: float | None = None,
-            last_error: dict | None = None) -> tuple[str, Any]:
+def suspend(
+    conn: db.Connection,
+    run,
+    *,
+    seq: int,
+    kind: str,
+    name: str,
+    signal: str | None = None,
+    until: str | None = None,
+    seconds: float | None = None,
+    attempt: int | None = None,
+    timeout: float | None = None,
+    last_error: dict | None = None,
+) -> tuple[str, Any]:
     """The suspend transaction (docs/protocol.md §5.1): consume a waiting signal, record a due
     timer, or release the row as sleeping.
 
@@ -121,8 +150,7 @@ def suspend(conn: db.Connection, run, *, seq: int, kind: str, name: str,
             ).fetchone()
             if sig is not None:
                 cur.execute("update ilr.signals set consumed_seq = %s where id = %s", (seq, sig["id"]))
-                _insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]),
-                             fingerprint=f"signal:{sig['id']}")
+                _insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]), fingerprint=f"signal:{sig['id']}")
                 result = ("signal", sig["payload"])
                 run.renewed(t0, fence["cancel_requested_at"])
                 return result
@@ -132,8 +160,15 @@ def suspend(conn: db.Connection, run, *, seq: int, kind: str, name: str,
             if kind == "signal":
                 # cast: kind "signal" comes with its signal name (ctx.wait_signal passes both).
                 message = str(SignalTimeout(cast(str, signal), timeout))
-                error = json.dumps({"type": "SignalTimeout", "message": message,
-                                    "signal": signal, "timeout": timeout, "until": until_json})
+                error = json.dumps(
+                    {
+                        "type": "SignalTimeout",
+                        "message": message,
+                        "signal": signal,
+                        "timeout": timeout,
+                        "until": until_json,
+                    }
+                )
             _insert_step(cur, run, seq, kind, name, output, error)
             run.renewed(t0, fence["cancel_requested_at"])
             return ("timeout", None)
@@ -154,18 +189,22 @@ def suspend(conn: db.Connection, run, *, seq: int, kind: str, name: str,
     raise Suspend()
 
 
-INSERT_STEP_SQL = ("insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
-                   "values (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)")
+INSERT_STEP_SQL = (
+    "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
+    "values (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)"
+)
 
 
-def _insert_step(cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None, *,
-                 reset_takeovers=True, execute=None):
+def _insert_step(
+    cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None, *, reset_takeovers=True, execute=None
+):
     # Inside a transaction the fence already ran: the row lock is held, so this insert is
     # covered by the fence. takeovers resets with every recorded step (docs/protocol.md §3.4); a
     # caller whose fence already reset it passes reset_takeovers=False. ``execute`` runs the
     # insert in place of cur.execute: journal.Chain.also folds it into the journal INSERT.
-    (execute or cur.execute)(INSERT_STEP_SQL,
-                             (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch))
+    (execute or cur.execute)(
+        INSERT_STEP_SQL, (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch)
+    )
     if reset_takeovers:
         cur.execute("update ilr.workflows set takeovers = 0 where id = %s", (run.workflow_id,))
 
@@ -186,8 +225,9 @@ def _lock_parent(cur, run) -> None:
         cur.execute("select 1 from ilr.workflows where id = %s for update", (parent_id,))
 
 
-def finish(conn: db.Connection, run, status: str, *, result_json: str | None = None,
-           error_json: str | None = None) -> dict:
+def finish(
+    conn: db.Connection, run, status: str, *, result_json: str | None = None, error_json: str | None = None
+) -> dict:
     """End the workflow with a terminal status, fenced (completed, failed, cancelled, stuck).
 
     A child's terminal write also wakes its parent when the parent waits on it; the parent's
@@ -199,8 +239,7 @@ def finish(conn: db.Connection, run, status: str, *, result_json: str | None = N
     Raises:
         Fenced: the claim is no longer current; nothing was written.
     """
-    params = {"status": status, "result": result_json, "error": error_json, "wf": run.workflow_id,
-              "epoch": run.epoch}
+    params = {"status": status, "result": result_json, "error": error_json, "wf": run.workflow_id, "epoch": run.epoch}
     if not getattr(run, "parent_id", None):
         # No parent to lock or wake: the fenced UPDATE alone, one statement and one commit.
         row = batch.one(conn, FINISH_SQL, params).fetchone()
@@ -229,6 +268,7 @@ def wake_parent(cur, parent_id: str, child_id: str) -> None:
 
 # -- children and continue-as-new (docs/protocol.md §5.3) ----------------------------------
 
+
 def successor_id(wf_id: str, continued_from: str | None) -> str:
     """The id continue-as-new gives the next run: ``<id>#1`` for a first run, ``<base>#<n+1>``
     for run ``<base>#<n>`` (a run that has ``continued_from``; docs/protocol.md §5.3)."""
@@ -239,8 +279,19 @@ def successor_id(wf_id: str, continued_from: str | None) -> str:
     return f"{wf_id}#1"
 
 
-def start_child(conn: db.Connection, run, *, seq: int, step_name: str, child_id: str, name: str,
-                version: str, input_json: str, output_json: str, fingerprint: str | None = None) -> None:
+def start_child(
+    conn: db.Connection,
+    run,
+    *,
+    seq: int,
+    step_name: str,
+    child_id: str,
+    name: str,
+    version: str,
+    input_json: str,
+    output_json: str,
+    fingerprint: str | None = None,
+) -> None:
     """``ctx.child``'s write: the parent's ``child`` step row and the child's workflow row
     (``parent_id`` set) in one fenced transaction (docs/protocol.md §5.3). A cancel already
     requested on the parent is carried onto the child, so a cancel never misses a child.
@@ -263,10 +314,12 @@ def start_child(conn: db.Connection, run, *, seq: int, step_name: str, child_id:
         inserted = cur.execute(
             "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at) "
             "values (%s, %s, %s, %s::jsonb, %s, %s) on conflict (id) do nothing returning id",
-            (child_id, name, version, input_json, run.workflow_id, fence["cancel_requested_at"])).fetchone()
+            (child_id, name, version, input_json, run.workflow_id, fence["cancel_requested_at"]),
+        ).fetchone()
         if inserted is None:
-            existing = cur.execute("select name, parent_id from ilr.workflows where id = %s",
-                                   (child_id,)).fetchone() or {}
+            existing = (
+                cur.execute("select name, parent_id from ilr.workflows where id = %s", (child_id,)).fetchone() or {}
+            )
             parent = existing.get("parent_id")
             if parent == run.workflow_id:
                 where = "as a child of this workflow, started at another call"
@@ -290,8 +343,16 @@ select id from a
 _CHILD_ROW = "select id, parent_id, continued_from, status, result, error from ilr.workflows where id = %s for share"
 
 
-def wait_child(conn: db.Connection, run, *, seq: int, name: str, child_id: str, until: str | None = None,
-               seconds: float | None = None) -> dict:
+def wait_child(
+    conn: db.Connection,
+    run,
+    *,
+    seq: int,
+    name: str,
+    child_id: str,
+    until: str | None = None,
+    seconds: float | None = None,
+) -> dict:
     """``ctx.wait_child``'s suspend transaction (docs/protocol.md §5.3).
 
     Fences the parent, then reads the child's row FOR SHARE (lock order parent, child): a
@@ -332,8 +393,11 @@ def wait_child(conn: db.Connection, run, *, seq: int, name: str, child_id: str, 
         if child["parent_id"] != run.workflow_id:
             ancestors = {r["id"] for r in cur.execute(_ANCESTORS_SQL, (run.workflow_id,)).fetchall()}
             if child["parent_id"] is None or child["parent_id"] not in ancestors:
-                raise InvalidInput("id", f"workflow {child_id!r} is not a child of {run.workflow_id!r} "
-                                         f"(its parent is {child['parent_id']!r})")
+                raise InvalidInput(
+                    "id",
+                    f"workflow {child_id!r} is not a child of {run.workflow_id!r} "
+                    f"(its parent is {child['parent_id']!r})",
+                )
             inherited = True  # a fork waiting on a child its original started: polled
         tail = child
         while tail["status"] == "continued":
@@ -343,8 +407,7 @@ def wait_child(conn: db.Connection, run, *, seq: int, name: str, child_id: str, 
             tail = nxt
         outcome = None
         if tail["status"] in TERMINAL:
-            outcome = {"child": tail["id"], "status": tail["status"], "result": tail["result"],
-                       "error": tail["error"]}
+            outcome = {"child": tail["id"], "status": tail["status"], "result": tail["result"], "error": tail["error"]}
         elif deadline["due"]:
             outcome = {"child": tail["id"], "status": "timeout", "until": deadline["until"]}
         if outcome is not None:
@@ -381,8 +444,9 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
         cur = conn.cursor()
         _lock_parent(cur, run)
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
-        wf = cur.execute("select id, name, version, parent_id, continued_from from ilr.workflows where id = %s",
-                         (run.workflow_id,)).fetchone()
+        wf = cur.execute(
+            "select id, name, version, parent_id, continued_from from ilr.workflows where id = %s", (run.workflow_id,)
+        ).fetchone()
         assert wf is not None  # the fence above matched this row and holds its lock
         succ = successor_id(wf["id"], wf["continued_from"])
         if len(succ) > MAX_ID_LENGTH:
@@ -390,14 +454,15 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
         inserted = cur.execute(
             "insert into ilr.workflows (id, name, version, input, parent_id, continued_from, cancel_requested_at) "
             "values (%s, %s, %s, %s::jsonb, %s, %s, %s) on conflict (id) do nothing returning id",
-            (succ, wf["name"], wf["version"], input_json, wf["parent_id"], wf["id"],
-             fence["cancel_requested_at"])).fetchone()
+            (succ, wf["name"], wf["version"], input_json, wf["parent_id"], wf["id"], fence["cancel_requested_at"]),
+        ).fetchone()
         if inserted is None:
             raise InvalidInput("continue_as_new", f"the successor id {succ!r} already exists")
         cur.execute(
             "update ilr.workflows set status = 'continued', result = %s::jsonb, owner = null, "
             "lease_expires_at = null, waiting = null, updated_at = now() where id = %s",
-            (json.dumps({"continued_as": succ}), run.workflow_id))
+            (json.dumps({"continued_as": succ}), run.workflow_id),
+        )
         if wf["parent_id"]:
             wake_parent(cur, wf["parent_id"], run.workflow_id)
     run.released = True

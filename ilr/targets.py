@@ -65,11 +65,15 @@ def check_is_target(target: Any, field: str = "target") -> Any:
         InvalidInput: naming ``field`` and what is missing.
     """
     if isinstance(getattr(target, "tier", None), bool) or getattr(target, "tier", None) not in (1, 2, 3):
-        raise InvalidInput(field, f"must be an effect target with a tier of 1, 2 or 3, got {type(target).__name__} "
-                                  f"with tier {getattr(target, 'tier', None)!r}")
+        raise InvalidInput(
+            field,
+            f"must be an effect target with a tier of 1, 2 or 3, got {type(target).__name__} "
+            f"with tier {getattr(target, 'tier', None)!r}",
+        )
     if not callable(getattr(target, "apply", None)):
-        raise InvalidInput(field, f"must be an effect target with apply(effect_id, payload); "
-                                  f"{type(target).__name__} has none")
+        raise InvalidInput(
+            field, f"must be an effect target with apply(effect_id, payload); {type(target).__name__} has none"
+        )
     return target
 
 
@@ -93,7 +97,8 @@ def check_target(target: Any) -> None:
         if DEDUP_MARGIN <= send_timeout + settle:
             raise TargetMisconfigured(
                 f"target {attr(target, 'name')}: tier 1 needs DEDUP_MARGIN ({DEDUP_MARGIN:g} s) > send_timeout "
-                f"({send_timeout:g} s) + settle_margin ({settle:g} s); a resend could outlive the idempotency key")
+                f"({send_timeout:g} s) + settle_margin ({settle:g} s); a resend could outlive the idempotency key"
+            )
 
 
 _TARGETS: dict[str, Any] = {}

@@ -82,7 +82,8 @@ def check_pooler(pooler) -> None:
         raise PoolerRefused(
             "ILR_POOLER is 'transaction', but a worker needs session pooling: it LISTENs for wakeups and keeps "
             "prepared statements (claims, effects, step records) on its connections for their lifetime; point "
-            "the worker at a PgBouncer pool in pool_mode=session or straight at PostgreSQL")
+            "the worker at a PgBouncer pool in pool_mode=session or straight at PostgreSQL"
+        )
     if pooler not in POOLERS:
         raise PoolerRefused(f"ILR_POOLER must be unset, 'session' or 'transaction', got {pooler!r}")
 
@@ -105,9 +106,19 @@ class Worker:
             DEPLOYMENT_STALE_AFTER periods after its last refresh.
     """
 
-    def __init__(self, worker_id: str, definitions: Iterable[WorkflowDefinition] | None = None, *,
-                 concurrency: int = 4, lease_ttl: float = 30.0, poll: float = 1.0, max_takeovers: int = 5,
-                 allow_code_change: bool = False, dsn: str | None = None, deployment_refresh: float | None = None):
+    def __init__(
+        self,
+        worker_id: str,
+        definitions: Iterable[WorkflowDefinition] | None = None,
+        *,
+        concurrency: int = 4,
+        lease_ttl: float = 30.0,
+        poll: float = 1.0,
+        max_takeovers: int = 5,
+        allow_code_change: bool = False,
+        dsn: str | None = None,
+        deployment_refresh: float | None = None,
+    ):
         if concurrency < 1 or lease_ttl <= 0 or poll <= 0:
             raise InvalidInput("worker", "concurrency >= 1, lease_ttl > 0 and poll > 0 are required")
         if deployment_refresh is not None and not deployment_refresh > 0:
@@ -173,15 +184,25 @@ class Worker:
                 row = conn.execute(
                     "insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
                     "on conflict (name, version) do update set name = excluded.name "
-                    "returning code_sha256", (d.name, d.version, digest)).fetchone()
+                    "returning code_sha256",
+                    (d.name, d.version, digest),
+                ).fetchone()
                 assert row is not None  # ON CONFLICT DO UPDATE: RETURNING yields the inserted or updated row
                 if row["code_sha256"] != digest:
                     if not self.allow_code_change:
                         raise CodeChanged(d.name, d.version, row["code_sha256"], digest)
-                    log.warning("%s: %s@%s code_sha256 %s replaces %s (--allow-code-change)", self.worker_id,
-                                d.name, d.version, digest, row["code_sha256"])
-                    conn.execute("update ilr.deployments set code_sha256 = %s where name = %s and version = %s",
-                                 (digest, d.name, d.version))
+                    log.warning(
+                        "%s: %s@%s code_sha256 %s replaces %s (--allow-code-change)",
+                        self.worker_id,
+                        d.name,
+                        d.version,
+                        digest,
+                        row["code_sha256"],
+                    )
+                    conn.execute(
+                        "update ilr.deployments set code_sha256 = %s where name = %s and version = %s",
+                        (digest, d.name, d.version),
+                    )
             conn.execute(SEEN_SQL, self._seen_params())
 
     def run(self) -> None:
@@ -246,8 +267,13 @@ class Worker:
         """Claim up to ``n`` due workflows and read their step rows: one transaction, one round
         trip (one Batch), one commit. Returns [(claimed row, t0, {seq: step row})]."""
         conn = self._claim_connection()
-        params = {"names": [d.name for d in self.definitions], "versions": [d.version for d in self.definitions],
-                  "n": n, "owner": self.worker_id, "ttl": self.lease_ttl}
+        params = {
+            "names": [d.name for d in self.definitions],
+            "versions": [d.version for d in self.definitions],
+            "n": n,
+            "owner": self.worker_id,
+            "ttl": self.lease_ttl,
+        }
         t0 = time.monotonic()  # before the claim transaction: the local lease starts here
         rows, step_rows = claim_due(conn, params)
         if not rows:
@@ -295,9 +321,18 @@ class Worker:
             pending = list(self._abandoned)
         if not pending:
             return
-        rows = self._claim_connection().execute(RELEASE_SQL, {
-            "ids": [wf for wf, _ in pending], "epochs": [epoch for _, epoch in pending], "owner": self.worker_id,
-        }).fetchall()
+        rows = (
+            self._claim_connection()
+            .execute(
+                RELEASE_SQL,
+                {
+                    "ids": [wf for wf, _ in pending],
+                    "epochs": [epoch for _, epoch in pending],
+                    "owner": self.worker_id,
+                },
+            )
+            .fetchall()
+        )
         with self._abandoned_lock:
             self._abandoned = [c for c in self._abandoned if c not in pending]
         for row in rows:
@@ -350,9 +385,14 @@ class Worker:
                     db.discard(conn)
                     conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
                 t0 = time.monotonic()
-                rows = conn.execute(HEARTBEAT_SQL, {
-                    "ttl": self.lease_ttl, "ids": [r.workflow_id for r in runs], "epochs": [r.epoch for r in runs],
-                }).fetchall()
+                rows = conn.execute(
+                    HEARTBEAT_SQL,
+                    {
+                        "ttl": self.lease_ttl,
+                        "ids": [r.workflow_id for r in runs],
+                        "epochs": [r.epoch for r in runs],
+                    },
+                ).fetchall()
             except psycopg.Error as exc:
                 if not db.is_connection_fault(exc):
                     raise
@@ -422,8 +462,7 @@ class Worker:
                 healthy = False
                 self._fault()
                 self._abandon(run)
-                log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id,
-                            exc)
+                log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id, exc)
             else:
                 log.exception("%s: unexpected error running %s", self.worker_id, run.workflow_id)
         finally:

@@ -32,8 +32,12 @@ on conflict (worker_id, name, version) do update set seen_at = excluded.seen_at,
 def seen_params(worker_id: str, definitions, refresh: float) -> dict:
     """SEEN_SQL's parameters for a worker serving ``definitions`` with a refresh every
     ``refresh`` seconds."""
-    return {"worker": worker_id, "names": [d.name for d in definitions], "versions": [d.version for d in definitions],
-            "live": DEPLOYMENT_STALE_AFTER * refresh}
+    return {
+        "worker": worker_id,
+        "names": [d.name for d in definitions],
+        "versions": [d.version for d in definitions],
+        "live": DEPLOYMENT_STALE_AFTER * refresh,
+    }
 
 
 def refresh_deployments(conn: db.Connection | None, dsn: str, params: dict) -> db.Connection | None:

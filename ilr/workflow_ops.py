@@ -24,8 +24,10 @@ FORK_OWNER = "$fork"
 
 
 def _lock_workflow(cur, wf_id: str) -> dict:
-    row = cur.execute("select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows "
-                      "where id = %s for update", (wf_id,)).fetchone()
+    row = cur.execute(
+        "select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows where id = %s for update",
+        (wf_id,),
+    ).fetchone()
     if row is None:
         raise WorkflowNotFound(wf_id)
     return row
@@ -36,8 +38,9 @@ def _lock_current_run(cur, wf_id: str) -> dict:
     lock that (messages to a workflow id reach its latest run, as in Temporal)."""
     wf = _lock_workflow(cur, wf_id)
     while wf["status"] == "continued":
-        nxt = cur.execute("select id from ilr.workflows where id = %s",
-                          (successor_id(wf["id"], wf["continued_from"]),)).fetchone()
+        nxt = cur.execute(
+            "select id from ilr.workflows where id = %s", (successor_id(wf["id"], wf["continued_from"]),)
+        ).fetchone()
         if nxt is None:
             break
         wf = _lock_workflow(cur, nxt["id"])
@@ -72,8 +75,10 @@ def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any
     wf = _lock_current_run(cur, wf_id)
     if wf["status"] in TERMINAL or wf["status"] == "continued":
         raise InvalidInput("workflow_id", f"workflow {wf['id']} is {wf['status']}; it takes no more signals")
-    sig = cur.execute("insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) "
-                      "returning id", (wf["id"], name, payload_json, sender)).fetchone()
+    sig = cur.execute(
+        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) returning id",
+        (wf["id"], name, payload_json, sender),
+    ).fetchone()
     assert sig is not None  # an INSERT ... RETURNING without ON CONFLICT returns its row or raises
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
@@ -135,7 +140,9 @@ def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) 
         "with recursive tree(id) as (select %s::text union "
         "select w.id from ilr.workflows w join tree t on w.parent_id = t.id) "
         "select effect_id from ilr.effects where state = 'dispatched' "
-        "and dispatch_workflow_id in (select id from tree) order by effect_id", (wf["id"],)).fetchall()
+        "and dispatch_workflow_id in (select id from tree) order by effect_id",
+        (wf["id"],),
+    ).fetchall()
     return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
 
 
@@ -146,10 +153,14 @@ def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
     cur.execute(
         "update ilr.workflows set cancel_requested_at = now(), cancel_requested_by = %s, updated_at = now(), "
         "available_at = case when status in ('sleeping','pending') then now() else available_at end "
-        "where id = %s", (by, wf["id"]))
+        "where id = %s",
+        (by, wf["id"]),
+    )
     children = cur.execute(
         "select id from ilr.workflows where parent_id = %s and status not in "
-        "('completed','failed','cancelled','stuck','continued') order by id", (wf["id"],)).fetchall()
+        "('completed','failed','cancelled','stuck','continued') order by id",
+        (wf["id"],),
+    ).fetchall()
     for child in children:
         _cancel_tree(cur, _lock_current_run(cur, child["id"]), by)
     return True
@@ -197,10 +208,17 @@ def resume_in(conn: psycopg.Connection[Any], wf_id: str, by: str) -> dict:
         "update ilr.workflows set status = 'pending', available_at = now(), takeovers = 0, error = null, "
         "owner = null, lease_expires_at = null, resumed_by = %s, resumed_at = now(), updated_at = now() "
         "where id = %s returning resumed_at, (select count(*) from ilr.steps where workflow_id = %s) as steps",
-        (by, wf_id, wf_id)).fetchone()
+        (by, wf_id, wf_id),
+    ).fetchone()
     assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
-    return {"workflow_id": wf_id, "status": "pending", "error": wf["error"], "steps": row["steps"],
-            "resumed_by": by, "resumed_at": row["resumed_at"]}
+    return {
+        "workflow_id": wf_id,
+        "status": "pending",
+        "error": wf["error"],
+        "steps": row["steps"],
+        "resumed_by": by,
+        "resumed_at": row["resumed_at"],
+    }
 
 
 def fork_in(conn: psycopg.Connection[Any], wf_id: str, at_seq: int, new_id: str) -> str:
@@ -224,26 +242,36 @@ def fork_in(conn: psycopg.Connection[Any], wf_id: str, at_seq: int, new_id: str)
     src = cur.execute("select id, name, version from ilr.workflows where id = %s", (wf_id,)).fetchone()
     if src is None:
         raise WorkflowNotFound(wf_id)
-    history = cur.execute("select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s",
-                          (wf_id,)).fetchone()
+    history = cur.execute(
+        "select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s", (wf_id,)
+    ).fetchone()
     assert history is not None  # an aggregate without GROUP BY returns one row
     top = history["top"]
     if at_seq > top + 1:
-        raise InvalidInput("at_seq", f"seq {at_seq} is beyond the history of {wf_id} (steps 1 to {top}); "
-                                     f"fork at 1 to {top + 1} ({top + 1} copies every step)")
+        raise InvalidInput(
+            "at_seq",
+            f"seq {at_seq} is beyond the history of {wf_id} (steps 1 to {top}); "
+            f"fork at 1 to {top + 1} ({top + 1} copies every step)",
+        )
     inserted = cur.execute(
         "insert into ilr.workflows (id, name, version, input, forked_from, epoch) "
         "select %s, name, version, input, id, 1 from ilr.workflows where id = %s "
-        "on conflict (id) do nothing returning id", (new_id, wf_id)).fetchone()
+        "on conflict (id) do nothing returning id",
+        (new_id, wf_id),
+    ).fetchone()
     if inserted is None:
         raise InvalidInput("new_id", f"a workflow {new_id!r} already exists; a fork needs a new id")
     # The copies are written under a synthetic claim (epoch 1, owner $fork), so every step
     # row belongs to a claimed epoch (FencedWrites); the first worker claim is epoch 2.
     cur.execute(
         "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-        "prev_status) values (%s, 1, %s, %s, now(), now(), 'pending')", (new_id, FORK_OWNER, src["version"]))
+        "prev_status) values (%s, 1, %s, %s, now(), now(), 'pending')",
+        (new_id, FORK_OWNER, src["version"]),
+    )
     cur.execute(
         "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
         "select %s, seq, name, kind, fingerprint, output, error, 1 from ilr.steps "
-        "where workflow_id = %s and seq < %s order by seq", (new_id, wf_id, at_seq))
+        "where workflow_id = %s and seq < %s order by seq",
+        (new_id, wf_id, at_seq),
+    )
     return new_id

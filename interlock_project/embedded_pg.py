@@ -114,9 +114,7 @@ class EmbeddedPostgres:
         """Run initdb once (trust auth on the private socket only)."""
         self.pgdata.mkdir(parents=True, exist_ok=True)
         self._ensure_owner()
-        self._run_as_owner(
-            [pg_bin("initdb"), "--auth=trust", "--encoding=utf8", "-U", DB_USER, "-D", str(self.pgdata)]
-        )
+        self._run_as_owner([pg_bin("initdb"), "--auth=trust", "--encoding=utf8", "-U", DB_USER, "-D", str(self.pgdata)])
 
     def pid(self) -> int | None:
         """The postmaster's pid when it is running, else None."""
@@ -167,8 +165,19 @@ class EmbeddedPostgres:
         )
         try:
             self._run_as_owner(
-                [pg_bin("pg_ctl"), "-w", "-t", "60", "-D", str(self.pgdata), "-l", str(self.log_file),
-                 "-o", opts, "start"],
+                [
+                    pg_bin("pg_ctl"),
+                    "-w",
+                    "-t",
+                    "60",
+                    "-D",
+                    str(self.pgdata),
+                    "-l",
+                    str(self.log_file),
+                    "-o",
+                    opts,
+                    "start",
+                ],
                 timeout=90,
             )
         except subprocess.CalledProcessError as exc:

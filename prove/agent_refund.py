@@ -23,8 +23,9 @@ def refund_agent(input: dict):
     from prove.peers import model
     from prove.peers.targets_client import LocalRefunds, UnknownPayment
 
-    target = LocalRefunds(input["url"], tier=input.get("tier", 1), queryable=input.get("queryable"),
-                          send_timeout=2.0, settle_margin=2.0)
+    target = LocalRefunds(
+        input["url"], tier=input.get("tier", 1), queryable=input.get("queryable"), send_timeout=2.0, settle_margin=2.0
+    )
 
     def lookup(args):
         try:
@@ -33,23 +34,47 @@ def refund_agent(input: dict):
             raise ToolError(str(exc)) from None
 
     kind = input.get("policy", "approval")
-    policy = {"approval": lambda: Policy.approval(timeout=input.get("approval_timeout", 120)),
-              "standing": lambda: Policy.standing(input["grant"]),
-              "above": lambda: Policy.approval_above(input["threshold"], input["grant"])}[kind]()
+    policy = {
+        "approval": lambda: Policy.approval(timeout=input.get("approval_timeout", 120)),
+        "standing": lambda: Policy.standing(input["grant"]),
+        "above": lambda: Policy.approval_above(input["threshold"], input["grant"]),
+    }[kind]()
     payment_schema = {"type": "string", "minLength": 1}
     tools = [
-        Tool.read("lookup_payment", "The payment's refund facts: eligible, refunded_by_others (cents).",
-                  {"type": "object", "properties": {"payment": payment_schema}, "required": ["payment"],
-                   "additionalProperties": False}, lookup),
-        Tool.effect("issue_refund", "Refund amount cents of a payment.",
-                    {"type": "object", "properties": {"payment": payment_schema,
-                                                      "amount": {"type": "integer", "minimum": 1}},
-                     "required": ["payment", "amount"], "additionalProperties": False},
-                    target, policy, premises=lambda args: target.capture(args["payment"]),
-                    summary=lambda args: f"Refund {args['amount']} cents of {args['payment']}"),
+        Tool.read(
+            "lookup_payment",
+            "The payment's refund facts: eligible, refunded_by_others (cents).",
+            {
+                "type": "object",
+                "properties": {"payment": payment_schema},
+                "required": ["payment"],
+                "additionalProperties": False,
+            },
+            lookup,
+        ),
+        Tool.effect(
+            "issue_refund",
+            "Refund amount cents of a payment.",
+            {
+                "type": "object",
+                "properties": {"payment": payment_schema, "amount": {"type": "integer", "minimum": 1}},
+                "required": ["payment", "amount"],
+                "additionalProperties": False,
+            },
+            target,
+            policy,
+            premises=lambda args: target.capture(args["payment"]),
+            summary=lambda args: f"Refund {args['amount']} cents of {args['payment']}",
+        ),
     ]
-    return Agent(model=model.MODEL, system=AGENT_SYSTEM, tools=tools, call=messages_call(model.endpoint),
-                 max_turns=input.get("max_turns", 6), max_tokens=512)
+    return Agent(
+        model=model.MODEL,
+        system=AGENT_SYSTEM,
+        tools=tools,
+        call=messages_call(model.endpoint),
+        max_turns=input.get("max_turns", 6),
+        max_tokens=512,
+    )
 
 
 @workflow(name="agent_refund", version="1")

@@ -68,8 +68,10 @@ def crash_plan(tier: int, crash: str | None) -> list[str]:
         raise ValueError(f"--crash: {crash!r} is not one of the demo's kill points ({', '.join(DEMO_POINTS)})")
     if crash.startswith("resolve_"):
         if tier not in RESEND_LEAD_IN:
-            raise ValueError(f"--crash {crash} is reached only in a recovery's resend, and tier {tier} never "
-                             "resends after a crash (the effect becomes AMBIGUOUS); use --tier 1 or --tier 2")
+            raise ValueError(
+                f"--crash {crash} is reached only in a recovery's resend, and tier {tier} never "
+                "resends after a crash (the effect becomes AMBIGUOUS); use --tier 1 or --tier 2"
+            )
         return [RESEND_LEAD_IN[tier], crash]
     return [crash]
 
@@ -119,8 +121,11 @@ class Demo:
         started = time.monotonic()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.say(self._banner())
-        where = ('DATABASE_URL' if os.environ.get('DATABASE_URL')
-                 else 'embedded PostgreSQL 18 at ' + str(settings.DATA_DIR / 'pg'))
+        where = (
+            "DATABASE_URL"
+            if os.environ.get("DATABASE_URL")
+            else "embedded PostgreSQL 18 at " + str(settings.DATA_DIR / "pg")
+        )
         self.say(f"  database: {where}")
         call_command("migrate", verbosity=0)
         if keys.key_path() is None:
@@ -131,8 +136,9 @@ class Demo:
 
         with contextlib.ExitStack() as stack:
             stack.callback(self._stop_workers)
-            target_url = stack.enter_context(target_process(
-                tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite"))
+            target_url = stack.enter_context(
+                target_process(tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite")
+            )
             model_url = stack.enter_context(model_stub_process())
             self.say(f"  payment target: {target_url} (tier {self.tier}); model stub: {model_url} (EMULATED model)")
             return self._scenario(target_url, model_url, started)
@@ -147,10 +153,26 @@ class Demo:
         if kill_at:
             env["ILR_KILL_AT"] = kill_at
         log = open(self.workdir / f"{worker_id}.log", "ab")
-        proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", worker_id,
-                                 "--lease-ttl", str(LEASE_TTL), "--poll", "0.5", "--concurrency", "2",
-                                 *self.worker_args],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "manage.py"),
+                "ilr_worker",
+                "--id",
+                worker_id,
+                "--lease-ttl",
+                str(LEASE_TTL),
+                "--poll",
+                "0.5",
+                "--concurrency",
+                "2",
+                *self.worker_args,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         self.procs.append(proc)
         if kill_at:
             self.armed.add(proc.pid)
@@ -172,13 +194,26 @@ class Demo:
         case_id = f"case-{time.strftime('%H%M%S')}-{os.getpid()}"
         payment = f"pay_{case_id}"
         http_json("POST", f"{target_url}/admin/payments", {"id": payment, "paid": PAID})
-        case = {"id": case_id, "payment": payment, "paid": PAID, "reason": "package arrived damaged",
-                "verify_after": 0, "target": {"url": target_url, "tier": self.tier, "queryable": self.tier == 1,
-                                              "send_timeout": SEND_TIMEOUT, "settle_margin": SETTLE_MARGIN}}
+        case = {
+            "id": case_id,
+            "payment": payment,
+            "paid": PAID,
+            "reason": "package arrived damaged",
+            "verify_after": 0,
+            "target": {
+                "url": target_url,
+                "tier": self.tier,
+                "queryable": self.tier == 1,
+                "send_timeout": SEND_TIMEOUT,
+                "settle_margin": SETTLE_MARGIN,
+            },
+        }
         plan = crash_plan(self.tier, self.crash)
         if len(plan) > 1:
-            self.say(f"  {self.crash} is reached only when a recovery resends: the first worker is SIGKILLed at "
-                     f"{plan[0]}, the one that recovers at {self.crash}, and a third recovers")
+            self.say(
+                f"  {self.crash} is reached only when a recovery resends: the first worker is SIGKILLed at "
+                f"{plan[0]}, the one that recovers at {self.crash}, and a third recovers"
+            )
         rt.start("refund", case_id, case, version=REFUND_VERSION)
         self.say(f"\n1. started workflow {case_id} (payment {payment}, paid ${PAID / 100:.2f})")
         try:
@@ -226,12 +261,16 @@ class Demo:
             if pending and proc.poll() is not None:
                 point = pending.pop(0)
                 if proc.returncode != -signal.SIGKILL:
-                    raise RuntimeError(f"worker {worker_id} exited with {proc.returncode} before kill point {point}; "
-                                       f"see {self.workdir / (worker_id + '.log')}")
+                    raise RuntimeError(
+                        f"worker {worker_id} exited with {proc.returncode} before kill point {point}; "
+                        f"see {self.workdir / (worker_id + '.log')}"
+                    )
                 n += 1
                 next_id = self._worker_id(f"w{n}")
-                self.say(f"{line}. worker {worker_id} was SIGKILLed at kill point {point} "
-                         f"(exit {proc.returncode}); starting {next_id} to recover")
+                self.say(
+                    f"{line}. worker {worker_id} was SIGKILLed at kill point {point} "
+                    f"(exit {proc.returncode}); starting {next_id} to recover"
+                )
                 line += 1
                 worker_id, proc = next_id, self._worker(next_id, model_url, pending[0] if pending else None)
                 deadline = time.monotonic() + 60
@@ -253,8 +292,10 @@ class Demo:
             if d["status"] in ("completed", "failed", "stuck", "cancelled", "continued"):
                 detail = f" ({d['error']})" if d["error"] else ""
                 if pending:
-                    raise RuntimeError(f"workflow {case_id} ended {d['status']}{detail} before worker {worker_id} "
-                                       f"reached kill point {pending[0]}")
+                    raise RuntimeError(
+                        f"workflow {case_id} ended {d['status']}{detail} before worker {worker_id} "
+                        f"reached kill point {pending[0]}"
+                    )
                 raise RuntimeError(f"workflow {case_id} ended {d['status']}{detail} before it asked for approval")
             if time.monotonic() >= deadline:
                 waited = "ask for approval" if proposal is None else f"reach kill point {pending[0]} in {worker_id}"
@@ -263,8 +304,9 @@ class Demo:
 
     def _say_asked(self, line: int, ask: dict) -> None:
         """Print what the case asks a person to approve (``_asked``'s answer)."""
-        self.say(f"{line}. the model decided {ask['proposal']['amount']} cents: "
-                 f"{ask['decision']['response']['reasoning']!r}")
+        self.say(
+            f"{line}. the model decided {ask['proposal']['amount']} cents: {ask['decision']['response']['reasoning']!r}"
+        )
         self.say(f"   premises it rested on: {ask['premises']}")
 
     def _say_approved(self, line: int, ask: dict, grant_id: str, approvers: list[str]) -> None:
@@ -287,13 +329,19 @@ class Demo:
             return None
         decision = steps["pick_amount"]["output"]
         if d["status"] == "sleeping" and (d["waiting"] or {}).get("signal") == "approve" and "propose" in steps:
-            return {"proposal": steps["propose"]["output"], "decision": decision, "premises": decision["premises"],
-                    "request": None}
+            return {
+                "proposal": steps["propose"]["output"],
+                "decision": decision,
+                "premises": decision["premises"],
+                "request": None,
+            }
         conn = rt.connection()
         if conn.execute("select to_regclass('ilr.approval_requests') is not null as t").fetchone()["t"]:
-            req = conn.execute("select id, payload, premises, approvals_needed from ilr.approval_requests "
-                               "where workflow_id = %s and status = 'pending' order by requested_at limit 1",
-                               (case_id,)).fetchone()
+            req = conn.execute(
+                "select id, payload, premises, approvals_needed from ilr.approval_requests "
+                "where workflow_id = %s and status = 'pending' order by requested_at limit 1",
+                (case_id,),
+            ).fetchone()
             if req is not None:
                 return {"proposal": req["payload"], "decision": decision, "premises": req["premises"], "request": req}
         return None
@@ -304,7 +352,7 @@ class Demo:
         req = ask["request"]
         if req is None:
             return rt.approve(case_id, ask["proposal"], ask["premises"], by=self.approve_as), [self.approve_as]
-        approvers = [self.approve_as, f"{self.approve_as}-second"][:max(1, req["approvals_needed"])]
+        approvers = [self.approve_as, f"{self.approve_as}-second"][: max(1, req["approvals_needed"])]
         after = None
         for by in approvers:
             after = rt.approve_request(req["id"], by=by)
@@ -352,8 +400,10 @@ class Demo:
         except Exception as exc:  # noqa: BLE001 - the run has failed already; say what is left
             self.say(f"   could not withdraw case {case_id}: {exc}")
             return False
-        self.say(f"   case {case_id}: cancel requested, not yet delivered after {timeout:.0f} s; the next worker "
-                 "serving the refund workflow ends it (or: python manage.py ilr_db reset)")
+        self.say(
+            f"   case {case_id}: cancel requested, not yet delivered after {timeout:.0f} s; the next worker "
+            "serving the refund workflow ends it (or: python manage.py ilr_db reset)"
+        )
         return False
 
     @staticmethod
@@ -373,15 +423,21 @@ class Demo:
         Raises:
             RuntimeError: naming the other worker and what to do.
         """
-        row = rt.connection().execute(
-            "select owner from ilr.claims where workflow_id = %s and owner <> all(%s) order by epoch limit 1",
-            (case_id, sorted(self.worker_ids))).fetchone()
+        row = (
+            rt.connection()
+            .execute(
+                "select owner from ilr.claims where workflow_id = %s and owner <> all(%s) order by epoch limit 1",
+                (case_id, sorted(self.worker_ids)),
+            )
+            .fetchone()
+        )
         if row is not None:
             raise RuntimeError(
                 f"workflow {case_id} was claimed by worker {row['owner']!r}, not by the demo's workers "
                 f"({', '.join(sorted(self.worker_ids))}): another worker serving the {self.workflow} workflow "
                 "polls this database. Stop it, or give the demo an embedded PostgreSQL of its own "
-                "(ILR_DATA_DIR=.data/demo-only python manage.py demo)")
+                "(ILR_DATA_DIR=.data/demo-only python manage.py demo)"
+            )
 
     def _result(self, rt: Runtime, case_id: str, timeout: float) -> dict:
         """rt.result, watching once a second for a foreign claim (``_check_claims``) and for
@@ -396,8 +452,9 @@ class Demo:
             except TimeoutError:
                 if time.monotonic() >= deadline:
                     status = rt.describe(case_id)["status"]
-                    raise TimeoutError(f"workflow {case_id} did not end within {timeout:.0f} s "
-                                       f"(status {status})") from None
+                    raise TimeoutError(
+                        f"workflow {case_id} did not end within {timeout:.0f} s (status {status})"
+                    ) from None
                 continue
             self._check_claims(rt, case_id)  # a foreign worker may have finished it
             return result
@@ -426,14 +483,25 @@ class Demo:
         conn = rt.connection()
         t0 = d["created_at"]
         self.say("\nTimeline (database clock, seconds since start)")
-        events = [(c["claimed_at"], f"claim epoch {c['epoch']} by {c['owner']}"
-                   + (" (takeover after lease expiry)" if c["prev_status"] == "running" else ""))
-                  for c in conn.execute("select * from ilr.claims where workflow_id = %s", (case_id,)).fetchall()]
-        events += [(s["created_at"], f"step {s['seq']} {s['kind']} {s['name']}"
-                    + (f" -> {s['output']['status']}" if s["kind"] == "effect" else ""))
-                   for s in d["steps"]]
+        events = [
+            (
+                c["claimed_at"],
+                f"claim epoch {c['epoch']} by {c['owner']}"
+                + (" (takeover after lease expiry)" if c["prev_status"] == "running" else ""),
+            )
+            for c in conn.execute("select * from ilr.claims where workflow_id = %s", (case_id,)).fetchall()
+        ]
+        events += [
+            (
+                s["created_at"],
+                f"step {s['seq']} {s['kind']} {s['name']}"
+                + (f" -> {s['output']['status']}" if s["kind"] == "effect" else ""),
+            )
+            for s in d["steps"]
+        ]
         bundle = rt.receipt(result["effect_id"])
         import json
+
         for body in bundle["entries"]:
             e = json.loads(body)
             via = f" via {e['via']}" if e.get("via") else ""
@@ -453,8 +521,15 @@ class Demo:
         v = receipts.verify(bundle)
         self.say(f"\nEffectResult: {result['status']} ({result['effect_id']})")
         self.say("Receipt verify():")
-        for k in ("valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
-                  "assumptions_held", "sends"):
+        for k in (
+            "valid",
+            "tamper_evident",
+            "happened",
+            "happened_once",
+            "authorized_when_fired",
+            "assumptions_held",
+            "sends",
+        ):
             self.say(f"  {k:22s} {v[k]}")
         for p in v["problems"]:
             self.say(f"  problem: {p}")
@@ -469,8 +544,9 @@ class Demo:
             failures.append(f"receipt says happened={v['happened']}, expected {expect.happened}")
         # After a reapply the receipt cannot rule out a late first send (A2), so it answers
         # happened_once "unknown" (verify()'s P2 rule); the ledger check above counts the refunds.
-        once_ok = v["happened_once"] is True or (v["happened_once"] == "unknown"
-                                                 and result["status"] == "REAPPLIED_AFTER_QUERY")
+        once_ok = v["happened_once"] is True or (
+            v["happened_once"] == "unknown" and result["status"] == "REAPPLIED_AFTER_QUERY"
+        )
         if expect.happened is True and not (once_ok and v["authorized_when_fired"] and v["assumptions_held"]):
             failures.append("the receipt does not show one authorized application with its assumptions held")
         self.say(f"\nWall time: {time.monotonic() - started:.1f} s")
@@ -521,7 +597,8 @@ def demo_login(username: str = DEMO_USER) -> tuple[str, str]:
     user.set_password(password)
     user.save()
     perms = Permission.objects.filter(content_type__app_label="approvals") | Permission.objects.filter(
-        content_type__app_label="ilr", codename__startswith="view_")
+        content_type__app_label="ilr", codename__startswith="view_"
+    )
     user.user_permissions.set(perms)
     return username, password
 
@@ -544,11 +621,16 @@ class ServeDemo(Demo):
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.say(f"Interlock approvals demo: the admin and the review UI under gunicorn (tier {self.tier})")
         if self.port and not port_free(self.port):
-            self.say(f"FAILED: port {self.port} on 127.0.0.1 is in use (another server listens there); "
-                     "stop it, or pick another port (--port 0 takes a free one)")
+            self.say(
+                f"FAILED: port {self.port} on 127.0.0.1 is in use (another server listens there); "
+                "stop it, or pick another port (--port 0 takes a free one)"
+            )
             return 1
-        where = ("DATABASE_URL" if os.environ.get("DATABASE_URL")
-                 else f"embedded PostgreSQL 18 at {settings.DATA_DIR / 'pg'}")
+        where = (
+            "DATABASE_URL"
+            if os.environ.get("DATABASE_URL")
+            else f"embedded PostgreSQL 18 at {settings.DATA_DIR / 'pg'}"
+        )
         self.say(f"  database: {where}")
         call_command("migrate", verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
@@ -563,8 +645,9 @@ class ServeDemo(Demo):
         try:
             with contextlib.ExitStack() as stack:
                 stack.callback(self._stop_workers)
-                target_url = stack.enter_context(target_process(
-                    tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite"))
+                target_url = stack.enter_context(
+                    target_process(tier=self.tier, queryable=self.tier == 1, ledger=self.workdir / "ledger.sqlite")
+                )
                 model_url = stack.enter_context(model_stub_process())
                 self.say(f"  payment target: {target_url} (tier {self.tier}); model stub: {model_url} (EMULATED model)")
                 for name in ("w1", "w2"):
@@ -593,8 +676,7 @@ class ServeDemo(Demo):
                 deadline = None if self.serve_for is None else time.monotonic() + self.serve_for
                 while not stop["now"] and (deadline is None or time.monotonic() < deadline):
                     if web.poll() is not None:
-                        self.say(f"FAILED: gunicorn exited with {web.returncode}; "
-                                 f"see {self.workdir / 'gunicorn.log'}")
+                        self.say(f"FAILED: gunicorn exited with {web.returncode}; see {self.workdir / 'gunicorn.log'}")
                         return 1
                     time.sleep(0.2)
         except KeyboardInterrupt:
@@ -612,22 +694,57 @@ class ServeDemo(Demo):
         """
         payment = f"pay_{case_id}"
         http_json("POST", f"{target_url}/admin/payments", {"id": payment, "paid": PAID})
-        case = {"id": case_id, "payment": payment, "paid": PAID, "reason": "package arrived damaged",
-                "verify_after": 0, "target": {"url": target_url, "tier": self.tier, "queryable": self.tier == 1,
-                                              "send_timeout": SEND_TIMEOUT, "settle_margin": SETTLE_MARGIN}}
+        case = {
+            "id": case_id,
+            "payment": payment,
+            "paid": PAID,
+            "reason": "package arrived damaged",
+            "verify_after": 0,
+            "target": {
+                "url": target_url,
+                "tier": self.tier,
+                "queryable": self.tier == 1,
+                "send_timeout": SEND_TIMEOUT,
+                "settle_margin": SETTLE_MARGIN,
+            },
+        }
         rt.start("refund", case_id, case, version=REFUND_VERSION)
         proposal, decision = self._wait_for_approval(rt, case_id)
-        self.say(f"\nStarted {case_id}: the model proposes {proposal['amount']} cents "
-                 f"({decision['response']['reasoning']!r}); it waits for approval.")
+        self.say(
+            f"\nStarted {case_id}: the model proposes {proposal['amount']} cents "
+            f"({decision['response']['reasoning']!r}); it waits for approval."
+        )
 
     def _gunicorn(self, port: int) -> subprocess.Popen:
-        env = {**os.environ, "ILR_SERVE_STATIC": "1", "PYTHONUNBUFFERED": "1",
-               "DJANGO_SETTINGS_MODULE": "interlock_project.settings"}
+        env = {
+            **os.environ,
+            "ILR_SERVE_STATIC": "1",
+            "PYTHONUNBUFFERED": "1",
+            "DJANGO_SETTINGS_MODULE": "interlock_project.settings",
+        }
         with open(self.workdir / "gunicorn.log", "ab") as log:  # the child keeps its own copy of the fd
-            return subprocess.Popen([sys.executable, "-m", "gunicorn", "interlock_project.wsgi:application",
-                                     "--bind", f"127.0.0.1:{port}", "--workers", "2", "--threads", "4",
-                                     "--timeout", "60", "--access-logfile", "-"],
-                                    cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            return subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gunicorn",
+                    "interlock_project.wsgi:application",
+                    "--bind",
+                    f"127.0.0.1:{port}",
+                    "--workers",
+                    "2",
+                    "--threads",
+                    "4",
+                    "--timeout",
+                    "60",
+                    "--access-logfile",
+                    "-",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
     @staticmethod
     def _wait_http(url: str, proc: subprocess.Popen, log: Path, port: int, timeout: float = 30.0) -> None:
@@ -645,8 +762,11 @@ class ServeDemo(Demo):
             if proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited with {proc.returncode} before serving {url}; see {log}")
             try:
-                if bound in log.read_text(errors="replace") and http_json("GET", url, timeout=2.0)[0] == 200 \
-                        and proc.poll() is None:
+                if (
+                    bound in log.read_text(errors="replace")
+                    and http_json("GET", url, timeout=2.0)[0] == 200
+                    and proc.poll() is None
+                ):
                     return
             except (OSError, http.client.HTTPException):
                 pass

@@ -31,8 +31,10 @@ APPROVAL_TIMEOUT = 600.0  # seconds the agent's approval request stays open
 def check_crash(crash: str | None) -> None:
     """Raise ValueError for a ``--crash`` choice ``--agent`` does not offer."""
     if (crash or "none") not in AGENT_CRASHES:
-        raise ValueError(f"--agent: --crash must be one of {', '.join(AGENT_CRASHES)} (the agent demo kills a "
-                         "worker at the gated send, after the approval)")
+        raise ValueError(
+            f"--agent: --crash must be one of {', '.join(AGENT_CRASHES)} (the agent demo kills a "
+            "worker at the gated send, after the approval)"
+        )
 
 
 def _one_line(text: str, width: int = 160) -> str:
@@ -50,8 +52,10 @@ class AgentDemo(Demo):
     """The approval request the agent's call waited on, as ``_asked`` found it."""
 
     def _banner(self) -> str:
-        return (f"Interlock agent demo: a support agent handles a refund ticket (tier {self.tier}, "
-                f"crash at {self.crash or 'none'})")
+        return (
+            f"Interlock agent demo: a support agent handles a refund ticket (tier {self.tier}, "
+            f"crash at {self.crash or 'none'})"
+        )
 
     def run(self) -> int:
         check_crash(self.crash)
@@ -64,11 +68,21 @@ class AgentDemo(Demo):
         case_id = f"ticket-{time.strftime('%H%M%S')}-{os.getpid()}"
         payment = f"pay_{case_id}"
         http_json("POST", f"{target_url}/admin/payments", {"id": payment, "paid": PAID})
-        case = {"case_id": case_id, "payment": payment, "key": case_id, "url": target_url, "tier": self.tier,
-                "queryable": self.tier != 3, "policy": "approval", "approval_timeout": APPROVAL_TIMEOUT}
+        case = {
+            "case_id": case_id,
+            "payment": payment,
+            "key": case_id,
+            "url": target_url,
+            "tier": self.tier,
+            "queryable": self.tier != 3,
+            "policy": "approval",
+            "approval_timeout": APPROVAL_TIMEOUT,
+        }
         rt.start("agent_refund", case_id, case, version=agent_refund.__ilr_workflow__.version)
-        self.say(f"\n1. started workflow agent_refund {case_id} (payment {payment}, paid ${PAID / 100:.2f}); "
-                 "the agent reads the ticket")
+        self.say(
+            f"\n1. started workflow agent_refund {case_id} (payment {payment}, paid ${PAID / 100:.2f}); "
+            "the agent reads the ticket"
+        )
         plan = [] if self.crash in (None, "none") else [self.crash]
         try:
             self._drive(rt, case_id, model_url, plan)
@@ -91,9 +105,15 @@ class AgentDemo(Demo):
     @staticmethod
     def _asked(rt: Runtime, case_id: str, d: dict) -> dict | None:
         """The pending approval request of the agent's call, once there is one; else None."""
-        req = rt.connection().execute(
-            "select id, payload, premises, approvals_needed, summary, effect_key from ilr.approval_requests "
-            "where workflow_id = %s and status = 'pending' order by requested_at limit 1", (case_id,)).fetchone()
+        req = (
+            rt.connection()
+            .execute(
+                "select id, payload, premises, approvals_needed, summary, effect_key from ilr.approval_requests "
+                "where workflow_id = %s and status = 'pending' order by requested_at limit 1",
+                (case_id,),
+            )
+            .fetchone()
+        )
         if req is None:
             return None
         return {"proposal": req["payload"], "decision": None, "premises": req["premises"], "request": req}
@@ -102,12 +122,16 @@ class AgentDemo(Demo):
         self.asked = ask
         req = ask["request"]
         self.say(f"{line}. the agent's call waits on approval request {req['id']}: {req['summary']!r}")
-        self.say(f"   arguments (the exact payload): {json.dumps(req['payload'], sort_keys=True)}; "
-                 f"premises captured: {json.dumps(req['premises'], sort_keys=True)}")
+        self.say(
+            f"   arguments (the exact payload): {json.dumps(req['payload'], sort_keys=True)}; "
+            f"premises captured: {json.dumps(req['premises'], sort_keys=True)}"
+        )
 
     def _say_approved(self, line: int, ask: dict, grant_id: str, approvers: list[str]) -> None:
-        self.say(f"{line}. {' and '.join(approvers)} approved request {ask['request']['id']} "
-                 f"(rt.approve_request, as the review UI does): grant {grant_id}")
+        self.say(
+            f"{line}. {' and '.join(approvers)} approved request {ask['request']['id']} "
+            f"(rt.approve_request, as the review UI does): grant {grant_id}"
+        )
 
     # -- the report ------------------------------------------------------------------------------
 
@@ -135,8 +159,10 @@ class AgentDemo(Demo):
                 for block in content or []:
                     if block.get("type") == "tool_result":
                         error = " (is_error)" if block.get("is_error") else ""
-                        self.say(f"  tool_result for {names.get(block.get('tool_use_id'), '?')}{error}: "
-                                 f"{_one_line(block.get('content'), 800)}")
+                        self.say(
+                            f"  tool_result for {names.get(block.get('tool_use_id'), '?')}{error}: "
+                            f"{_one_line(block.get('content'), 800)}"
+                        )
                     elif block.get("type") == "text":
                         self.say(f"  user: {_one_line(block['text'])}")
 
@@ -147,29 +173,37 @@ class AgentDemo(Demo):
         from prove.agent_refund import refund_agent
 
         conn = rt.connection()
-        rows = conn.execute("select seq, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s "
-                            "and kind = 'decide' order by seq", (case_id,)).fetchall()
-        calls = conn.execute("select count(*) as n from ilr.llm_calls where workflow_id = %s",
-                             (case_id,)).fetchone()["n"]
+        rows = conn.execute(
+            "select seq, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s "
+            "and kind = 'decide' order by seq",
+            (case_id,),
+        ).fetchall()
+        calls = conn.execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (case_id,)).fetchone()[
+            "n"
+        ]
         transcript = result["transcript"]
         fingerprints = refund_agent(case).turn_fingerprints(transcript)
         recorded = [r["fingerprint"] for r in rows]
         answers = [m["content"] for m in transcript if m.get("role") == "assistant"]
         same = fingerprints == recorded and answers == [r["output"]["response"]["content"] for r in rows]
         epochs = sorted({r["epoch"] for r in rows})
-        self.say(f"\nReplay: {len(rows)} turns recorded (claim epochs {', '.join(map(str, epochs))}); the transcript "
-                 f"{'replays identically' if same else 'does NOT replay identically'} (each turn's request hashes to "
-                 f"its recorded fingerprint); model calls made {calls}, recorded {len(rows)}")
+        self.say(
+            f"\nReplay: {len(rows)} turns recorded (claim epochs {', '.join(map(str, epochs))}); the transcript "
+            f"{'replays identically' if same else 'does NOT replay identically'} (each turn's request hashes to "
+            f"its recorded fingerprint); model calls made {calls}, recorded {len(rows)}"
+        )
         failures = []
         if not same:
-            failures.append(f"the transcript did not replay identically (fingerprints {fingerprints} vs recorded "
-                            f"{recorded})")
+            failures.append(
+                f"the transcript did not replay identically (fingerprints {fingerprints} vs recorded {recorded})"
+            )
         if calls != len(rows):
             failures.append(f"{calls - len(rows)} model call(s) discarded; expected none at {self.crash}")
         return failures
 
-    def _agent_report(self, rt: Runtime, case_id: str, case: dict, target_url: str, result: dict,
-                      started: float) -> int:
+    def _agent_report(
+        self, rt: Runtime, case_id: str, case: dict, target_url: str, result: dict, started: float
+    ) -> int:
         expect = expected(self.tier, self.crash)
         self._conversation(result["transcript"])
         self.say(f"\nAnswer to the customer: {_one_line(result['text'], 400)}")
@@ -182,8 +216,10 @@ class AgentDemo(Demo):
         if req is not None:
             approvers = [a["by"] for a in req["approvals"] or []]
             self.say(f"  request {req['id']}: {req['status']} by {', '.join(approvers)}; grant {req['grant_id']}")
-            self.say(f"  payload {json.dumps(req['payload'], sort_keys=True)} (hash {req['payload_hash'][:16]}…), "
-                     f"key {req['effect_key']}")
+            self.say(
+                f"  payload {json.dumps(req['payload'], sort_keys=True)} (hash {req['payload_hash'][:16]}…), "
+                f"key {req['effect_key']}"
+            )
         payment, payload = case["payment"], (req or {}).get("payload") or {}
         ledger = [r for r in http_json("GET", f"{target_url}/ledger")[1]["rows"] if r["payment"] == payment]
         self.say("\nLedger (read from the payment target)")
@@ -196,13 +232,25 @@ class AgentDemo(Demo):
             return 1
         bundle = rt.receipt(outcome["effect_id"])
         v = receipts.verify(bundle)
-        effect = rt.connection().execute("select grant_id from ilr.effects where effect_id = %s",
-                                         (outcome["effect_id"],)).fetchone()
-        self.say(f"\nEffectResult: {outcome['status']} ({outcome['effect_id']}), sent under grant "
-                 f"{effect['grant_id'] if effect else None}")
+        effect = (
+            rt.connection()
+            .execute("select grant_id from ilr.effects where effect_id = %s", (outcome["effect_id"],))
+            .fetchone()
+        )
+        self.say(
+            f"\nEffectResult: {outcome['status']} ({outcome['effect_id']}), sent under grant "
+            f"{effect['grant_id'] if effect else None}"
+        )
         self.say("Receipt verify():")
-        for k in ("valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
-                  "assumptions_held", "sends"):
+        for k in (
+            "valid",
+            "tamper_evident",
+            "happened",
+            "happened_once",
+            "authorized_when_fired",
+            "assumptions_held",
+            "sends",
+        ):
             self.say(f"  {k:22s} {v[k]}")
         for p in v["problems"]:
             self.say(f"  problem: {p}")
@@ -216,16 +264,18 @@ class AgentDemo(Demo):
         if outcome["status"] not in expect.status:
             failures.append(f"status {outcome['status']} not in {sorted(expect.status)}")
         if len(ledger) != expect.refunds or any(r["amount"] != payload.get("amount") for r in ledger):
-            failures.append(f"ledger holds {len(ledger)} refund(s); "
-                            f"expected {expect.refunds} of {payload.get('amount')}")
+            failures.append(
+                f"ledger holds {len(ledger)} refund(s); expected {expect.refunds} of {payload.get('amount')}"
+            )
         if not (v["valid"] and v["tamper_evident"]):
             failures.append("the receipt does not verify")
         if v["happened"] != expect.happened:
             failures.append(f"receipt says happened={v['happened']}, expected {expect.happened}")
         if v["happened"] is True and not ledger:
             failures.append("the receipt says it happened, and the ledger shows nothing")
-        once_ok = v["happened_once"] is True or (v["happened_once"] == "unknown"
-                                                 and outcome["status"] == "REAPPLIED_AFTER_QUERY")
+        once_ok = v["happened_once"] is True or (
+            v["happened_once"] == "unknown" and outcome["status"] == "REAPPLIED_AFTER_QUERY"
+        )
         if expect.happened is True and not (once_ok and v["authorized_when_fired"] and v["assumptions_held"]):
             failures.append("the receipt does not show one authorized application with its assumptions held")
         self.say(f"\nWall time: {time.monotonic() - started:.1f} s")

@@ -66,9 +66,13 @@ def call_model(request: dict) -> dict:
     response = _client(where["base_url"], where["api_key"]).messages.create(**request)
     text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
     decision = model.parse_decision(text)
-    return {"model": response.model, "amount": decision["amount"], "reasoning": decision["reasoning"],
-            "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
-            "emulated": where["emulated"]}
+    return {
+        "model": response.model,
+        "amount": decision["amount"],
+        "reasoning": decision["reasoning"],
+        "usage": {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens},
+        "emulated": where["emulated"],
+    }
 
 
 @functools.lru_cache(maxsize=8)
@@ -106,27 +110,43 @@ def refund(ctx, case):
     "amount", "request_id"}.
     """
     target = target_for(case)
-    d = ctx.decide("pick_amount", call=call_model, request=model.build_request(
-        {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}),
-        premises=lambda: target.capture(case["payment"]))
+    d = ctx.decide(
+        "pick_amount",
+        call=call_model,
+        request=model.build_request(
+            {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}
+        ),
+        premises=lambda: target.capture(case["payment"]),
+    )
     proposal = proposal_for(case, d.output["amount"])
     key = f"refund:{case['id']}"
-    approval = ctx.request_approval(target, key, proposal, premises=d.premises, decision=d.ref,
-                                    summary=summary_for(case, proposal["amount"]),
-                                    timeout=case.get("approval_timeout", 24 * 3600))
+    approval = ctx.request_approval(
+        target,
+        key,
+        proposal,
+        premises=d.premises,
+        decision=d.ref,
+        summary=summary_for(case, proposal["amount"]),
+        timeout=case.get("approval_timeout", 24 * 3600),
+    )
     if approval is None:
         out = ctx.last_approval
         if out["status"] == "expired":
             return {"status": "approval expired", "amount": proposal["amount"], "request_id": out["request_id"]}
-        return {"status": "rejected", "by": out["decided_by"], "reason": out["reason"],
-                "request_id": out["request_id"]}
-    r = ctx.effect(target, key=key, payload=approval.payload, premises=approval.facts_seen,
-                   grant=approval.grant_id, decision=d.ref)
+        return {"status": "rejected", "by": out["decided_by"], "reason": out["reason"], "request_id": out["request_id"]}
+    r = ctx.effect(
+        target, key=key, payload=approval.payload, premises=approval.facts_seen, grant=approval.grant_id, decision=d.ref
+    )
     if r.status == "AMBIGUOUS":
         ctx.step("page_human", notify_ops, r.effect_id)
     ctx.sleep(case.get("verify_after", 1))
-    return {"status": r.status, "effect_id": r.effect_id, "amount": proposal["amount"],
-            "request_id": approval.request_id, "approved_by": list(approval.approved_by)}
+    return {
+        "status": r.status,
+        "effect_id": r.effect_id,
+        "amount": proposal["amount"],
+        "request_id": approval.request_id,
+        "approved_by": list(approval.approved_by),
+    }
 
 
 @workflow(name="refund_signal", version=REFUND_SIGNAL_VERSION)
@@ -138,9 +158,14 @@ def refund_signal(ctx, case):
     Input and result as ``refund`` (without "request_id").
     """
     target = target_for(case)
-    d = ctx.decide("pick_amount", call=call_model, request=model.build_request(
-        {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}),
-        premises=lambda: target.capture(case["payment"]))
+    d = ctx.decide(
+        "pick_amount",
+        call=call_model,
+        request=model.build_request(
+            {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}
+        ),
+        premises=lambda: target.capture(case["payment"]),
+    )
     proposal = ctx.step("propose", proposal_for, case, d.output["amount"])
     try:
         approval = ctx.wait_signal("approve", timeout=case.get("approval_timeout", 24 * 3600))
@@ -148,8 +173,14 @@ def refund_signal(ctx, case):
         return {"status": "approval expired", "amount": proposal["amount"]}
     if approval.get("rejected"):
         return {"status": "rejected", "by": approval.get("by"), "reason": approval.get("reason")}
-    r = ctx.effect(target, key=f"refund:{case['id']}", payload=proposal, premises=approval["facts_seen"],
-                   grant=approval["grant_id"], decision=d.ref)
+    r = ctx.effect(
+        target,
+        key=f"refund:{case['id']}",
+        payload=proposal,
+        premises=approval["facts_seen"],
+        grant=approval["grant_id"],
+        decision=d.ref,
+    )
     if r.status == "AMBIGUOUS":
         ctx.step("page_human", notify_ops, r.effect_id)
     ctx.sleep(case.get("verify_after", 1))

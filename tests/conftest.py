@@ -18,8 +18,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-ILR_TABLES = ("ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
-              "ilr.claims, ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments")
+ILR_TABLES = (
+    "ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
+    "ilr.claims, ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
+)
 
 
 _STARTED_BY_US = pytest.StashKey[bool]()
@@ -54,9 +56,19 @@ def pytest_sessionfinish(session):
 
 SLOW_FIXTURES = ("workers", "live_server")
 """A test that starts worker subprocesses or a live server is in the full suite only."""
-SLOW_MODULES = ("test_demo", "test_failover", "test_db_restart", "test_pgbouncer", "test_worker_command",
-                "test_agents", "test_watchdog", "test_commands", "test_check_command", "test_packaging",
-                "test_dbos_baseline")
+SLOW_MODULES = (
+    "test_demo",
+    "test_failover",
+    "test_db_restart",
+    "test_pgbouncer",
+    "test_worker_command",
+    "test_agents",
+    "test_watchdog",
+    "test_commands",
+    "test_check_command",
+    "test_packaging",
+    "test_dbos_baseline",
+)
 """Modules whose tests start processes of their own (the demo, clusters, PgBouncer, commands)."""
 
 
@@ -68,8 +80,10 @@ def pytest_collection_modifyitems(items):
         if "test_dsn" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.django_db(transaction=True))
         # The quick lane (pytest -m "not slow") is what runs in-process: subprocesses are slow.
-        if (any(f in getattr(item, "fixturenames", ()) for f in SLOW_FIXTURES)
-                or item.module.__name__.rpartition(".")[2] in SLOW_MODULES):
+        if (
+            any(f in getattr(item, "fixturenames", ()) for f in SLOW_FIXTURES)
+            or item.module.__name__.rpartition(".")[2] in SLOW_MODULES
+        ):
             item.add_marker(pytest.mark.slow)
 
 
@@ -84,9 +98,11 @@ def test_dsn(django_db_setup, django_db_blocker):
     with django_db_blocker.unblock():
         dsn = db.conninfo()
         with db.connect(dsn) as conn:
-            conn.execute("create table if not exists public.test_invocations ("
-                         "id bigserial primary key, workflow_id text not null, name text not null, "
-                         "pid int not null, at timestamptz not null default now())")
+            conn.execute(
+                "create table if not exists public.test_invocations ("
+                "id bigserial primary key, workflow_id text not null, name text not null, "
+                "pid int not null, at timestamptz not null default now())"
+            )
     return dsn
 
 
@@ -133,11 +149,33 @@ class WorkerProcs:
         env.update(extra or {})
         return env
 
-    def start(self, worker_id: str, *, lease_ttl: float = 2.0, poll: float = 0.1, concurrency: int = 4,
-              env: dict | None = None, args: tuple = ()) -> subprocess.Popen:
+    def start(
+        self,
+        worker_id: str,
+        *,
+        lease_ttl: float = 2.0,
+        poll: float = 0.1,
+        concurrency: int = 4,
+        env: dict | None = None,
+        args: tuple = (),
+    ) -> subprocess.Popen:
         log = open(self.tmp_path / f"{worker_id}.log", "ab")
-        cmd = [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", worker_id, "--import", "tests.flows",
-               "--lease-ttl", str(lease_ttl), "--poll", str(poll), "--concurrency", str(concurrency), *args]
+        cmd = [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "ilr_worker",
+            "--id",
+            worker_id,
+            "--import",
+            "tests.flows",
+            "--lease-ttl",
+            str(lease_ttl),
+            "--poll",
+            str(poll),
+            "--concurrency",
+            str(concurrency),
+            *args,
+        ]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(env), stdout=log, stderr=subprocess.STDOUT)
         self.procs[worker_id] = proc
         return proc
@@ -190,7 +228,8 @@ def registry_results(test_dsn: str) -> dict:
         evidence["access_log"] += ev["access_log"]
     with db.connect(test_dsn) as conn:
         evidence["invocations"] = conn.execute(
-            "select workflow_id, name, extract(epoch from at)::float8 as at from public.test_invocations").fetchall()
+            "select workflow_id, name, extract(epoch from at)::float8 as at from public.test_invocations"
+        ).fetchall()
         return check_all(conn, evidence)
 
 

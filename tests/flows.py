@@ -13,10 +13,14 @@ from ilr.context import ChildFailed, ChildTimeout
 def invoke(workflow_id: str, name: str) -> int:
     """Log one body execution; return how many times this (workflow, name) body has run."""
     with db.connect(os.environ.get("ILR_TEST_DIRECT_DSN") or db.conninfo()) as conn:
-        conn.execute("insert into public.test_invocations (workflow_id, name, pid) values (%s, %s, %s)",
-                     (workflow_id, name, os.getpid()))
-        return conn.execute("select count(*) as n from public.test_invocations where workflow_id = %s and name = %s",
-                            (workflow_id, name)).fetchone()["n"]
+        conn.execute(
+            "insert into public.test_invocations (workflow_id, name, pid) values (%s, %s, %s)",
+            (workflow_id, name, os.getpid()),
+        )
+        return conn.execute(
+            "select count(*) as n from public.test_invocations where workflow_id = %s and name = %s",
+            (workflow_id, name),
+        ).fetchone()["n"]
 
 
 @workflow(name="three_steps", version="1")
@@ -90,12 +94,14 @@ def effect_bad_input(ctx, input):
     from prove.peers.targets_client import LocalRefunds
 
     kwargs = {"payload": {"payment": "p", "amount": 1}}
-    kwargs.update({
-        "decision": {"decision": {"workflow_id": "w", "seq": (1, 2)}},
-        "payload_size": {"payload": {"payment": "p", "amount": 1, "note": "x" * 1_100_000}},
-        "premises_size": {"premises": {"note": "x" * 1_100_000}},
-        "amount": {"payload": {"payment": "p", "amount": 2 ** 63}},
-    }[input["bad"]])
+    kwargs.update(
+        {
+            "decision": {"decision": {"workflow_id": "w", "seq": (1, 2)}},
+            "payload_size": {"payload": {"payment": "p", "amount": 1, "note": "x" * 1_100_000}},
+            "premises_size": {"premises": {"note": "x" * 1_100_000}},
+            "amount": {"payload": {"payment": "p", "amount": 2**63}},
+        }[input["bad"]]
+    )
     return ctx.effect(LocalRefunds("http://127.0.0.1:9"), key="bad-input", **kwargs).status
 
 
@@ -106,16 +112,19 @@ def approval_bad_input(ctx, input):
 
     target = LocalRefunds("http://127.0.0.1:9")
     kwargs = {"target": target, "premises": {"payment": "p"}, "decision": None}
-    kwargs.update({
-        "target_none": {"target": None},
-        "target_no_apply": {"target": type("NoApply", (), {"tier": 1})()},
-        "target_unregistered": {"target": "no-such-target"},
-        "premises_list": {"premises": [1]},
-        "premises_callable_list": {"premises": lambda: [1]},
-        "decision_str": {"decision": "nope"},
-    }[input["bad"]])
-    approval = ctx.request_approval(kwargs.pop("target"), "bad-approval", {"payment": "p", "amount": 1},
-                                    summary="bad input", **kwargs)
+    kwargs.update(
+        {
+            "target_none": {"target": None},
+            "target_no_apply": {"target": type("NoApply", (), {"tier": 1})()},
+            "target_unregistered": {"target": "no-such-target"},
+            "premises_list": {"premises": [1]},
+            "premises_callable_list": {"premises": lambda: [1]},
+            "decision_str": {"decision": "nope"},
+        }[input["bad"]]
+    )
+    approval = ctx.request_approval(
+        kwargs.pop("target"), "bad-approval", {"payment": "p", "amount": 1}, summary="bad input", **kwargs
+    )
     return approval is None
 
 
@@ -126,9 +135,13 @@ def refund_catching_cancel(ctx, input):
     from prove.workflows import target_for
 
     try:
-        return ctx.effect(target_for(input), key=f"catch:{ctx.workflow_id}",
-                          payload={"payment": input["payment"], "amount": 500}, premises={"payment": input["payment"]},
-                          grant=input["grant_id"]).status
+        return ctx.effect(
+            target_for(input),
+            key=f"catch:{ctx.workflow_id}",
+            payload={"payment": input["payment"], "amount": 500},
+            premises={"payment": input["payment"]},
+            grant=input["grant_id"],
+        ).status
     except Cancelled:
         return "compensated"
 
@@ -232,8 +245,12 @@ def live_amount(ctx, input):
     from prove.workflows import target_for
 
     amount = int(Path(input["amount_file"]).read_text())
-    r = ctx.effect(target_for(input), key=f"live:{ctx.workflow_id}",
-                   payload={"payment": input["payment"], "amount": amount}, grant=input["grant_id"])
+    r = ctx.effect(
+        target_for(input),
+        key=f"live:{ctx.workflow_id}",
+        payload={"payment": input["payment"], "amount": amount},
+        grant=input["grant_id"],
+    )
     return {"status": r.status, "effect_id": r.effect_id}
 
 
@@ -303,8 +320,7 @@ def explode(message: str) -> None:
 def always_fails(ctx, input):
     """One step that raises ValueError(input["message"], default "boom") on every attempt, under
     the default unlimited retries with a short backoff (0.2 s, capped at 0.5 s)."""
-    return ctx.step("explode", explode, input.get("message", "boom"),
-                    retry=RetryPolicy(initial=0.2, max_interval=0.5))
+    return ctx.step("explode", explode, input.get("message", "boom"), retry=RetryPolicy(initial=0.2, max_interval=0.5))
 
 
 @workflow(name="asks_approval", version="1")
@@ -319,15 +335,21 @@ def asks_approval(ctx, input):
     if input.get("action"):
         target.action = input["action"]  # what the effect asks the grant to cover, and the request
     payload = {"payment": input["payment"], "amount": input["amount"]}
-    approval = ctx.request_approval(target, input["key"], payload, premises=lambda: target.capture(input["payment"]),
-                                    summary=f"Refund {input['amount']} cents", timeout=input.get("timeout", 60))
+    approval = ctx.request_approval(
+        target,
+        input["key"],
+        payload,
+        premises=lambda: target.capture(input["payment"]),
+        summary=f"Refund {input['amount']} cents",
+        timeout=input.get("timeout", 60),
+    )
     if approval is None:
         out = ctx.last_approval
         return {"status": out["status"], "by": out["decided_by"], "reason": out["reason"]}
-    r = ctx.effect(target, key=input["key"], payload=approval.payload, premises=approval.facts_seen,
-                   grant=approval.grant_id)
+    r = ctx.effect(
+        target, key=input["key"], payload=approval.payload, premises=approval.facts_seen, grant=approval.grant_id
+    )
     return {"status": r.status, "approved_by": list(approval.approved_by), "effect_id": r.effect_id}
-
 
 
 # -- agents (ilr.agents): the agent_refund workflow and its Agent, shared with agents_report ----------

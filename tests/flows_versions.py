@@ -27,16 +27,16 @@ from tests.flows import invoke
 
 V1 = {
     # The code the histories were recorded with.
-    "original": '''
+    "original": """
 @workflow(name="versioned", version="1")
 def versioned(ctx, input):
     ctx.step("a", invoke, ctx.workflow_id, "a")
     ctx.sleep(input.get("seconds", 0))
     ctx.step("b", invoke, ctx.workflow_id, "b")
     return {"code": "original"}
-''',
+""",
     # A change without a patch: a step inserted where the old code slept.
-    "unpatched": '''
+    "unpatched": """
 @workflow(name="versioned", version="1")
 def versioned(ctx, input):
     ctx.step("a", invoke, ctx.workflow_id, "a")
@@ -44,9 +44,9 @@ def versioned(ctx, input):
     ctx.sleep(input.get("seconds", 0))
     ctx.step("b", invoke, ctx.workflow_id, "b")
     return {"code": "unpatched"}
-''',
+""",
     # The same change behind ctx.patched: old histories take the old branch.
-    "patched": '''
+    "patched": """
 @workflow(name="versioned", version="1")
 def versioned(ctx, input):
     ctx.step("a", invoke, ctx.workflow_id, "a")
@@ -58,9 +58,9 @@ def versioned(ctx, input):
     ctx.sleep(input.get("seconds", 0))
     ctx.step("b", invoke, ctx.workflow_id, "b")
     return {"code": "patched", "path": path}
-''',
+""",
     # Retiring the patch once no pre-patch history is open (Temporal's deprecate_patch).
-    "deprecated": '''
+    "deprecated": """
 @workflow(name="versioned", version="1")
 def versioned(ctx, input):
     ctx.step("a", invoke, ctx.workflow_id, "a")
@@ -69,16 +69,16 @@ def versioned(ctx, input):
     ctx.sleep(input.get("seconds", 0))
     ctx.step("b", invoke, ctx.workflow_id, "b")
     return {"code": "deprecated", "path": "new"}
-''',
+""",
 }
 
-V2 = '''
+V2 = """
 
 @workflow(name="versioned", version="2")
 def versioned_v2(ctx, input):
     ctx.step("a2", invoke, ctx.workflow_id, "a2")
     return {"code": "v2"}
-'''
+"""
 
 
 def source(variant: str) -> str:

@@ -39,8 +39,11 @@ def main(argv: list[str]) -> int:
         major = int(cluster.bin.parts[-2])
         if major < MINIMUM_MAJOR:
             raise SystemExit(f"PostgreSQL {major} is below the supported minimum {MINIMUM_MAJOR}")
-        print(f"real-server lane: {version} at {cluster.url} (fsync on, data {cluster.data}, "
-              f"started in {time.monotonic() - started:.1f} s)", flush=True)
+        print(
+            f"real-server lane: {version} at {cluster.url} (fsync on, data {cluster.data}, "
+            f"started in {time.monotonic() - started:.1f} s)",
+            flush=True,
+        )
         pgbouncer = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
         if os.path.exists(pgbouncer):
             out = subprocess.run([pgbouncer, "--version"], capture_output=True, text=True, check=False).stdout

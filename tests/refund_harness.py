@@ -29,9 +29,20 @@ class RefundEnv:
         payment = payment or f"pay_{case_id}"
         status, _ = http_json("POST", f"{self.target_url}/admin/payments", {"id": payment, "paid": paid})
         assert status in (200, 201)
-        case = {"id": case_id, "payment": payment, "reason": "item arrived damaged", "verify_after": 0,
-                "target": {"url": self.target_url, "tier": self.tier, "queryable": self.queryable,
-                           "send_timeout": self.send_timeout, "settle_margin": self.settle_margin}, **extra}
+        case = {
+            "id": case_id,
+            "payment": payment,
+            "reason": "item arrived damaged",
+            "verify_after": 0,
+            "target": {
+                "url": self.target_url,
+                "tier": self.tier,
+                "queryable": self.queryable,
+                "send_timeout": self.send_timeout,
+                "settle_margin": self.settle_margin,
+            },
+            **extra,
+        }
         return case
 
     def ledger(self, payment: str | None = None) -> list[dict]:
@@ -55,8 +66,10 @@ def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
     queryable = (tier != 3) if queryable is None else queryable
     from tests.conftest import EVIDENCE
 
-    with target_process(tier=tier, queryable=queryable and tier == 1, ledger=tmp_path / "ledger.sqlite") as url, \
-            model_stub_process() as model_url:
+    with (
+        target_process(tier=tier, queryable=queryable and tier == 1, ledger=tmp_path / "ledger.sqlite") as url,
+        model_stub_process() as model_url,
+    ):
         env = RefundEnv(url, model_url, tier, queryable, **kw)
         try:
             yield env
@@ -67,6 +80,7 @@ def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
 
 def wait_for_approval_request(rt, wf_id: str, timeout: float = 30) -> tuple[dict, dict]:
     """Wait until the refund waits on "approve"; return (proposal, facts the decision saw)."""
+
     def waiting():
         d = rt.describe(wf_id)
         if d["status"] in ("failed", "stuck"):
@@ -87,6 +101,7 @@ def approve(rt, wf_id: str, by: str = "alice") -> tuple[str, dict]:
 def wait_for_request(rt, wf_id: str, timeout: float = 30) -> dict:
     """Wait until the refund (the request-based one) has a pending approval request and sleeps
     on it; return the request row."""
+
     def pending():
         d = rt.describe(wf_id)
         if d["status"] in ("failed", "stuck", "completed", "cancelled"):

@@ -26,19 +26,27 @@ TERMINAL = ("completed", "failed", "stuck", "cancelled")
 
 # -- helpers -------------------------------------------------------------------------------------
 
+
 def start(rt, env, wf_id: str, *, script: str = "refund", **input) -> dict:
     """Create the case's payment, script the stub for it, start agent_refund; the input."""
     case = env.case(wf_id)
     status, _ = http_json("POST", f"{env.model_url}/admin/script", {"agent": script})
     assert status == 200
-    full = {"url": env.target_url, "tier": env.tier, "queryable": env.queryable, "case_id": wf_id,
-            "payment": case["payment"], **input}
+    full = {
+        "url": env.target_url,
+        "tier": env.tier,
+        "queryable": env.queryable,
+        "case_id": wf_id,
+        "payment": case["payment"],
+        **input,
+    }
     rt.start("agent_refund", wf_id, full)
     return full
 
 
 def pending_request(rt, wf_id: str, timeout: float = 40) -> dict:
     """The approval request the workflow waits on (fails early if the workflow ended)."""
+
     def found():
         d = rt.describe(wf_id)
         assert d["status"] not in TERMINAL, (d["status"], d["error"], d["result"])
@@ -50,18 +58,33 @@ def pending_request(rt, wf_id: str, timeout: float = 40) -> dict:
 
 def refund_posts(env, payment: str) -> list[dict]:
     """Every POST /refunds that reached the target for ``payment`` (the access log)."""
-    return [e for e in env.access_log() if e["method"] == "POST" and e["path"] == "/refunds"
-            and isinstance(e["body"], dict) and e["body"].get("payment") == payment]
+    return [
+        e
+        for e in env.access_log()
+        if e["method"] == "POST"
+        and e["path"] == "/refunds"
+        and isinstance(e["body"], dict)
+        and e["body"].get("payment") == payment
+    ]
 
 
 def llm_calls(rt, wf_id: str) -> int:
-    return rt.connection().execute("select count(*) as n from ilr.llm_calls where workflow_id = %s",
-                                   (wf_id,)).fetchone()["n"]
+    return (
+        rt.connection()
+        .execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (wf_id,))
+        .fetchone()["n"]
+    )
 
 
 def steps(rt, wf_id: str) -> list[dict]:
-    return rt.connection().execute("select seq, kind, name, fingerprint, output, epoch from ilr.steps "
-                                   "where workflow_id = %s order by seq", (wf_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute(
+            "select seq, kind, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s order by seq",
+            (wf_id,),
+        )
+        .fetchall()
+    )
 
 
 def turn_rows(rt, wf_id: str) -> list[dict]:
@@ -90,6 +113,7 @@ def stub_calls(env) -> dict:
 
 # -- the happy path ------------------------------------------------------------------------------
 
+
 def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, workers, tmp_path):
     with refund_env(tmp_path, tier=1) as env:
         workers.start("w1", env=env.worker_env())
@@ -110,8 +134,13 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
         assert [(r["payment"], r["amount"]) for r in env.ledger(input["payment"])] == [(input["payment"], 2000)]
         assert len(refund_posts(env, input["payment"])) == 1
         effect = rt.connection().execute("select effect_id, state, grant_id from ilr.effects").fetchall()
-        assert effect == [{"effect_id": codec.effect_id_for({"request_id": req["effect_key"]}), "state": "committed",
-                           "grant_id": rt.approval_request(req["id"])["grant_id"]}]
+        assert effect == [
+            {
+                "effect_id": codec.effect_id_for({"request_id": req["effect_key"]}),
+                "state": "committed",
+                "grant_id": rt.approval_request(req["id"])["grant_id"],
+            }
+        ]
         # The tool_result the model got for the refund is the committed effect.
         last_user = result["transcript"][-2]
         assert last_user["role"] == "user" and "is_error" not in last_user["content"][0]
@@ -120,6 +149,7 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
 
 
 # -- SIGKILL at each kill point --------------------------------------------------------------------
+
 
 def drive_with_kill(rt, workers, env, wf_id: str, point: str, *, script: str = "refund", **input):
     """w1 runs ``wf_id`` armed with ILR_KILL_AT=point; the first approval request is approved as
@@ -148,8 +178,11 @@ def drive_with_kill(rt, workers, env, wf_id: str, point: str, *, script: str = "
     assert w1.returncode == -signal.SIGKILL, workers.log("w1")
     at_kill = steps(rt, wf_id)
     workers.start("w2", env=env.worker_env())
-    wait_for(lambda: (approve_pending(), rt.describe(wf_id)["status"] in TERMINAL)[1], timeout=90,
-             message=f"{wf_id} ended after the kill at {point}")
+    wait_for(
+        lambda: (approve_pending(), rt.describe(wf_id)["status"] in TERMINAL)[1],
+        timeout=90,
+        message=f"{wf_id} ended after the kill at {point}",
+    )
     return full, rt.result(wf_id, timeout=5), at_kill, approved[0]
 
 
@@ -183,7 +216,8 @@ def test_a_kill_at_each_point_applies_the_approved_refund_at_most_once(rt, worke
         assert approved["payload"] == {"payment": payment, "amount": 2000}
         posts = refund_posts(env, payment)
         assert len(posts) >= applications and all(
-            {k: p["body"][k] for k in ("payment", "amount")} == approved["payload"] for p in posts), posts
+            {k: p["body"][k] for k in ("payment", "amount")} == approved["payload"] for p in posts
+        ), posts
         if status == "AMBIGUOUS":
             assert refund[0]["is_error"] and refund[0]["content"].startswith(AMBIGUOUS_TEXT)
             assert AMBIGUOUS_TEXT in result["text"]  # the model was told, and said so
@@ -204,8 +238,9 @@ def test_a_discarded_turn_never_sends_its_arguments(rt, workers, tmp_path):
     """The model proposes 2000, the worker dies before the turn is recorded; asked again it
     proposes 3000. Only 3000 is requested, approved and sent; the discarded call is counted."""
     with refund_env(tmp_path, tier=1) as env:
-        input, result, _, approved = drive_with_kill(rt, workers, env, "ag-redo", "decide_after_response@2",
-                                                     script="redecide")
+        input, result, _, approved = drive_with_kill(
+            rt, workers, env, "ag-redo", "decide_after_response@2", script="redecide"
+        )
         calls = [c for c in stub_calls(env)["calls"] if c["turn"] == 1]
         assert [c["amount"] for c in calls] == [2000, 3000]  # the model did propose 2000 first
         assert approved["payload"]["amount"] == 3000
@@ -244,12 +279,17 @@ def test_a_reset_that_proposes_other_arguments_is_refused_conflicting_payload(rt
 
 # -- calls that are never sent --------------------------------------------------------------------
 
-@pytest.mark.parametrize("script,status,words", [
-    ("unknown_tool", "unknown_tool", "there is no tool named 'wire_money'"),
-    ("bad_args", "invalid_input", "amount: 'all of it' is not of type 'integer'"),
-])
+
+@pytest.mark.parametrize(
+    "script,status,words",
+    [
+        ("unknown_tool", "unknown_tool", "there is no tool named 'wire_money'"),
+        ("bad_args", "invalid_input", "amount: 'all of it' is not of type 'integer'"),
+    ],
+)
 def test_an_unknown_tool_or_invalid_arguments_go_back_as_an_error_and_nothing_is_sent(
-        rt, workers, tmp_path, script, status, words):
+    rt, workers, tmp_path, script, status, words
+):
     with refund_env(tmp_path, tier=1) as env:
         workers.start("w1", env=env.worker_env())
         wf_id = f"ag-{script}"
@@ -267,6 +307,7 @@ def test_an_unknown_tool_or_invalid_arguments_go_back_as_an_error_and_nothing_is
 
 
 # -- refusals in words ---------------------------------------------------------------------------
+
 
 def test_a_rejected_approval_tells_the_model_and_sends_nothing(rt, workers, tmp_path):
     with refund_env(tmp_path, tier=1) as env:
@@ -355,6 +396,7 @@ def test_above_the_threshold_a_person_approves(rt, workers, tmp_path):
 
 # -- building agents and tools (no database) -------------------------------------------------------
 
+
 def test_tools_and_policies_are_checked_when_built():
     from ilr.agents import Agent, Policy, Tool
 
@@ -373,17 +415,21 @@ def test_tools_and_policies_are_checked_when_built():
     assert tool.errors({"amount": 5}) == [] and tool.errors([1]) == ["the input must be a JSON object, got list"]
     assert tool.errors({}) == ["'amount' is a required property"]
     above = Policy.approval_above(1000, "grt_1")
-    assert (above.needs_approval({"amount": 1000}), above.needs_approval({"amount": 1001}),
-            above.needs_approval({})) == (False, True, True)
+    assert (
+        above.needs_approval({"amount": 1000}),
+        above.needs_approval({"amount": 1001}),
+        above.needs_approval({}),
+    ) == (False, True, True)
     assert Policy.approval().needs_approval({"amount": 1}) and not Policy.standing("g").needs_approval({})
 
 
 # -- the review UI: the conversation on an agent's approval request --------------------------------
 
+
 def _card(html: str, request_id: str) -> str:
     """The request's card (<article id="request-...">) of a review UI page."""
     start = html.index(f'id="request-{request_id}"')
-    return html[start:html.index("</article>", start)]
+    return html[start : html.index("</article>", start)]
 
 
 def test_an_agent_request_card_shows_the_conversation_that_led_to_it(rt, workers, tmp_path):
@@ -404,15 +450,22 @@ def test_an_agent_request_card_shows_the_conversation_that_led_to_it(rt, workers
         input = start(rt, env, "ag-card")
         req = pending_request(rt, "ag-card")
         client = client_for(user("reviewer", "approvals.review", "approvals.approve"))
-        pages = {"queue": client.get(reverse("approvals:queue")),
-                 "case": client.get(reverse("approvals:case", args=["ag-card"]))}
-        lookup = rt.connection().execute("select output from ilr.steps where workflow_id = 'ag-card' and name = "
-                                         "'agent:tool:0.1:lookup_payment'").fetchone()["output"]
+        pages = {
+            "queue": client.get(reverse("approvals:queue")),
+            "case": client.get(reverse("approvals:case", args=["ag-card"])),
+        }
+        lookup = (
+            rt.connection()
+            .execute(
+                "select output from ilr.steps where workflow_id = 'ag-card' and name = 'agent:tool:0.1:lookup_payment'"
+            )
+            .fetchone()["output"]
+        )
         for where, page in pages.items():
             assert page.status_code == 200, where
             card = _card(page.content.decode(), req["id"])
             assert '<details class="conversation" data-conversation="2">' in card, (where, card)
-            conversation = card[card.index('<details class="conversation"'):card.index("</details>")]
+            conversation = card[card.index('<details class="conversation"') : card.index("</details>")]
             turns = re.split(r'<li class="turn" data-turn="(\d+)">', conversation)
             assert turns[1::2] == ["0", "1"], (where, conversation)
             turn0, turn1 = (html_lib.unescape(t) for t in turns[2::2])
@@ -424,7 +477,7 @@ def test_an_agent_request_card_shows_the_conversation_that_led_to_it(rt, workers
             assert 'data-argument="amount">2000' in turn1 and f'data-argument="payment">"{input["payment"]}"' in turn1
             assert "Result" not in turn1  # nothing came back yet for the call that waits
             # The decision's reasoning is the turn's text.
-            assert "Calling issue_refund." in card[card.index("Reasoning"):card.index('<section class="premises">')]
+            assert "Calling issue_refund." in card[card.index("Reasoning") : card.index('<section class="premises">')]
         rt.approve_request(req["id"], by="alice")
         assert rt.result("ag-card", timeout=40)["outcomes"][-1]["status"] == "COMMITTED"
         # Once decided, the case page still shows the conversation up to the request, not after it.
@@ -441,8 +494,10 @@ def test_the_conversation_selector_and_template_name_no_workflow_of_their_own():
     from approvals import queue
     from tests.conftest import ROOT
 
-    source = "".join(inspect.getsource(f) for f in (queue._text_of, queue._result_of, queue._arguments,
-                                                    queue._conversation, queue._conversations))
+    source = "".join(
+        inspect.getsource(f)
+        for f in (queue._text_of, queue._result_of, queue._arguments, queue._conversation, queue._conversations)
+    )
     template = (ROOT / "approvals/templates/approvals/_conversation.html").read_text()
     for text in (source, template):
         assert not re.search(r"refund|payment|propose|approve", text, re.IGNORECASE)

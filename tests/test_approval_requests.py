@@ -16,8 +16,11 @@ from tests.refund_harness import refund_env
 
 def _start(rt, env, wf_id: str, amount: int = 1500, **extra) -> dict:
     case = env.case(wf_id)
-    rt.start("asks_approval", wf_id, {"url": env.target_url, "payment": case["payment"], "amount": amount,
-                                      "key": f"refund:{wf_id}", **extra})
+    rt.start(
+        "asks_approval",
+        wf_id,
+        {"url": env.target_url, "payment": case["payment"], "amount": amount, "key": f"refund:{wf_id}", **extra},
+    )
     return case
 
 
@@ -61,8 +64,11 @@ def test_rejected_request_returns_none_with_the_reason_and_sends_nothing(rt, wor
             rt.reject_request(req["id"], by="alice", reason="")
         assert rt.approval_request(req["id"])["status"] == "pending"  # the refused reject wrote nothing
         rt.reject_request(req["id"], by="alice", reason="customer already refunded by phone")
-        assert rt.result("apr-no", timeout=30) == {"status": "rejected", "by": "alice",
-                                                   "reason": "customer already refunded by phone"}
+        assert rt.result("apr-no", timeout=30) == {
+            "status": "rejected",
+            "by": "alice",
+            "reason": "customer already refunded by phone",
+        }
         assert env.ledger(case["payment"]) == []
         with pytest.raises(ApprovalRefused, match="rejected already"):
             rt.approve_request(req["id"], by="bob")
@@ -111,8 +117,11 @@ def test_request_survives_a_worker_kill_without_a_second_request(rt, workers, tm
         rt.approve_request(req["id"], by="alice")
         workers.start("w2")
         assert rt.result("apr-kill", timeout=30)["status"] == "COMMITTED"
-        rows = rt.connection().execute("select id, status from ilr.approval_requests where workflow_id = 'apr-kill'"
-                                       ).fetchall()
+        rows = (
+            rt.connection()
+            .execute("select id, status from ilr.approval_requests where workflow_id = 'apr-kill'")
+            .fetchall()
+        )
         assert rows == [{"id": req["id"], "status": "approved"}]
         assert len(env.ledger(case["payment"])) == 1
 
@@ -136,14 +145,17 @@ def test_unknown_request_is_named(rt):
         rt.approval_requests(status="waiting")
 
 
-@pytest.mark.parametrize("bad, field, words", [
-    ("target_none", "target", "tier of 1, 2 or 3, got NoneType"),
-    ("target_no_apply", "target", "apply(effect_id, payload)"),
-    ("target_unregistered", "target", "no target is registered under the name 'no-such-target'"),
-    ("premises_list", "premises", "JSON object of facts"),
-    ("premises_callable_list", "premises", "the callable must return a JSON object"),
-    ("decision_str", "decision", "Decision.ref"),
-])
+@pytest.mark.parametrize(
+    "bad, field, words",
+    [
+        ("target_none", "target", "tier of 1, 2 or 3, got NoneType"),
+        ("target_no_apply", "target", "apply(effect_id, payload)"),
+        ("target_unregistered", "target", "no target is registered under the name 'no-such-target'"),
+        ("premises_list", "premises", "JSON object of facts"),
+        ("premises_callable_list", "premises", "the callable must return a JSON object"),
+        ("decision_str", "decision", "Decision.ref"),
+    ],
+)
 def test_a_bad_request_approval_argument_fails_the_workflow_naming_it(rt, workers, bad, field, words):
     workers.start("w1")
     rt.start("approval_bad_input", "abi", {"bad": bad})

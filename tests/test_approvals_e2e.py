@@ -125,8 +125,12 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
             page.locator('article[data-workflow="e2e-2"] button.approve').click()
             page.locator(".messages .success").wait_for()
             killed.wait(30)
-            effect_id = wait_for(lambda: next((e["effect_id"] for e in rt.describe("e2e-2")["effects"]
-                                               if e["state"] == "dispatched"), None), message="a dispatched effect")
+            effect_id = wait_for(
+                lambda: next(
+                    (e["effect_id"] for e in rt.describe("e2e-2")["effects"] if e["state"] == "dispatched"), None
+                ),
+                message="a dispatched effect",
+            )
             grant_id = rt.describe("e2e-2")["effects"][0]["grant_id"]
 
             page.goto(f"{live_server.url}/admin/ilr/grant/")
@@ -144,8 +148,10 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
         finally:
             browser.close()
 
-    assert rt.connection().execute("select revoked_at from ilr.grants where id = %s",
-                                   (grant_id,)).fetchone()["revoked_at"] is not None
+    assert (
+        rt.connection().execute("select revoked_at from ilr.grants where id = %s", (grant_id,)).fetchone()["revoked_at"]
+        is not None
+    )
     assert (shots / "queue.png").stat().st_size > 10_000
     assert (shots / "receipt.png").stat().st_size > 10_000
 
@@ -155,9 +161,14 @@ def test_demo_serve_runs_gunicorn_with_the_review_ui(clean_db, tmp_path):
     from tests.conftest import WorkerProcs
 
     env = WorkerProcs(tmp_path).env()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "demo", "--serve", "--port", "0",
-                             "--serve-for", "60"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "demo", "--serve", "--port", "0", "--serve-for", "60"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines = []
     try:
         deadline = time.monotonic() + 90

@@ -33,6 +33,7 @@ REQUEST_SEQ = 2
 
 # -- fixtures and helpers ---------------------------------------------------------------------------
 
+
 def sql(rt, query, params=()):
     return rt.connection().execute(query, params)
 
@@ -51,25 +52,56 @@ def make_waiting(rt, wf_id="case-1", amount=2000, facts=None, status="sleeping",
     request_id = rid(wf_id)
     waiting = {"seq": REQUEST_SEQ + 1, "kind": "signal", "signal": signal_name(request_id)}
     payload = {"payment": payment, "amount": amount}
-    sql(rt, "insert into ilr.deployments (name, version, code_sha256) values ('refund', %s, 'sha') "
-            "on conflict do nothing", (REFUND_VERSION,))
-    sql(rt, "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting) "
-            "values (%s, 'refund', %s, %s::jsonb, %s, 1, 'infinity', %s::jsonb)",
-        (wf_id, REFUND_VERSION, json.dumps(case), status, json.dumps(waiting)))
-    decision = {"model": "claude-haiku-4-5-20251001", "request_hash": "h", "usage": None, "captured_at": "t",
-                "premises": facts, "response": {"model": "claude-haiku-4-5-20251001", "amount": amount,
-                                                "reasoning": "the item arrived damaged; refund the item price"}}
+    sql(
+        rt,
+        "insert into ilr.deployments (name, version, code_sha256) values ('refund', %s, 'sha') on conflict do nothing",
+        (REFUND_VERSION,),
+    )
+    sql(
+        rt,
+        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting) "
+        "values (%s, 'refund', %s, %s::jsonb, %s, 1, 'infinity', %s::jsonb)",
+        (wf_id, REFUND_VERSION, json.dumps(case), status, json.dumps(waiting)),
+    )
+    decision = {
+        "model": "claude-haiku-4-5-20251001",
+        "request_hash": "h",
+        "usage": None,
+        "captured_at": "t",
+        "premises": facts,
+        "response": {
+            "model": "claude-haiku-4-5-20251001",
+            "amount": amount,
+            "reasoning": "the item arrived damaged; refund the item price",
+        },
+    }
     step = {"request_id": request_id, "target": "local-refunds", "action": "refund", "key": f"refund:{wf_id}"}
-    sql(rt, "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, epoch) values "
-            "(%s, 1, 'pick_amount', 'decide', 'h', %s::jsonb, 1), (%s, %s, %s, 'step', null, %s::jsonb, 1)",
-        (wf_id, json.dumps(decision), wf_id, REQUEST_SEQ, f"approval_request:refund:{wf_id}", json.dumps(step)))
-    sql(rt, "insert into ilr.approval_requests (id, workflow_id, seq, target, action, effect_key, payload, "
-            "payload_hash, amount_cents, premises, decision, summary, approvals_needed, expires_at) values "
-            "(%s, %s, %s, 'local-refunds', 'refund', %s, %s::jsonb, %s, %s, %s::jsonb, %s::jsonb, %s, %s, "
-            "now() + interval '1 day')",
-        (request_id, wf_id, REQUEST_SEQ, f"refund:{wf_id}", json.dumps(payload), codec.payload_hash(payload), amount,
-         json.dumps(facts), json.dumps({"workflow_id": wf_id, "seq": 1, "request_hash": "h"}),
-         f"Refund {amount / 100:.2f} of payment {payment}: arrived damaged", needed))
+    sql(
+        rt,
+        "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, epoch) values "
+        "(%s, 1, 'pick_amount', 'decide', 'h', %s::jsonb, 1), (%s, %s, %s, 'step', null, %s::jsonb, 1)",
+        (wf_id, json.dumps(decision), wf_id, REQUEST_SEQ, f"approval_request:refund:{wf_id}", json.dumps(step)),
+    )
+    sql(
+        rt,
+        "insert into ilr.approval_requests (id, workflow_id, seq, target, action, effect_key, payload, "
+        "payload_hash, amount_cents, premises, decision, summary, approvals_needed, expires_at) values "
+        "(%s, %s, %s, 'local-refunds', 'refund', %s, %s::jsonb, %s, %s, %s::jsonb, %s::jsonb, %s, %s, "
+        "now() + interval '1 day')",
+        (
+            request_id,
+            wf_id,
+            REQUEST_SEQ,
+            f"refund:{wf_id}",
+            json.dumps(payload),
+            codec.payload_hash(payload),
+            amount,
+            json.dumps(facts),
+            json.dumps({"workflow_id": wf_id, "seq": 1, "request_hash": "h"}),
+            f"Refund {amount / 100:.2f} of payment {payment}: arrived damaged",
+            needed,
+        ),
+    )
     return payload
 
 
@@ -90,21 +122,28 @@ def registered():
 
 
 def make_effect(rt, effect_id="eff_1", wf_id="case-1", state="ambiguous", grant_id=None):
-    sql(rt, "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, grant_id, "
-            "first_dispatched_at, send_deadline, settle_margin, sends) values (%s, %s, 'local-refunds', 3, %s::jsonb, "
-            "%s, %s, %s, now(), now() + interval '3 s', interval '5 s', 1)",
-        (effect_id, wf_id, json.dumps({"payment": "pay_1", "amount": 2000}), proposal_hash(), state, grant_id))
+    sql(
+        rt,
+        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, grant_id, "
+        "first_dispatched_at, send_deadline, settle_margin, sends) values (%s, %s, 'local-refunds', 3, %s::jsonb, "
+        "%s, %s, %s, now(), now() + interval '3 s', interval '5 s', 1)",
+        (effect_id, wf_id, json.dumps({"payment": "pay_1", "amount": 2000}), proposal_hash(), state, grant_id),
+    )
 
 
 def counts(rt):
     """Everything an action could write."""
-    row = sql(rt, "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
-                  "(select count(*) from ilr.effects where reconciled is not null) as reconciled, "
-                  "(select count(*) from ilr.grants where revoked_at is not null) as revoked, "
-                  "(select count(*) from ilr.deployments where retired_at is not null) as retired, "
-                  "(select count(*) from ilr.workflows where cancel_requested_at is not null) as cancels").fetchone()
-    decided = sql(rt, "select count(*) as n from ilr.approval_requests where status <> 'pending' "
-                      "or approvals <> '[]'").fetchone()["n"]
+    row = sql(
+        rt,
+        "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
+        "(select count(*) from ilr.effects where reconciled is not null) as reconciled, "
+        "(select count(*) from ilr.grants where revoked_at is not null) as revoked, "
+        "(select count(*) from ilr.deployments where retired_at is not null) as retired, "
+        "(select count(*) from ilr.workflows where cancel_requested_at is not null) as cancels",
+    ).fetchone()
+    decided = sql(
+        rt, "select count(*) as n from ilr.approval_requests where status <> 'pending' or approvals <> '[]'"
+    ).fetchone()["n"]
     return {**row, "requests_touched": decided, "log": LogEntry.objects.count()}
 
 
@@ -146,14 +185,14 @@ def bob(rt):
 
 # -- pages and their permissions ------------------------------------------------------------------
 
+
 def test_login_required_and_no_permission_is_403(rt):
     make_waiting(rt)
     anon = Client()
     r = anon.get(reverse("approvals:queue"))
     assert r.status_code == 302 and r["Location"].startswith(reverse("approvals:login"))
     nobody = client_for(user("nobody"))
-    for url in (reverse("approvals:queue"), reverse("approvals:ambiguous"),
-                reverse("approvals:case", args=["case-1"])):
+    for url in (reverse("approvals:queue"), reverse("approvals:ambiguous"), reverse("approvals:case", args=["case-1"])):
         r = nobody.get(url)
         assert r.status_code == 403 and "lacks the permission" in text(r)
 
@@ -234,6 +273,7 @@ def test_actions_are_post_only(rt, alice):
 
 # -- approve, reject ---------------------------------------------------------------------------
 
+
 def test_approve_issues_a_bound_grant_and_logs_it(rt, alice):
     proposal = make_waiting(rt)
     r = client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "expires_in": "3600"}, follow=True)
@@ -256,15 +296,15 @@ def test_approve_issues_a_bound_grant_and_logs_it(rt, alice):
 
 def test_by_is_the_logged_in_user_never_a_form_field(rt, alice):
     make_waiting(rt)
-    client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "by": "mallory",
-                                           "granted_by": "mallory"})
+    client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "by": "mallory", "granted_by": "mallory"})
     assert sql(rt, "select granted_by from ilr.grants").fetchone()["granted_by"] == "alice"
 
 
 def test_reject_sends_a_rejection_the_workflow_handles(rt, alice):
     make_waiting(rt)
-    r = client_for(alice).post(reject_url(), {"reason": "customer already refunded by phone",
-                                              "payload_hash": proposal_hash()}, follow=True)
+    r = client_for(alice).post(
+        reject_url(), {"reason": "customer already refunded by phone", "payload_hash": proposal_hash()}, follow=True
+    )
     assert f"Rejected {rid()}" in text(r)
     signal = sql(rt, "select * from ilr.signals").fetchone()
     assert signal["payload"] == {"status": "rejected", "by": "alice", "reason": "customer already refunded by phone"}
@@ -282,6 +322,7 @@ def test_reject_without_a_reason_writes_nothing(rt, alice):
 
 
 # -- bad input: forged, replayed, stale, two-person, unknown -------------------------------------------
+
 
 def test_forged_post_without_csrf_token_is_403_and_writes_nothing(rt, alice):
     make_waiting(rt)
@@ -345,8 +386,7 @@ def test_two_person_rule(rt, alice, bob):
     assert "two-person rule" in text(r) and "Nothing was changed" in text(r)
     assert counts(rt) == before
     # A second, different person: the grant is issued now, with the shorter lifetime asked for.
-    r = client_for(bob).post(approve_url(), {"payload_hash": proposal_hash(60_000), "expires_in": "86400"},
-                             follow=True)
+    r = client_for(bob).post(approve_url(), {"payload_hash": proposal_hash(60_000), "expires_in": "86400"}, follow=True)
     assert "approvers: alice, bob" in text(r)
     grant = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
     assert grant["granted_by"] == "alice and bob" and grant["payload_hash"] == codec.payload_hash(proposal)
@@ -365,14 +405,17 @@ def test_unknown_ids_are_404(rt, alice):
     assert c.get(reverse("approvals:case", args=["no-such-case"])).status_code == 404
     assert c.post(approve_url("no-such-case"), {"payload_hash": proposal_hash()}).status_code == 404
     assert c.post(reject_url("no-such-case"), {"reason": "x"}).status_code == 404
-    assert c.post(reverse("approvals:reconcile", args=["eff_nope"]),
-                  {"evidence": "x", "applied": "yes"}).status_code == 404
+    assert (
+        c.post(reverse("approvals:reconcile", args=["eff_nope"]), {"evidence": "x", "applied": "yes"}).status_code
+        == 404
+    )
     assert c.get(reverse("approvals:receipt", args=["eff_nope"])).status_code == 404
     assert c.get(reverse("approvals:receipt_json", args=["eff_nope"])).status_code == 404
     assert counts(rt) == before
 
 
 # -- reconcile ---------------------------------------------------------------------------------
+
 
 def test_reconcile_requires_evidence_then_records_it(rt, alice):
     make_waiting(rt)
@@ -385,8 +428,11 @@ def test_reconcile_requires_evidence_then_records_it(rt, alice):
         r = c.post(reverse("approvals:reconcile", args=["eff_amb"]), data, follow=True)
         assert "A reconcile needs evidence" in text(r)
     assert counts(rt) == before
-    r = c.post(reverse("approvals:reconcile", args=["eff_amb"]), {"evidence": "ledger shows re_77", "applied": "yes"},
-               follow=True)
+    r = c.post(
+        reverse("approvals:reconcile", args=["eff_amb"]),
+        {"evidence": "ledger shows re_77", "applied": "yes"},
+        follow=True,
+    )
     assert "Reconciled eff_amb" in text(r)
     rec = sql(rt, "select reconciled from ilr.effects where effect_id = 'eff_amb'").fetchone()["reconciled"]
     assert rec["evidence"] == "ledger shows re_77" and rec["by"] == "alice" and rec["applied"] is True
@@ -402,25 +448,38 @@ def test_reconcile_of_an_effect_that_is_not_ambiguous_is_refused(rt, alice):
     make_waiting(rt)
     make_effect(rt, "eff_ok", state="committed")
     before = counts(rt)
-    r = client_for(alice).post(reverse("approvals:reconcile", args=["eff_ok"]), {"evidence": "x", "applied": "yes"},
-                               follow=True)
+    r = client_for(alice).post(
+        reverse("approvals:reconcile", args=["eff_ok"]), {"evidence": "x", "applied": "yes"}, follow=True
+    )
     assert "not ambiguous" in text(r)
     assert counts(rt) == before
 
 
 # -- receipts ----------------------------------------------------------------------------------
 
+
 def _journal(rt, effect_id="eff_r"):
     conn = rt.connection()
     with conn.transaction():
         cur = conn.cursor()
         ts = cur.execute("select extract(epoch from now())::float8 as t").fetchone()["t"]
-        lease = {"grant_id": "g1", "revoked": None, "expires_at_ts": None, "max_cents": 2000,
-                 "payload_hash": proposal_hash(), "action_matches": True}
+        lease = {
+            "grant_id": "g1",
+            "revoked": None,
+            "expires_at_ts": None,
+            "max_cents": 2000,
+            "payload_hash": proposal_hash(),
+            "action_matches": True,
+        }
         payload = {"payment": "pay_1", "amount": 2000}
         journal.append(cur, effect_id, "PROPOSED", ts, {"effect": payload})
-        journal.append(cur, effect_id, "DISPATCHED", ts + 0.01, {"effect": payload, "checks": {
-            "lease": lease, "lease_live": True, "violations": []}})
+        journal.append(
+            cur,
+            effect_id,
+            "DISPATCHED",
+            ts + 0.01,
+            {"effect": payload, "checks": {"lease": lease, "lease_live": True, "violations": []}},
+        )
         journal.append(cur, effect_id, "COMMITTED", ts + 0.2, {"result": {"id": "re_1"}})
 
 
@@ -430,9 +489,17 @@ def test_receipt_page_answers_p1_to_p5_and_downloads_the_bundle(rt, alice):
     _journal(rt)
     c = client_for(alice)
     body = text(c.get(reverse("approvals:receipt", args=["eff_r"])))
-    for words in ("Did it happen?", "Did it happen exactly once?", "Was it authorized when it fired?",
-                  "Did its assumptions hold?", "Is the record intact?", "Intact:", "PROPOSED", "DISPATCHED",
-                  "COMMITTED"):
+    for words in (
+        "Did it happen?",
+        "Did it happen exactly once?",
+        "Was it authorized when it fired?",
+        "Did its assumptions hold?",
+        "Is the record intact?",
+        "Intact:",
+        "PROPOSED",
+        "DISPATCHED",
+        "COMMITTED",
+    ):
         assert words in body, words
     assert "Tampering detected" not in body
     r = c.get(reverse("approvals:receipt_json", args=["eff_r"]))
@@ -449,8 +516,11 @@ def test_receipt_page_flags_tampering(rt, alice):
     # An administrator with table rights edits the journal behind the runtime's back.
     sql(rt, "alter table ilr.journal disable trigger journal_append_only")
     try:
-        sql(rt, "update ilr.journal set body = replace(body, '\"amount\":2000', '\"amount\":9000') "
-                "where effect_id = 'eff_r' and kind = 'DISPATCHED'")
+        sql(
+            rt,
+            "update ilr.journal set body = replace(body, '\"amount\":2000', '\"amount\":9000') "
+            "where effect_id = 'eff_r' and kind = 'DISPATCHED'",
+        )
     finally:
         sql(rt, "alter table ilr.journal enable trigger journal_append_only")
     body = text(client_for(alice).get(reverse("approvals:receipt", args=["eff_r"])))
@@ -459,6 +529,7 @@ def test_receipt_page_flags_tampering(rt, alice):
 
 
 # -- admin -------------------------------------------------------------------------------------
+
 
 def admin_client(*perms):
     return client_for(user("ops", "ilr.view_workflow", "ilr.view_grant", "ilr.view_effect", *perms, staff=True))
@@ -471,17 +542,34 @@ def test_admin_shows_a_sleeping_forever_workflow(rt):
     assert r.status_code == 200 and "never by itself" in text(r)
     r = c.get(reverse("admin:ilr_workflow_change", args=["case-1"]))
     body = text(r)
-    assert (r.status_code == 200 and "never by itself" in body and "pick_amount" in body
-            and "approval_request:refund:case-1" in body)
+    assert (
+        r.status_code == 200
+        and "never by itself" in body
+        and "pick_amount" in body
+        and "approval_request:refund:case-1" in body
+    )
     r = c.get(reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping", "q": "case-"})
     assert r.status_code == 200 and "case-1" in text(r)
 
 
 def test_admin_says_when_recovery_could_not_read_the_target(rt):
     make_waiting(rt, status="pending")
-    sql(rt, "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'", (json.dumps({
-        "seq": 2, "kind": "effect", "effect_id": "eff_1", "until": "2026-11-30T05:00:00+00:00", "lookup_attempt": 3,
-        "lookup_error": "ConnectionRefusedError: [Errno 111] Connection refused"}),))
+    sql(
+        rt,
+        "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'",
+        (
+            json.dumps(
+                {
+                    "seq": 2,
+                    "kind": "effect",
+                    "effect_id": "eff_1",
+                    "until": "2026-11-30T05:00:00+00:00",
+                    "lookup_attempt": 3,
+                    "lookup_error": "ConnectionRefusedError: [Errno 111] Connection refused",
+                }
+            ),
+        ),
+    )
     r = admin_client().get(reverse("admin:ilr_workflow_changelist"))
     assert r.status_code == 200
     assert "effect lookup, attempt 3 failed: ConnectionRefusedError: [Errno 111] Connection refused" in text(r)
@@ -510,8 +598,16 @@ def test_admin_grant_create_needs_permission_and_records_the_user(rt):
     assert counts(rt) == before
     User.objects.get(username="ops").user_permissions.add(Permission.objects.get(codename="grant"))
     c = client_for(User.objects.get(username="ops"))
-    r = c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund", "max_cents": "5000",
-                                                 "expires_in_hours": "2", "granted_by": "mallory"})
+    r = c.post(
+        reverse("admin:ilr_grant_add"),
+        {
+            "principal": "refund",
+            "action": "refund",
+            "max_cents": "5000",
+            "expires_in_hours": "2",
+            "granted_by": "mallory",
+        },
+    )
     assert r.status_code == 302, text(r)
     g = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
     assert g["granted_by"] == "ops" and g["max_cents"] == 5000 and 7190 < g["life"].total_seconds() <= 7200
@@ -590,21 +686,28 @@ def test_admin_retire_shows_the_drain_report(rt):
     c = admin_client()
     page = text(c.get(reverse("admin:ilr_deployments")))
     assert f"refund@{REFUND_VERSION}" in page and "Oldest still active" in page and "case-1" in page
-    assert c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}) \
-        .status_code == 403
+    assert (
+        c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}).status_code == 403
+    )
     u = User.objects.get(username="ops")
     u.user_permissions.add(Permission.objects.get(codename="retire", content_type__app_label="approvals"))
     c = client_for(User.objects.get(username="ops"))
     confirm = text(c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}))
     assert "sleeping" in confirm and "completed" in confirm and "case-1" in confirm
     assert counts(rt)["retired"] == 0
-    r = c.post(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
-               follow=True)
+    r = c.post(
+        reverse("admin:ilr_deployment_retire"),
+        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
+        follow=True,
+    )
     assert "takes no new starts" in text(r) and "sleeping: 1" in text(r)
     assert counts(rt)["retired"] == 1 and "Drain report" in LogEntry.objects.get().change_message
     before = counts(rt)
-    r = c.post(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
-               follow=True)
+    r = c.post(
+        reverse("admin:ilr_deployment_retire"),
+        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
+        follow=True,
+    )
     assert "already retired" in text(r)
     assert counts(rt) == before
     assert c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": "0"}).status_code == 404
@@ -612,24 +715,30 @@ def test_admin_retire_shows_the_drain_report(rt):
 
 # -- 10,000 workflows -------------------------------------------------------------------------
 
+
 def test_pages_stay_fast_with_10000_workflows(rt, alice):
     make_waiting(rt)
-    sql(rt, "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting, created_at) "
-            "select 'bulk-' || i, 'refund', %s, '{}'::jsonb, "
-            "(array['completed','sleeping','failed','pending'])[i %% 4 + 1], "
-            "1, case when i %% 4 = 1 then 'infinity'::timestamptz else now() end, "
-            "case when i %% 4 = 1 then %s::jsonb end, now() - make_interval(secs => i) "
-            "from generate_series(1, 10000) i",
-            (REFUND_VERSION, json.dumps({"seq": 3, "kind": "signal", "signal": "go"})))
+    sql(
+        rt,
+        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting, created_at) "
+        "select 'bulk-' || i, 'refund', %s, '{}'::jsonb, "
+        "(array['completed','sleeping','failed','pending'])[i %% 4 + 1], "
+        "1, case when i %% 4 = 1 then 'infinity'::timestamptz else now() end, "
+        "case when i %% 4 = 1 then %s::jsonb end, now() - make_interval(secs => i) "
+        "from generate_series(1, 10000) i",
+        (REFUND_VERSION, json.dumps({"seq": 3, "kind": "signal", "signal": "go"})),
+    )
     sql(rt, "analyze ilr.workflows")
     admin = client_for(User.objects.create_superuser("root", password="pw"))
     reviewer = client_for(alice)
-    urls = [(admin, reverse("admin:ilr_workflow_changelist"), {}),
-            (admin, reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping"}),
-            (admin, reverse("admin:ilr_workflow_changelist"), {"name": "refund", "version": REFUND_VERSION, "p": "40"}),
-            (admin, reverse("admin:ilr_workflow_changelist"), {"q": "bulk-4242"}),
-            (admin, reverse("admin:ilr_deployments"), {}),
-            (reviewer, reverse("approvals:queue"), {"page": "50"})]
+    urls = [
+        (admin, reverse("admin:ilr_workflow_changelist"), {}),
+        (admin, reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping"}),
+        (admin, reverse("admin:ilr_workflow_changelist"), {"name": "refund", "version": REFUND_VERSION, "p": "40"}),
+        (admin, reverse("admin:ilr_workflow_changelist"), {"q": "bulk-4242"}),
+        (admin, reverse("admin:ilr_deployments"), {}),
+        (reviewer, reverse("approvals:queue"), {"page": "50"}),
+    ]
     for c, url, params in urls:
         c.get(url, params)  # warm up
         started = time.monotonic()

@@ -21,21 +21,24 @@ def count_workflows(rt):
     return rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"]
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"x": float("nan")}, "input.x"),
-    ({"x": float("inf")}, "input.x"),
-    ({"x": {1, 2}}, "input.x"),
-    ({"x": b"bytes"}, "input.x"),
-    ({"x": ("a", "b")}, "input.x"),
-    ({"x": ["ok", "nul\x00inside"]}, "input.x[1]"),
-    ({1: "non-str key"}, "input"),
-    # What jsonb would not give back as written (exact decimals): the payload hash and a replay
-    # would then differ (found by a fresh user: an approval of {"f": 1e16} was refused).
-    ({"x": 1e16}, "input.x"),
-    ({"x": [-0.0]}, "input.x[0]"),
-    ({"x": 10 ** 4000}, "input.x"),
-    pytest.param({"x": _nested(300)}, "input.x" + ".a" * 255, id="nested-300"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"x": float("nan")}, "input.x"),
+        ({"x": float("inf")}, "input.x"),
+        ({"x": {1, 2}}, "input.x"),
+        ({"x": b"bytes"}, "input.x"),
+        ({"x": ("a", "b")}, "input.x"),
+        ({"x": ["ok", "nul\x00inside"]}, "input.x[1]"),
+        ({1: "non-str key"}, "input"),
+        # What jsonb would not give back as written (exact decimals): the payload hash and a replay
+        # would then differ (found by a fresh user: an approval of {"f": 1e16} was refused).
+        ({"x": 1e16}, "input.x"),
+        ({"x": [-0.0]}, "input.x[0]"),
+        ({"x": 10**4000}, "input.x"),
+        pytest.param({"x": _nested(300)}, "input.x" + ".a" * 255, id="nested-300"),
+    ],
+)
 def test_input_not_plain_json_is_refused(rt, bad, field):
     with pytest.raises(InvalidInput) as err:
         rt.start("three_steps", "bad", bad)
@@ -103,11 +106,14 @@ def test_cancel_unknown_workflow(rt):
         rt.cancel("nobody")
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda ctx: ctx.sleep(-1), "seconds"),
-    (lambda ctx: ctx.wait_signal("approve", timeout=-5), "timeout"),
-    (lambda ctx: ctx.wait_signal("", timeout=5), "name"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda ctx: ctx.sleep(-1), "seconds"),
+        (lambda ctx: ctx.wait_signal("approve", timeout=-5), "timeout"),
+        (lambda ctx: ctx.wait_signal("", timeout=5), "name"),
+    ],
+)
 def test_negative_sleep_or_timeout_is_refused_before_any_write(call, field):
     ctx = WorkflowContext.__new__(WorkflowContext)  # argument checks run before any database use
     with pytest.raises(InvalidInput) as err:
@@ -132,9 +138,14 @@ def test_non_utc_session_time_zone_changes_no_timer(rt, workers):
     wait_for(lambda: rt.describe("tz")["status"] in ("sleeping", "completed"), message="sleeping")
     assert rt.result("tz", timeout=20) == 1
     sleep_step = rt.describe("tz")["steps"][0]
-    row = rt.connection().execute(
-        "select %s::timestamptz as due, w.created_at from ilr.workflows w where id = 'tz'",
-        (sleep_step["output"]["until"],)).fetchone()
+    row = (
+        rt.connection()
+        .execute(
+            "select %s::timestamptz as due, w.created_at from ilr.workflows w where id = 'tz'",
+            (sleep_step["output"]["until"],),
+        )
+        .fetchone()
+    )
     assert sleep_step["created_at"] >= row["due"]
     gap = (row["due"] - row["created_at"]).total_seconds()
     assert 1.9 <= gap <= 4, gap  # two seconds from start, not fourteen hours off
@@ -142,6 +153,6 @@ def test_non_utc_session_time_zone_changes_no_timer(rt, workers):
 
 def test_what_jsonb_keeps_as_written_is_accepted(rt):
     # The edges of the rules above: these read back from jsonb as written.
-    fine = {"big": 9999999999999998.0, "small": 5e-324, "zero": 0.0, "int": 10 ** 3999 * 9, "deep": _nested(250)}
+    fine = {"big": 9999999999999998.0, "small": 5e-324, "zero": 0.0, "int": 10**3999 * 9, "deep": _nested(250)}
     rt.start("any_input", "fine", fine)
     assert rt.connection().execute("select input from ilr.workflows where id = 'fine'").fetchone()["input"] == fine

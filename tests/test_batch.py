@@ -30,8 +30,9 @@ def rows(c) -> list[int]:
 def prepared(c, sql: str) -> int:
     """How many prepared statements of this session hold ``sql`` (in $n form)."""
     _, query, _ = batch._statement(sql)
-    return c.execute("select count(*) as n from pg_prepared_statements where statement = %s",
-                     (query.decode(),)).fetchone()["n"]
+    return c.execute(
+        "select count(*) as n from pg_prepared_statements where statement = %s", (query.decode(),)
+    ).fetchone()["n"]
 
 
 def test_the_block_commits_and_reads_its_own_writes(conn):
@@ -269,8 +270,7 @@ def test_send_puts_the_queued_statements_on_the_wire_before_any_read(conn, test_
     # What send() is for: the server runs the statements while the caller does other work
     # (the effect path encodes its entries then). Before send() nothing has left the client.
     other = db.connect(test_dsn)
-    held = ("select count(*) as n from pg_locks "
-            "where locktype = 'advisory' and classid = 0 and objid = 4242 and granted")
+    held = "select count(*) as n from pg_locks where locktype = 'advisory' and classid = 0 and objid = 4242 and granted"
     try:
         with Batch(conn) as b:
             lock = b.execute("select true as taken from pg_advisory_xact_lock(%s)", (4242,))

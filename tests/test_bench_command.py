@@ -22,13 +22,27 @@ def test_bench_quick_reports_every_figure(tmp_path):
     committed = ROOT / "results" / "runtime_bench.json"
     before = committed.stat().st_mtime_ns
     # Same embedded cluster as the tests; the bench makes and drops its own databases in it.
-    proc = subprocess.run([sys.executable, str(ROOT / "manage.py"), "bench", "--quick", "--rounds", "2",
-                           "--out", str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "bench",
+            "--quick",
+            "--rounds",
+            "2",
+            "--out",
+            str(tmp_path / "results"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((tmp_path / "results" / "runtime_bench.json").read_text())
-    assert report["command"] == ("python manage.py bench --n 200 --workers 2 --concurrency 8 --rounds 2 --quick "
-                                 f"--out {tmp_path / 'results'}")
+    assert report["command"] == (
+        f"python manage.py bench --n 200 --workers 2 --concurrency 8 --rounds 2 --quick --out {tmp_path / 'results'}"
+    )
     assert report["ratio_vs_temporal"] > 0 and report["ratio_vs_commit_bound"] > 0
     assert len(report["round_results"]) == 2
     for key in ("runtime_steps4", "runtime_refund"):
@@ -41,16 +55,21 @@ def test_bench_quick_reports_every_figure(tmp_path):
     for r in report["dbos_steps4_by_processes"] + [report["dbos_refund"]]:
         assert r["n"] == 200 and r["failed"] == 0 and r["statuses"] == {"SUCCESS": 200}, r
         assert r["commits_per_workflow"] > 0 and r["workflows_per_s_per_busy_core"] > 0, r
-    assert report["dbos_steps4"]["workflows_per_s"] == max(r["workflows_per_s"]
-                                                           for r in report["dbos_steps4_by_processes"])
+    assert report["dbos_steps4"]["workflows_per_s"] == max(
+        r["workflows_per_s"] for r in report["dbos_steps4_by_processes"]
+    )
     assert report["ratio_vs_dbos"] > 0 and report["serial_p50_vs_dbos"] > 0 and report["dbos_serial"]["n"] == 50
     assert report["runtime_serial_effect"]["committed"] == 50
     assert report["wake_floor"]["n"] == 50 and report["wake_floor"]["commit_after_idle_p50_ms"] > 0
-    assert all(r["wake_floor"]["n"] == 25 and r["wake_floor"]["commit_after_idle_p50_ms"] > 0
-               for r in report["round_results"])
+    assert all(
+        r["wake_floor"]["n"] == 25 and r["wake_floor"]["commit_after_idle_p50_ms"] > 0 for r in report["round_results"]
+    )
     # The no-delay serial run: every effect committed, against a target that answered at once.
-    assert all(r["runtime_serial_effect_no_delay"]["committed"] == 50
-               and r["runtime_serial_effect_no_delay"]["direct_call_p50_ms"] < 20 for r in report["round_results"])
+    assert all(
+        r["runtime_serial_effect_no_delay"]["committed"] == 50
+        and r["runtime_serial_effect_no_delay"]["direct_call_p50_ms"] < 20
+        for r in report["round_results"]
+    )
     assert report["scale"]["claims_per_s_due_backlog"] > 0 and report["scale"]["explain"]
     md = (tmp_path / "results" / "runtime_bench.md").read_text()
     assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md and "commit after idle ms" in md
@@ -70,16 +89,35 @@ def test_an_effect_that_landed_by_recovery_is_a_refund_not_a_failure(rt):
 
     conn = rt.connection()
     conn.execute("insert into ilr.deployments (name, version, code_sha256) values ('bench_refund', '1', 'sha')")
-    outcomes = {"a": "COMMITTED", "b": "COMMITTED_BY_RETRY", "c": "DUPLICATE_IGNORED", "d": "REFUSED:lease",
-                "e": "AMBIGUOUS"}
+    outcomes = {
+        "a": "COMMITTED",
+        "b": "COMMITTED_BY_RETRY",
+        "c": "DUPLICATE_IGNORED",
+        "d": "REFUSED:lease",
+        "e": "AMBIGUOUS",
+    }
     for wf, status in [*outcomes.items(), ("f", None)]:
-        conn.execute("insert into ilr.workflows (id, name, version, input, status, epoch) "
-                     "values (%s, 'bench_refund', '1', '{}', %s, 1)", (wf, "failed" if status is None else "completed"))
+        conn.execute(
+            "insert into ilr.workflows (id, name, version, input, status, epoch) "
+            "values (%s, 'bench_refund', '1', '{}', %s, 1)",
+            (wf, "failed" if status is None else "completed"),
+        )
         if status:
-            conn.execute("insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
-                         "values (%s, 1, 'effect', 'effect', %s::jsonb, 1)", (wf, json.dumps({"status": status})))
+            conn.execute(
+                "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
+                "values (%s, 1, 'effect', 'effect', %s::jsonb, 1)",
+                (wf, json.dumps({"status": status})),
+            )
     failures = _failures(conn, "bench_refund")
     assert [(f["workflow_id"], f.get("effect_status", f.get("status"))) for f in failures] == [
-        ("f", "failed"), ("d", "REFUSED:lease"), ("e", "AMBIGUOUS")]
-    assert _effect_statuses(conn) == {"AMBIGUOUS": 1, "COMMITTED": 1, "COMMITTED_BY_RETRY": 1,
-                                      "DUPLICATE_IGNORED": 1, "REFUSED:lease": 1}
+        ("f", "failed"),
+        ("d", "REFUSED:lease"),
+        ("e", "AMBIGUOUS"),
+    ]
+    assert _effect_statuses(conn) == {
+        "AMBIGUOUS": 1,
+        "COMMITTED": 1,
+        "COMMITTED_BY_RETRY": 1,
+        "DUPLICATE_IGNORED": 1,
+        "REFUSED:lease": 1,
+    }

@@ -13,8 +13,15 @@ from tests.conftest import ROOT
 
 
 def check(workers, *args):
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), "ilr_check", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120, check=False, env=workers.env())
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "ilr_check", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=workers.env(),
+    )
 
 
 def one_clean_error(proc) -> str:
@@ -26,12 +33,15 @@ def one_clean_error(proc) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("kind, words", [
-    ("missing", ["no such file"]),
-    ("directory", ["not a file"]),
-    ("text", ["not an SQLite database"]),
-    ("no_table", ["no refunds table"]),
-])
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("missing", ["no such file"]),
+        ("directory", ["not a file"]),
+        ("text", ["not an SQLite database"]),
+        ("no_table", ["no refunds table"]),
+    ],
+)
 def test_a_bad_ledger_is_bad_usage(workers, tmp_path, kind, words):
     path = tmp_path / "ledger.sqlite"
     if kind == "directory":

@@ -29,10 +29,13 @@ def conn(clean_db, django_db_blocker):
 
 
 def _backlog(conn, due: int) -> None:
-    conn.execute("insert into ilr.workflows (id, name, version, input, available_at) "
-                 "select 'due' || lpad(g::text, 6, '0'), 'plan', '1', '{}', "
-                 "now() - interval '1 hour' + g * interval '1 ms' "
-                 "from generate_series(1, %s) g", (due,))
+    conn.execute(
+        "insert into ilr.workflows (id, name, version, input, available_at) "
+        "select 'due' || lpad(g::text, 6, '0'), 'plan', '1', '{}', "
+        "now() - interval '1 hour' + g * interval '1 ms' "
+        "from generate_series(1, %s) g",
+        (due,),
+    )
 
 
 def _claim(conn, n: int) -> list[dict]:
@@ -57,8 +60,10 @@ def test_a_claim_reads_what_it_takes_not_the_backlog(conn, analyzed):
     # A backlog whose rows were claimed and finished leaves dead index entries behind, too.
     for _ in range(50):
         ids = [r["id"] for r in _claim(conn, 8)]
-        conn.execute("update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null "
-                     "where id = any(%s)", (ids,))
+        conn.execute(
+            "update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null where id = any(%s)",
+            (ids,),
+        )
     if analyzed:
         conn.execute("analyze ilr.workflows")
     with conn.transaction(force_rollback=True):
@@ -77,19 +82,27 @@ def test_due_rows_are_claimed_oldest_first_and_n_bounds_the_claim(conn):
 def test_lapsed_leases_are_taken_first_and_count_against_n(conn, clean_db):
     _backlog(conn, 10)
     for r in _claim(conn, 3):  # three running rows whose leases then lapse
-        conn.execute("update ilr.workflows set lease_expires_at = now() - interval '1 second' where id = %s",
-                     (r["id"],))
+        conn.execute(
+            "update ilr.workflows set lease_expires_at = now() - interval '1 second' where id = %s", (r["id"],)
+        )
     with conn.transaction():
         rows = _claim(conn, 5)
         # The due scan stopped at the two rows it took: it left no other row locked.
         with db.connect(clean_db) as other:
-            unlocked = [r["id"] for r in other.execute(
-                "select id from ilr.workflows where status = 'pending' order by id for update skip locked")]
+            unlocked = [
+                r["id"]
+                for r in other.execute(
+                    "select id from ilr.workflows where status = 'pending' order by id for update skip locked"
+                )
+            ]
         assert unlocked == [f"due{i:06d}" for i in range(6, 11)]
     by_id = {r["id"]: r for r in rows}
     assert len(rows) == 5
     assert sorted(i for i, r in by_id.items() if r["prev_status"] == "running") == [
-        "due000001", "due000002", "due000003"]
+        "due000001",
+        "due000002",
+        "due000003",
+    ]
     assert sorted(i for i, r in by_id.items() if r["prev_status"] == "pending") == ["due000004", "due000005"]
     assert all(r["takeovers"] == 1 for r in rows if r["prev_status"] == "running")
     # The claim history records each (TakeoverOnlyAfterExpiry reads it).
@@ -99,6 +112,7 @@ def test_lapsed_leases_are_taken_first_and_count_against_n(conn, clean_db):
 def test_a_live_lease_and_a_future_row_are_not_claimed(conn):
     _backlog(conn, 2)
     _claim(conn, 1)  # due000001 is now running with a live lease
-    conn.execute("update ilr.workflows set status = 'sleeping', available_at = now() + interval '1 hour' "
-                 "where id = 'due000002'")
+    conn.execute(
+        "update ilr.workflows set status = 'sleeping', available_at = now() + interval '1 hour' where id = 'due000002'"
+    )
     assert _claim(conn, 5) == []

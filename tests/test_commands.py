@@ -13,16 +13,46 @@ from tests.refund_harness import approve, refund_env
 
 
 def manage(workers, *args, **env):
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, env=workers.env(env))
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=workers.env(env),
+    )
 
 
 def test_public_api_is_pinned():
     assert ilr.__all__ == [
-        "Approval", "ApprovalRefused", "ApprovalRequestNotFound", "CancelRequest", "Cancelled", "ChildFailed",
-        "ChildTimeout", "Decision", "Fenced", "InterlockError", "InvalidInput", "NonDeterminism", "RetryPolicy",
-        "Runtime", "SignalTimeout", "StepFailed", "TargetRejected", "UnknownWorkflow", "Worker", "WorkflowConflict",
-        "WorkflowContext", "WorkflowFailed", "WorkflowNotFound", "cancel_in", "resume_in", "signal_in", "workflow"]
+        "Approval",
+        "ApprovalRefused",
+        "ApprovalRequestNotFound",
+        "CancelRequest",
+        "Cancelled",
+        "ChildFailed",
+        "ChildTimeout",
+        "Decision",
+        "Fenced",
+        "InterlockError",
+        "InvalidInput",
+        "NonDeterminism",
+        "RetryPolicy",
+        "Runtime",
+        "SignalTimeout",
+        "StepFailed",
+        "TargetRejected",
+        "UnknownWorkflow",
+        "Worker",
+        "WorkflowConflict",
+        "WorkflowContext",
+        "WorkflowFailed",
+        "WorkflowNotFound",
+        "cancel_in",
+        "resume_in",
+        "signal_in",
+        "workflow",
+    ]
 
 
 def test_ilr_check_and_receipt_commands(rt, workers, tmp_path):
@@ -44,6 +74,7 @@ def test_ilr_check_and_receipt_commands(rt, workers, tmp_path):
     assert unknown.returncode != 0 and "no effect with id 'eff_nope'" in unknown.stderr
     # A ledger that lost the refund: the registry reports it and exits 1.
     import sqlite3
+
     con = sqlite3.connect(ledger)
     con.execute("delete from refunds")
     con.commit()

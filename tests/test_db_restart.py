@@ -25,8 +25,11 @@ def _cluster():
 
 
 def claims(rt, wf_id):
-    return rt.connection().execute(
-        "select epoch, owner, prev_status from ilr.claims where workflow_id = %s order by epoch", (wf_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute("select epoch, owner, prev_status from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
+        .fetchall()
+    )
 
 
 def test_database_restart_costs_no_takeover_and_at_most_one_lease(rt, workers, tmp_path):
@@ -44,6 +47,7 @@ def test_database_restart_costs_no_takeover_and_at_most_one_lease(rt, workers, t
     wait_for(lambda: rt.describe("inflight")["status"] == "running", message="the gated step body is running")
     rt.close()
     from django.db import connections
+
     connections.close_all()
 
     cluster.stop()  # pg_ctl stop -m fast: every backend is terminated, the worker's included
@@ -64,11 +68,17 @@ def test_database_restart_costs_no_takeover_and_at_most_one_lease(rt, workers, t
         return len(done) == 2
 
     try:
-        wait_for(progressed, timeout=LEASE_TTL + 1.0, interval=0.02,
-                 message="both workflows completed within one lease of the restart")
+        wait_for(
+            progressed,
+            timeout=LEASE_TTL + 1.0,
+            interval=0.02,
+            message="both workflows completed within one lease of the restart",
+        )
     finally:
-        print(f"\nrecovery after the database accepted connections again: "
-              f"{ {k: round(v, 3) for k, v in done.items()} } s (lease {LEASE_TTL} s)")
+        print(
+            f"\nrecovery after the database accepted connections again: "
+            f"{ {k: round(v, 3) for k, v in done.items()} } s (lease {LEASE_TTL} s)"
+        )
     assert rt.result("sig", timeout=1) == {"payload": {"n": 1}}
     assert rt.result("inflight", timeout=1) == str(gate)
     for wf_id in ("sig", "inflight"):
@@ -95,21 +105,32 @@ def test_run_abandoned_while_the_database_is_down_past_its_lease_is_released_not
     wait_for(lambda: rt.describe("down")["status"] == "running", message="the gated step body is running")
     rt.close()
     from django.db import connections
+
     connections.close_all()
 
     cluster.stop()
     stopped = time.monotonic()  # every renewal of the lease committed before this
     gate.touch()
-    wait_for(lambda: "database error in down" in workers.log("w1"), timeout=10,
-             message="the run meets the stopped database and is abandoned")
+    wait_for(
+        lambda: "database error in down" in workers.log("w1"),
+        timeout=10,
+        message="the run meets the stopped database and is abandoned",
+    )
     # The lease is a deadline: wait for it to pass while the server is down (plus a margin for
     # the database clock), so the row the restart finds has a lapsed lease.
-    wait_for(lambda: time.monotonic() >= stopped + LEASE_TTL + 0.5, timeout=LEASE_TTL + 5,
-             message="the lease lapsed while the database was down")
+    wait_for(
+        lambda: time.monotonic() >= stopped + LEASE_TTL + 0.5,
+        timeout=LEASE_TTL + 5,
+        message="the lease lapsed while the database was down",
+    )
     cluster.start()
     up = time.monotonic()
-    wait_for(lambda: rt.describe("down")["status"] == "completed", timeout=LEASE_TTL, interval=0.02,
-             message="the workflow completes within one lease of the restart")
+    wait_for(
+        lambda: rt.describe("down")["status"] == "completed",
+        timeout=LEASE_TTL,
+        interval=0.02,
+        message="the workflow completes within one lease of the restart",
+    )
     recovery = time.monotonic() - up
     print(f"\nrecovery after the database accepted connections again: {recovery:.3f} s (lease {LEASE_TTL} s)")
     history = claims(rt, "down")
@@ -145,6 +166,7 @@ def test_database_restart_during_a_send_commits_the_answer(rt, workers, tmp_path
         wait_for(dispatched, timeout=30, message="the effect dispatched")
         rt.close()
         from django.db import connections
+
         connections.close_all()
         cluster.stop()
         cluster.start()

@@ -41,7 +41,12 @@ class DbosWorker:
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "prove.peers.dbos_baseline", "worker", "--url", self.url, "--id", executor_id],
-                cwd=ROOT, env={**self.env, **extra}, stdout=subprocess.PIPE, stderr=log, text=True)
+                cwd=ROOT,
+                env={**self.env, **extra},
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+            )
         line = self.proc.stdout.readline()
         assert line.startswith("ready"), (line, self.log.read_text())
 
@@ -58,9 +63,16 @@ def dbos_case(tmp_path, rt, test_dsn, dbos_url):
     from dbos import DBOSClient
 
     with refund_env(tmp_path, tier=1, queryable=True) as env:
-        worker_env = {**os.environ, "ILR_TARGET_URL": env.target_url, "ILR_TARGET_TIER": "1",
-                      "ILR_TARGET_QUERYABLE": "1", "ILR_SEND_TIMEOUT": "3", "ILR_PROVE_DSN": test_dsn,
-                      "ILR_MODEL_BASE_URL": env.model_url, "ILR_ATTEMPT_LOG": str(tmp_path / "attempts.jsonl")}
+        worker_env = {
+            **os.environ,
+            "ILR_TARGET_URL": env.target_url,
+            "ILR_TARGET_TIER": "1",
+            "ILR_TARGET_QUERYABLE": "1",
+            "ILR_SEND_TIMEOUT": "3",
+            "ILR_PROVE_DSN": test_dsn,
+            "ILR_MODEL_BASE_URL": env.model_url,
+            "ILR_ATTEMPT_LOG": str(tmp_path / "attempts.jsonl"),
+        }
         worker = DbosWorker(dbos_url, worker_env, tmp_path / "dbos.log")
         client = DBOSClient(system_database_url=dbos_url)
         try:

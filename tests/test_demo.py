@@ -27,16 +27,26 @@ CRASHES = ALL_CRASHES if os.environ.get("ILR_DEMO_ALL_CRASHES") else ["claimed",
 def review_queue(rt) -> list[str]:
     """What waits for a person: workflows on the signal "approve", and pending approval requests."""
     conn = rt.connection()
-    ids = [r["id"] for r in conn.execute("select id from ilr.workflows where status = 'sleeping' and "
-                                         "waiting->>'signal' = 'approve'").fetchall()]
+    ids = [
+        r["id"]
+        for r in conn.execute(
+            "select id from ilr.workflows where status = 'sleeping' and waiting->>'signal' = 'approve'"
+        ).fetchall()
+    ]
     if conn.execute("select to_regclass('ilr.approval_requests') is not null as t").fetchone()["t"]:
         ids += [r["id"] for r in conn.execute("select id from ilr.approval_requests where status = 'pending'")]
     return ids
 
 
 def demo(env, *args, timeout=300):
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), "demo", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "demo", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_demo_tier1_exit_status(clean_db, tmp_path):
@@ -110,9 +120,14 @@ def test_serve_prints_its_url_once_it_answers_and_withdraws_its_case(rt, tmp_pat
     from tests.conftest import WorkerProcs
 
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "demo", "--serve", "--port", str(port),
-                             "--serve-for", "3"], cwd=ROOT, env=WorkerProcs(tmp_path).env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "demo", "--serve", "--port", str(port), "--serve-for", "3"],
+        cwd=ROOT,
+        env=WorkerProcs(tmp_path).env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         out = []
         for line in proc.stdout:
@@ -144,9 +159,14 @@ def test_serve_refuses_a_port_another_server_holds(clean_db, tmp_path):
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        proc = subprocess.run([sys.executable, str(ROOT / "manage.py"), "demo", "--serve", "--port", str(port),
-                               "--serve-for", "1"], cwd=ROOT, env=WorkerProcs(tmp_path).env(),
-                              capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "demo", "--serve", "--port", str(port), "--serve-for", "1"],
+            cwd=ROOT,
+            env=WorkerProcs(tmp_path).env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"port {port} on 127.0.0.1 is in use" in proc.stdout and "Serving on" not in proc.stdout, proc.stdout
 
@@ -160,7 +180,7 @@ def test_demo_agent_prints_the_conversation_the_approval_the_ledger_and_the_rece
     out = proc.stdout
     assert proc.returncode == 0, out + proc.stderr
     # The conversation: the ticket, each turn's text and tool calls with their arguments, each result.
-    conversation = out[out.index("\nConversation"):out.index("\nAnswer to the customer")]
+    conversation = out[out.index("\nConversation") : out.index("\nAnswer to the customer")]
     payment = re.search(r"payment (pay_ticket-\S+),", out).group(1)
     assert "user (the ticket):" in conversation and "the item arrived damaged" in conversation
     assert f'tool_use lookup_payment {{"payment": "{payment}"}}' in conversation
@@ -175,10 +195,9 @@ def test_demo_agent_prints_the_conversation_the_approval_the_ledger_and_the_rece
     assert approval, out
     assert f"sent under grant {approval.group(2)}" in out
     # One ledger row, and the receipt's answers.
-    ledger = out[out.index("\nLedger"):out.index("\nEffectResult")]
+    ledger = out[out.index("\nLedger") : out.index("\nEffectResult")]
     assert len(re.findall(r"^  refund re_\w+: 2000 cents", ledger, re.MULTILINE)) == 1, ledger
     assert "EffectResult: COMMITTED_BY_RETRY" in out
-    for answer in ("valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
-                   "assumptions_held"):
+    for answer in ("valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired", "assumptions_held"):
         assert re.search(rf"^  {answer} +True$", out, re.MULTILINE), (answer, out)
     assert "OK: the conversation replays, and the approval, the ledger and the receipt agree." in out

@@ -51,8 +51,10 @@ def _hand_refund(rt, env, case, grant_id):
     env.admin("hand_refund", {"payment": case["payment"], "amount": 2000})
 
 
-@pytest.mark.parametrize("tier, expected", [(1, "REFUSED:stale_premise_at_recovery"),
-                                            (2, "REFUSED:stale_premise_at_recovery"), (3, "AMBIGUOUS")])
+@pytest.mark.parametrize(
+    "tier, expected",
+    [(1, "REFUSED:stale_premise_at_recovery"), (2, "REFUSED:stale_premise_at_recovery"), (3, "AMBIGUOUS")],
+)
 def test_s02_hand_refund_during_outage(rt, workers, tmp_path, tier, expected):
     with refund_env(tmp_path, tier) as env:
         case, result, _ = run_case(rt, workers, env, f"s02t{tier}", "effect_after_dispatch", _hand_refund)
@@ -71,8 +73,9 @@ def _revoke(rt, env, case, grant_id):
     assert err.value.rule.endswith(f"which may land: {effect_id}")
 
 
-@pytest.mark.parametrize("tier, expected", [(1, "REFUSED:lease_at_recovery"), (2, "REFUSED:lease_at_recovery"),
-                                            (3, "AMBIGUOUS")])
+@pytest.mark.parametrize(
+    "tier, expected", [(1, "REFUSED:lease_at_recovery"), (2, "REFUSED:lease_at_recovery"), (3, "AMBIGUOUS")]
+)
 def test_s03_revoked_during_outage(rt, workers, tmp_path, tier, expected):
     with refund_env(tmp_path, tier) as env:
         case, result, _ = run_case(rt, workers, env, f"s03t{tier}", "effect_after_dispatch", _revoke)

@@ -10,9 +10,14 @@ from tests.refund_harness import approve, refund_env, wait_for_approval_request
 
 
 def counts(rt):
-    return rt.connection().execute(
-        "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
-        "(select count(*) from ilr.effects) as effects").fetchone()
+    return (
+        rt.connection()
+        .execute(
+            "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
+            "(select count(*) from ilr.effects) as effects"
+        )
+        .fetchone()
+    )
 
 
 def test_approve_errors_write_nothing(rt, workers, tmp_path):
@@ -28,14 +33,16 @@ def test_approve_errors_write_nothing(rt, workers, tmp_path):
         rt.start("refund_signal", "bad1", case)
         proposal, facts = wait_for_approval_request(rt, "bad1")
         before = counts(rt)
-        for payload, field in (({"payment": "p", "amount": -5}, "payload.amount"),
-                               ({"payment": "p", "amount": 12.5}, "payload.amount"),
-                               ({"payment": "p", "amount": float("nan")}, "payload.amount"),
-                               ({"payment": b"p", "amount": 5}, "payload.payment"),
-                               # a fresh user's finds: what a bigint or jsonb would not keep, and size
-                               ({"payment": "p", "amount": 10 ** 30}, "payload.amount"),
-                               ({"payment": "p", "amount": 5, "f": 1e16}, "payload.f"),
-                               ({"payment": "p", "amount": 5, "note": "x" * 1_100_000}, "payload")):
+        for payload, field in (
+            ({"payment": "p", "amount": -5}, "payload.amount"),
+            ({"payment": "p", "amount": 12.5}, "payload.amount"),
+            ({"payment": "p", "amount": float("nan")}, "payload.amount"),
+            ({"payment": b"p", "amount": 5}, "payload.payment"),
+            # a fresh user's finds: what a bigint or jsonb would not keep, and size
+            ({"payment": "p", "amount": 10**30}, "payload.amount"),
+            ({"payment": "p", "amount": 5, "f": 1e16}, "payload.f"),
+            ({"payment": "p", "amount": 5, "note": "x" * 1_100_000}, "payload"),
+        ):
             with pytest.raises(InvalidInput) as err:
                 rt.approve("bad1", payload, facts, by="alice")
             assert err.value.field == field
@@ -80,14 +87,19 @@ def test_revoke_unknown_and_twice(rt):
     assert err.value.field == "grant_id"
     assert "already revoked by bob" in err.value.rule and first["revoked_at"].isoformat() in err.value.rule
     assert "may land: none" in err.value.rule
-    assert rt.connection().execute("select revoked_at, revoked_by from ilr.grants where id = %s",
-                                   (g,)).fetchone() == first
+    assert (
+        rt.connection().execute("select revoked_at, revoked_by from ilr.grants where id = %s", (g,)).fetchone() == first
+    )
 
 
 def test_grant_bad_input(rt):
-    for kwargs, field in (({"max_cents": -1}, "max_cents"), ({"max_cents": 1.5}, "max_cents"),
-                          ({"max_cents": 2 ** 63}, "max_cents"),
-                          ({"expires_in": -3}, "expires_in"), ({"by": ""}, "by")):
+    for kwargs, field in (
+        ({"max_cents": -1}, "max_cents"),
+        ({"max_cents": 1.5}, "max_cents"),
+        ({"max_cents": 2**63}, "max_cents"),
+        ({"expires_in": -3}, "expires_in"),
+        ({"by": ""}, "by"),
+    ):
         with pytest.raises(InvalidInput) as err:
             rt.grant("agent", "refund", **{"by": "policy", **kwargs})
         assert err.value.field == field
@@ -114,8 +126,12 @@ def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path)
         rec = rt.reconcile(result["effect_id"], "ledger shows no refund for this payment", by="carol", applied=False)
         assert rec["by"] == "carol" and rec["applied"] is False
         # The journal is untouched by a reconcile: the signed record stays what the runtime knew.
-        kinds = [e["kind"] for e in rt.connection().execute(
-            "select kind from ilr.journal where effect_id = %s order by seq", (result["effect_id"],)).fetchall()]
+        kinds = [
+            e["kind"]
+            for e in rt.connection()
+            .execute("select kind from ilr.journal where effect_id = %s order by seq", (result["effect_id"],))
+            .fetchall()
+        ]
         assert kinds[-1] == "AMBIGUOUS"
 
 
@@ -142,6 +158,7 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         a.wait(30)
         workers.start("B", lease_ttl=2, args=("--max-takeovers", "0"), env=env.worker_env())
         from tests.conftest import wait_for
+
         wait_for(lambda: rt.describe("orphan")["status"] == "stuck", timeout=30, message="stuck")
         eff = rt.describe("orphan")["effects"][0]
         listed = check(workers)
@@ -151,11 +168,13 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         first = rt.recover_orphans({target.name: target})
         if first[0]["outcome"] == "not settled yet":
             import time
+
             time.sleep(env.send_timeout + env.settle_margin)
         down = target_for({**case, "target": {**case["target"], "url": f"http://127.0.0.1:{free_port()}"}})
         unread = rt.recover_orphans({down.name: down})
-        assert len(unread) == 1 and unread[0]["outcome"].startswith("lookup failed, left dispatched: "
-                                                                    "ConnectionRefusedError"), unread
+        assert len(unread) == 1 and unread[0]["outcome"].startswith(
+            "lookup failed, left dispatched: ConnectionRefusedError"
+        ), unread
         assert rt.describe("orphan")["status"] == "stuck"
         assert rt.describe("orphan")["effects"][0]["state"] == "dispatched"
         report = rt.recover_orphans({target.name: target})
@@ -163,42 +182,50 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         assert rt.describe("orphan")["status"] == "stuck"
         assert rt.recover_orphans({target.name: target}) == []
         assert "orphaned" not in check(workers).stdout
-        owners = [c["owner"] for c in rt.connection().execute(
-            "select owner from ilr.claims where workflow_id = 'orphan' order by epoch").fetchall()]
+        owners = [
+            c["owner"]
+            for c in rt.connection()
+            .execute("select owner from ilr.claims where workflow_id = 'orphan' order by epoch")
+            .fetchall()
+        ]
         assert owners[-1] == "$recovery"
         assert len([r for r in env.ledger(case["payment"]) if r["source"] == "api"]) == 1
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda rt, g: rt.revoke("gr\x00ant", by="bob"), "grant_id"),
-    (lambda rt, g: rt.revoke(g, by="bo\x00b"), "by"),
-    (lambda rt, g: rt.revoke("g" * 100_000, by="bob"), "grant_id"),
-    (lambda rt, g: rt.revoke("   ", by="bob"), "grant_id"),
-    (lambda rt, g: rt.revoke(g, by="b" * 100_000), "by"),
-    (lambda rt, g: rt.reconcile("eff\x00", "ledger", by="carol"), "effect_id"),
-    (lambda rt, g: rt.reconcile(5, "ledger", by="carol"), "effect_id"),
-    (lambda rt, g: rt.reconcile("eff_x", "ledger", by="ca\x00rol"), "by"),
-    (lambda rt, g: rt.receipt("a\x00"), "effect_id"),
-    (lambda rt, g: rt.receipt(None), "effect_id"),
-    (lambda rt, g: rt.grant("p\x00", "refund", by="x"), "principal"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="g\x00"), "grant_id"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id=5), "grant_id"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="   "), "grant_id"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id=""), "grant_id"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="g" * 201), "grant_id"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", expires_in=float("inf")), "expires_in"),
-    (lambda rt, g: rt.grant("p", "refund", by="x", expires_in=1e300), "expires_in"),
-    (lambda rt, g: rt.list(status="bogus"), "status"),
-    (lambda rt, g: rt.list(status=5), "status"),
-    (lambda rt, g: rt.list(limit=-1), "limit"),
-    (lambda rt, g: rt.list(limit="x"), "limit"),
-    (lambda rt, g: rt.list(name="n\x00"), "name"),
-    (lambda rt, g: rt.result("wf", timeout="5"), "timeout"),
-    (lambda rt, g: rt.result("wf", timeout=float("nan")), "timeout"),
-    (lambda rt, g: rt.result("wf", timeout=1, poll=0), "poll"),
-    (lambda rt, g: rt.cancel("wf", by=""), "by"),
-    (lambda rt, g: rt.cancel("wf", by=5), "by"),
-], ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda rt, g: rt.revoke("gr\x00ant", by="bob"), "grant_id"),
+        (lambda rt, g: rt.revoke(g, by="bo\x00b"), "by"),
+        (lambda rt, g: rt.revoke("g" * 100_000, by="bob"), "grant_id"),
+        (lambda rt, g: rt.revoke("   ", by="bob"), "grant_id"),
+        (lambda rt, g: rt.revoke(g, by="b" * 100_000), "by"),
+        (lambda rt, g: rt.reconcile("eff\x00", "ledger", by="carol"), "effect_id"),
+        (lambda rt, g: rt.reconcile(5, "ledger", by="carol"), "effect_id"),
+        (lambda rt, g: rt.reconcile("eff_x", "ledger", by="ca\x00rol"), "by"),
+        (lambda rt, g: rt.receipt("a\x00"), "effect_id"),
+        (lambda rt, g: rt.receipt(None), "effect_id"),
+        (lambda rt, g: rt.grant("p\x00", "refund", by="x"), "principal"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="g\x00"), "grant_id"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", grant_id=5), "grant_id"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="   "), "grant_id"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", grant_id=""), "grant_id"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", grant_id="g" * 201), "grant_id"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", expires_in=float("inf")), "expires_in"),
+        (lambda rt, g: rt.grant("p", "refund", by="x", expires_in=1e300), "expires_in"),
+        (lambda rt, g: rt.list(status="bogus"), "status"),
+        (lambda rt, g: rt.list(status=5), "status"),
+        (lambda rt, g: rt.list(limit=-1), "limit"),
+        (lambda rt, g: rt.list(limit="x"), "limit"),
+        (lambda rt, g: rt.list(name="n\x00"), "name"),
+        (lambda rt, g: rt.result("wf", timeout="5"), "timeout"),
+        (lambda rt, g: rt.result("wf", timeout=float("nan")), "timeout"),
+        (lambda rt, g: rt.result("wf", timeout=1, poll=0), "poll"),
+        (lambda rt, g: rt.cancel("wf", by=""), "by"),
+        (lambda rt, g: rt.cancel("wf", by=5), "by"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
 def test_ids_names_and_numbers_are_checked_before_the_database(rt, call, field):
     """An id or a name with a NUL, over 200 characters, blank or not a str, a lifetime past a
     hundred years, an unknown status, a bad limit or timeout: InvalidInput naming the field,
@@ -210,5 +237,7 @@ def test_ids_names_and_numbers_are_checked_before_the_database(rt, call, field):
         call(rt, g)
     assert err.value.field == field, err.value
     assert len(str(err.value)) < 400  # a 100 kB id is not repeated back
-    assert rt.connection().execute("select count(*) as n, count(revoked_at) as revoked from ilr.grants"
-                                   ).fetchone() == before
+    assert (
+        rt.connection().execute("select count(*) as n, count(revoked_at) as revoked from ilr.grants").fetchone()
+        == before
+    )

@@ -48,8 +48,11 @@ def test_a_slow_answer_ends_the_send_not_the_worker(rt, workers, tmp_path):
         case = env.case("slow-answer")
         rt.start("refund_signal", case["id"], case)
         approve(rt, case["id"])
-        wait_for(lambda: "failed with an unknown outcome" in workers.log("A"), timeout=30,
-                 message="the send gave up by its socket timeout")
+        wait_for(
+            lambda: "failed with an unknown outcome" in workers.log("A"),
+            timeout=30,
+            message="the send gave up by its socket timeout",
+        )
         env.admin("delay", {"seconds": 0})
         result = rt.result(case["id"], timeout=60)
         assert a.poll() is None, workers.log("A")  # no watchdog exit: the same worker recovered
@@ -58,8 +61,10 @@ def test_a_slow_answer_ends_the_send_not_the_worker(rt, workers, tmp_path):
         assert len(our_refunds(env, case)) == 1 and total(env, case) == 2000
 
 
-@pytest.mark.parametrize("variant, kill_at, applied, expected_total",
-                         [("pre", "effect_after_dispatch", 0, 0), ("post", "effect_after_send", 1, 2000)])
+@pytest.mark.parametrize(
+    "variant, kill_at, applied, expected_total",
+    [("pre", "effect_after_dispatch", 0, 0), ("post", "effect_after_send", 1, 2000)],
+)
 def test_s09_tier3_never_resends(rt, workers, tmp_path, variant, kill_at, applied, expected_total):
     with refund_env(tmp_path, 3) as env:
         case, result, _ = run_case(rt, workers, env, f"s09{variant}", kill_at)
@@ -73,9 +78,14 @@ def test_s09_tier3_never_resends(rt, workers, tmp_path, variant, kill_at, applie
 
 
 def _backend_waiting_on_lock(rt, application_like: str) -> bool:
-    return bool(rt.connection().execute(
-        "select 1 from pg_stat_activity where wait_event_type = 'Lock' and application_name like %s",
-        (application_like,)).fetchone())
+    return bool(
+        rt.connection()
+        .execute(
+            "select 1 from pg_stat_activity where wait_event_type = 'Lock' and application_name like %s",
+            (application_like,),
+        )
+        .fetchone()
+    )
 
 
 @pytest.mark.parametrize("first", ["dispatch", "revoke"])
@@ -98,6 +108,7 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
 
         def do_revoke(grant_id):
             from ilr import Runtime
+
             other = Runtime(test_dsn)
             returned.extend(other.revoke(grant_id, by="bob"))
             revoke_returned_at.append(time.time())
@@ -121,8 +132,11 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
         revoker.join(30)
         result = rt.result(case["id"], timeout=60)
         eff_id = result["effect_id"]
-        sends_after = [e for e in env.access_log() if e["method"] == "POST" and e["path"] == "/refunds"
-                       and e["t_wall"] >= revoke_returned_at[0]]
+        sends_after = [
+            e
+            for e in env.access_log()
+            if e["method"] == "POST" and e["path"] == "/refunds" and e["t_wall"] >= revoke_returned_at[0]
+        ]
         if first == "revoke":
             assert returned == [] and result["status"] == "REFUSED:lease" and total(env, case) == 0
         else:
@@ -134,9 +148,12 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
 def test_finding2_thin_dedup_margin_is_refused_at_worker_start(rt, workers):
     worker = subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "w", "--import", "tests.flows"],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-        env=workers.env({"ILR_TARGET_URL": "http://127.0.0.1:9", "ILR_TARGET_TIER": "1",
-                         "ILR_SEND_TIMEOUT": "700"}))
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=workers.env({"ILR_TARGET_URL": "http://127.0.0.1:9", "ILR_TARGET_TIER": "1", "ILR_SEND_TIMEOUT": "700"}),
+    )
     assert worker.returncode == 2
     assert "DEDUP_MARGIN (600 s)" in worker.stderr and "send_timeout (700 s)" in worker.stderr
     assert "settle_margin (10 s)" in worker.stderr
@@ -162,17 +179,20 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
         # Every single-byte flip of a bundle copy is evident.
         for i, body in enumerate(bundle["entries"]):
             for pos in range(len(body)):
-                flipped = body[:pos] + chr(ord(body[pos]) ^ 1) + body[pos + 1:]
-                copy = {**bundle, "entries": [*bundle["entries"][:i], flipped, *bundle["entries"][i + 1:]]}
+                flipped = body[:pos] + chr(ord(body[pos]) ^ 1) + body[pos + 1 :]
+                copy = {**bundle, "entries": [*bundle["entries"][:i], flipped, *bundle["entries"][i + 1 :]]}
                 assert receipts.verify(copy)["tamper_evident"] is False, (i, pos)
         # A byte flipped in the stored body (by someone who can disable the trigger) is evident too.
         from ilr import db
+
         with db.connect(test_dsn) as conn:
             conn.execute("alter table ilr.journal disable trigger journal_append_only")
             try:
-                conn.execute("update ilr.journal set body = overlay(body placing '9' from 60 for 1) "
-                             "where seq = (select min(seq) from ilr.journal where effect_id = %s)",
-                             (result["effect_id"],))
+                conn.execute(
+                    "update ilr.journal set body = overlay(body placing '9' from 60 for 1) "
+                    "where seq = (select min(seq) from ilr.journal where effect_id = %s)",
+                    (result["effect_id"],),
+                )
             finally:
                 conn.execute("alter table ilr.journal enable trigger journal_append_only")
         assert receipts.verify(rt.receipt(result["effect_id"], public_key=pub))["tamper_evident"] is False
@@ -183,10 +203,14 @@ def test_a_failing_response_log_does_not_block_the_commit(rt, workers, tmp_path)
     fails (here a trigger refuses every insert into ilr.responses), T_commit runs again alone
     and the effect commits once; the log holds nothing for it."""
     conn = rt.connection()
-    conn.execute("create or replace function public.refuse_response() returns trigger language plpgsql as "
-                 "$$ begin raise exception 'response log refused (test)'; end $$")
-    conn.execute("create trigger refuse_response before insert on ilr.responses "
-                 "for each row execute function public.refuse_response()")
+    conn.execute(
+        "create or replace function public.refuse_response() returns trigger language plpgsql as "
+        "$$ begin raise exception 'response log refused (test)'; end $$"
+    )
+    conn.execute(
+        "create trigger refuse_response before insert on ilr.responses "
+        "for each row execute function public.refuse_response()"
+    )
     try:
         with refund_env(tmp_path, 1) as env:
             workers.start("A", lease_ttl=5, env=env.worker_env())

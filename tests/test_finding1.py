@@ -35,9 +35,18 @@ def test_stale_step_load_after_lease_expiry_does_not_rerun_the_body(rt, workers,
         url = f"postgresql://{params.get('user', 'postgres')}@127.0.0.1:{proxy.port}/{params['dbname']}"
         if params.get("password"):
             url = url.replace("@", f":{params['password']}@", 1)
-        a = workers.start("A", lease_ttl=LEASE_TTL, poll=0.1, concurrency=1, env={
-            "DATABASE_URL": url, "ILR_TEST_DIRECT_DSN": test_dsn, "ILR_STOP_AT": "claimed",
-            "ILR_LOG_LEVEL": "INFO"})
+        a = workers.start(
+            "A",
+            lease_ttl=LEASE_TTL,
+            poll=0.1,
+            concurrency=1,
+            env={
+                "DATABASE_URL": url,
+                "ILR_TEST_DIRECT_DSN": test_dsn,
+                "ILR_STOP_AT": "claimed",
+                "ILR_LOG_LEVEL": "INFO",
+            },
+        )
         rt.start("three_steps", "f1", {})
         workers.wait_state("A", "T")  # A's claim committed and A read it; nothing else yet
         proxy.set_mode("blackhole", direction="down")

@@ -48,12 +48,13 @@ def offenders() -> set[tuple[str, str]]:
 
 
 def test_the_walk_sees_every_kind_of_import():
-    source = ("import os\nif True:\n    import interlock_project.settings\n"
-              "def f():\n    from prove.workflows import target_for\n"
-              "class C:\n    def g(self):\n        from .. import conf\n")
+    source = (
+        "import os\nif True:\n    import interlock_project.settings\n"
+        "def f():\n    from prove.workflows import target_for\n"
+        "class C:\n    def g(self):\n        from .. import conf\n"
+    )
     found = imports_of(source, "approvals.sub")
-    assert {"interlock_project.settings", "prove.workflows", "prove.workflows.target_for",
-            "approvals.conf"} <= found
+    assert {"interlock_project.settings", "prove.workflows", "prove.workflows.target_for", "approvals.conf"} <= found
 
 
 def test_no_app_module_imports_the_project_or_the_harness():
@@ -62,6 +63,7 @@ def test_no_app_module_imports_the_project_or_the_harness():
 
 
 # -- import cycles ---------------------------------------------------------------------------
+
 
 def module_files() -> dict[str, Path]:
     """Every module of PACKAGES by dotted name (a package by its own name)."""

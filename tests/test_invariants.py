@@ -25,44 +25,84 @@ def seed(conn) -> dict:
     cur = conn.cursor()
     t = lambda off: f"now() - interval '3600 seconds' + interval '{off} seconds'"  # noqa: E731
     cur.execute("insert into ilr.deployments (name, version, code_sha256) values ('refund', '1', 'x')")
-    cur.execute("insert into ilr.workflows (id, name, version, input, status, epoch) "
-                "values ('W1', 'refund', '1', '{}', 'completed', 2)")
-    cur.execute(f"insert into ilr.claims values ('W1', 1, 'A', '1', {t(0)}, {t(5)}, 'pending', null), "
-                f"('W1', 2, 'B', '1', {t(10)}, {t(15)}, 'running', {t(5)})")
-    cur.execute(f"insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values "
-                f"('W1', 1, 'approve', 'signal', '{{\"ok\": 1}}', 2, {t(11)}), "
-                f"('W1', 2, 'sleep', 'sleep', jsonb_build_object('until', to_jsonb({t(11.5)})), 2, {t(12)}), "
-                f"('W1', 5, 'check', 'step', '1', 2, {t(14.5)})")
-    cur.execute("insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
-                "values ('W1', 'approve', '{\"ok\": 1}', 1)")
-    cur.execute("insert into ilr.grants (id, principal, action, max_cents, payload_hash, granted_by) "
-                "values ('G', 'refund', 'refund', 2000, %s, 'alice')", (codec.payload_hash(PAYLOAD),))
-    cur.execute(f"insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
-                f"grant_id, "
-                f"dispatch_workflow_id, dispatch_epoch, first_dispatched_at, send_deadline, settle_margin, sends) "
-                f"values (%s, 'W1', 'local-refunds', 1, %s::jsonb, %s, 'committed', 'G', 'W1', 2, {t(13)}, {t(16)}, "
-                f"interval '5 seconds', 1)", (EID, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD)))
-    cur.execute(f"insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, epoch, created_at) values "
-                f"('W1', 3, 'effect:local-refunds', 'effect', %s, '{{\"status\": \"COMMITTED\"}}', 2, {t(14)})",
-                (f"{EID}:{codec.payload_hash(PAYLOAD)}",))
+    cur.execute(
+        "insert into ilr.workflows (id, name, version, input, status, epoch) "
+        "values ('W1', 'refund', '1', '{}', 'completed', 2)"
+    )
+    cur.execute(
+        f"insert into ilr.claims values ('W1', 1, 'A', '1', {t(0)}, {t(5)}, 'pending', null), "
+        f"('W1', 2, 'B', '1', {t(10)}, {t(15)}, 'running', {t(5)})"
+    )
+    cur.execute(
+        f"insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values "
+        f"('W1', 1, 'approve', 'signal', '{{\"ok\": 1}}', 2, {t(11)}), "
+        f"('W1', 2, 'sleep', 'sleep', jsonb_build_object('until', to_jsonb({t(11.5)})), 2, {t(12)}), "
+        f"('W1', 5, 'check', 'step', '1', 2, {t(14.5)})"
+    )
+    cur.execute(
+        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) values ('W1', 'approve', '{\"ok\": 1}', 1)"
+    )
+    cur.execute(
+        "insert into ilr.grants (id, principal, action, max_cents, payload_hash, granted_by) "
+        "values ('G', 'refund', 'refund', 2000, %s, 'alice')",
+        (codec.payload_hash(PAYLOAD),),
+    )
+    cur.execute(
+        f"insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
+        f"grant_id, "
+        f"dispatch_workflow_id, dispatch_epoch, first_dispatched_at, send_deadline, settle_margin, sends) "
+        f"values (%s, 'W1', 'local-refunds', 1, %s::jsonb, %s, 'committed', 'G', 'W1', 2, {t(13)}, {t(16)}, "
+        f"interval '5 seconds', 1)",
+        (EID, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD)),
+    )
+    cur.execute(
+        f"insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, epoch, created_at) values "
+        f"('W1', 3, 'effect:local-refunds', 'effect', %s, '{{\"status\": \"COMMITTED\"}}', 2, {t(14)})",
+        (f"{EID}:{codec.payload_hash(PAYLOAD)}",),
+    )
     grant = cur.execute("select * from ilr.grants where id = 'G'").fetchone()
-    snapshot = {"grant_id": "G", "principal": "refund", "action": "refund", "action_matches": True,
-                "max_cents": 2000, "payload_hash": grant["payload_hash"], "expires_at": None, "expires_at_ts": None,
-                "revoked": None, "granted_by": "alice"}
+    snapshot = {
+        "grant_id": "G",
+        "principal": "refund",
+        "action": "refund",
+        "action_matches": True,
+        "max_cents": 2000,
+        "payload_hash": grant["payload_hash"],
+        "expires_at": None,
+        "expires_at_ts": None,
+        "revoked": None,
+        "granted_by": "alice",
+    }
     by = {"workflow_id": "W1", "epoch": 2}
     journal.append(cur, EID, "PROPOSED", _ts(cur, 13), {"agent": "refund", "lease": "G", "effect": PAYLOAD})
     journal.append(cur, EID, "AUTHORIZED", _ts(cur, 13), {"lease": "G"})
-    journal.append(cur, EID, "DISPATCHED", _ts(cur, 13), {
-        "effect": PAYLOAD, "lease": "G", "premises": {}, "by": by, "send_deadline": _ts(cur, 16), "settle_margin": 5,
-        "checks": {"lease_live": True, "lease": snapshot, "violations": []}})
+    journal.append(
+        cur,
+        EID,
+        "DISPATCHED",
+        _ts(cur, 13),
+        {
+            "effect": PAYLOAD,
+            "lease": "G",
+            "premises": {},
+            "by": by,
+            "send_deadline": _ts(cur, 16),
+            "settle_margin": 5,
+            "checks": {"lease_live": True, "lease": snapshot, "violations": []},
+        },
+    )
     journal.append(cur, EID, "COMMITTED", _ts(cur, 14), {"via": "first-send", "result": {"id": "re_1"}, "by": by})
     cur.execute("insert into ilr.responses (effect_id, workflow_id, epoch, result) values (%s, 'W1', 2, '{}')", (EID,))
     t_send = _ts(cur, 13.5)
-    return {"snapshot": snapshot, "by": by, "evidence": {
-        "ledger": [{"effect_id": EID, "key": EID, "amount": 2000, "source": "api"}],
-        "access_log": [{"method": "POST", "path": "/refunds", "key": EID, "t_wall": t_send, "body": PAYLOAD}],
-        "invocations": [{"workflow_id": "W1", "name": "check", "at": _ts(cur, 14.2)}],
-    }}
+    return {
+        "snapshot": snapshot,
+        "by": by,
+        "evidence": {
+            "ledger": [{"effect_id": EID, "key": EID, "amount": 2000, "source": "api"}],
+            "access_log": [{"method": "POST", "path": "/refunds", "key": EID, "t_wall": t_send, "body": PAYLOAD}],
+            "invocations": [{"workflow_id": "W1", "name": "check", "at": _ts(cur, 14.2)}],
+        },
+    }
 
 
 @pytest.fixture
@@ -96,83 +136,136 @@ def _append(conn, kind, offset, fields, eid=EID):
 
 
 def _spare_effect(conn, tier=1, state="dispatched"):
-    conn.execute("insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
-                 "grant_id, "
-                 "dispatch_workflow_id, dispatch_epoch) values (%s, 'W1', 't', %s, %s::jsonb, %s, %s, 'G', 'W1', 2)",
-                 (EID_SPARE, tier, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD), state))
+    conn.execute(
+        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
+        "grant_id, "
+        "dispatch_workflow_id, dispatch_epoch) values (%s, 'W1', 't', %s, %s::jsonb, %s, %s, 'G', 'W1', 2)",
+        (EID_SPARE, tier, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD), state),
+    )
 
 
 def _dispatched(state, **over):
-    fields = {"effect": PAYLOAD, "lease": "G", "premises": {}, "by": state["by"],
-              "checks": {"lease_live": True, "lease": state["snapshot"], "violations": []}}
+    fields = {
+        "effect": PAYLOAD,
+        "lease": "G",
+        "premises": {},
+        "by": state["by"],
+        "checks": {"lease_live": True, "lease": state["snapshot"], "violations": []},
+    }
     fields.update(over)
     return fields
 
 
 CORRUPTIONS = {
     "NoRerunAfterComplete": lambda c, s: s["evidence"]["invocations"].append(
-        {"workflow_id": "W1", "name": "check", "at": _ts(c.cursor(), 100)}),
+        {"workflow_id": "W1", "name": "check", "at": _ts(c.cursor(), 100)}
+    ),
     "StepResultUnique": lambda c, s: c.execute("alter table ilr.steps disable trigger steps_append_only"),
     "FencedWrites": lambda c, s: c.execute(
         "insert into ilr.steps (workflow_id, seq, name, kind, epoch, created_at) "
-        "values ('W1', 9, 'late', 'step', 1, now() - interval '3580 seconds')"),
+        "values ('W1', 9, 'late', 'step', 1, now() - interval '3580 seconds')"
+    ),
     "LeaseMutex": lambda c, s: c.execute(
         "insert into ilr.claims values ('W1', 3, 'C', '1', now() - interval '3589 seconds', now(), 'running', "
-        "now() - interval '3585 seconds')"),
+        "now() - interval '3585 seconds')"
+    ),
     "TakeoverOnlyAfterExpiry": lambda c, s: c.execute(
         "insert into ilr.claims values ('W1', 3, 'C', '1', now() - interval '3589 seconds', now(), 'running', "
-        "now() - interval '3585 seconds')"),
-    "AtMostOneCommit": lambda c, s: (c.execute("drop index ilr.one_commit"),
-                                     _append(c, "COMMITTED", 20, {"via": "x", "by": s["by"]})),
+        "now() - interval '3585 seconds')"
+    ),
+    "AtMostOneCommit": lambda c, s: (
+        c.execute("drop index ilr.one_commit"),
+        _append(c, "COMMITTED", 20, {"via": "x", "by": s["by"]}),
+    ),
     "EffectAtMostOnceTier12": lambda c, s: s["evidence"]["ledger"].append(
-        {"effect_id": EID, "key": EID, "amount": 2000, "source": "api"}),
+        {"effect_id": EID, "key": EID, "amount": 2000, "source": "api"}
+    ),
     "Tier3NeverResends": lambda c, s: c.execute("update ilr.effects set tier = 3, sends = 2"),
     "NoOverlappingSends": lambda c, s: s["evidence"]["access_log"].append(
-        {"method": "POST", "path": "/refunds", "key": EID, "t_wall": _ts(c.cursor(), 14), "body": PAYLOAD}),
+        {"method": "POST", "path": "/refunds", "key": EID, "t_wall": _ts(c.cursor(), 14), "body": PAYLOAD}
+    ),
     "CommittedImpliesApplied": lambda c, s: s["evidence"]["ledger"].clear(),
-    "AmbiguousOnlyWhenUnknowable": lambda c, s: (_spare_effect(c, tier=2), _append(
-        c, "AMBIGUOUS", 20, {"reason": "guess", "rechecked": {"lease_live": True, "violations": []}}, EID_SPARE)),
+    "AmbiguousOnlyWhenUnknowable": lambda c, s: (
+        _spare_effect(c, tier=2),
+        _append(
+            c, "AMBIGUOUS", 20, {"reason": "guess", "rechecked": {"lease_live": True, "violations": []}}, EID_SPARE
+        ),
+    ),
     "EffectCheckpointAtomic": lambda c, s: (
         c.execute("update ilr.workflows set status = 'running'"),
         c.execute("alter table ilr.steps disable trigger steps_append_only"),
-        c.execute("delete from ilr.steps where seq = 3")),
-    "SendRequiresLiveClaim": lambda c, s: (_spare_effect(c), _append(
-        c, "DISPATCHED", 20, _dispatched(s, by={"workflow_id": "W1", "epoch": 7}), EID_SPARE)),
+        c.execute("delete from ilr.steps where seq = 3"),
+    ),
+    "SendRequiresLiveClaim": lambda c, s: (
+        _spare_effect(c),
+        _append(c, "DISPATCHED", 20, _dispatched(s, by={"workflow_id": "W1", "epoch": 7}), EID_SPARE),
+    ),
     "NoSendUnderRevokedGrant": lambda c, s: c.execute(
-        "update ilr.grants set revoked_at = now() - interval '3599 seconds'"),
+        "update ilr.grants set revoked_at = now() - interval '3599 seconds'"
+    ),
     "RevokeLinearizable": lambda c, s: c.execute("update ilr.grants set revoked_at = now() - interval '3599 seconds'"),
-    "NoSendOnStalePremise": lambda c, s: (_spare_effect(c), _append(c, "DISPATCHED", 20, _dispatched(
-        s, checks={"lease_live": True, "lease": s["snapshot"],
-                   "violations": ["refunded_by_others changed"]}), EID_SPARE)),
-    "RecoveryRechecks": lambda c, s: (_spare_effect(c), _append(c, "COMMITTED", 20, {
-        "via": "retry-idempotent", "by": s["by"],
-        "rechecked": {"lease_live": False, "lease": s["snapshot"], "violations": [], "at": _ts(c.cursor(), 19)}},
-        EID_SPARE)),
-    "PayloadBound": lambda c, s: (_spare_effect(c), _append(
-        c, "DISPATCHED", 20, _dispatched(s, effect={"payment": "p1", "amount": 5000}), EID_SPARE)),
+    "NoSendOnStalePremise": lambda c, s: (
+        _spare_effect(c),
+        _append(
+            c,
+            "DISPATCHED",
+            20,
+            _dispatched(
+                s, checks={"lease_live": True, "lease": s["snapshot"], "violations": ["refunded_by_others changed"]}
+            ),
+            EID_SPARE,
+        ),
+    ),
+    "RecoveryRechecks": lambda c, s: (
+        _spare_effect(c),
+        _append(
+            c,
+            "COMMITTED",
+            20,
+            {
+                "via": "retry-idempotent",
+                "by": s["by"],
+                "rechecked": {"lease_live": False, "lease": s["snapshot"], "violations": [], "at": _ts(c.cursor(), 19)},
+            },
+            EID_SPARE,
+        ),
+    ),
+    "PayloadBound": lambda c, s: (
+        _spare_effect(c),
+        _append(c, "DISPATCHED", 20, _dispatched(s, effect={"payment": "p1", "amount": 5000}), EID_SPARE),
+    ),
     "NoSendAfterCancel": lambda c, s: c.execute(
-        "update ilr.workflows set cancel_requested_at = now() - interval '3599 seconds'"),
+        "update ilr.workflows set cancel_requested_at = now() - interval '3599 seconds'"
+    ),
     "LateResultPreserved": lambda c, s: c.execute(
-        "insert into ilr.responses (effect_id, workflow_id, epoch, result) values (%s, 'W1', 1, '{}')", (EID,)),
+        "insert into ilr.responses (effect_id, workflow_id, epoch, result) values (%s, 'W1', 1, '{}')", (EID,)
+    ),
     "ReceiptChainLinear": lambda c, s: (
         c.execute("alter table ilr.journal disable trigger journal_append_only"),
-        c.execute("update ilr.journal set body = replace(body, 're_1', 're_2') where kind = 'COMMITTED'")),
+        c.execute("update ilr.journal set body = replace(body, 're_1', 're_2') where kind = 'COMMITTED'"),
+    ),
     "ReceiptTruthful": lambda c, s: s["evidence"]["ledger"].clear(),
     "TimerNotEarly": lambda c, s: c.execute(
         "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values ('W1', 4, 'sleep', "
-        "'sleep', jsonb_build_object('until', to_jsonb(now())), 2, now() - interval '3587 seconds')"),
+        "'sleep', jsonb_build_object('until', to_jsonb(now())), 2, now() - interval '3587 seconds')"
+    ),
     "SignalExactlyOnceConsumed": lambda c, s: c.execute(
-        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
-        "values ('W1', 'approve', '{\"ok\": 2}', 2)"),
-    "NoLostWakeup": lambda c, s: (c.execute(
-        "update ilr.workflows set status = 'sleeping', available_at = 'infinity', "
-        "waiting = '{\"seq\": 4, \"kind\": \"signal\", \"signal\": \"approve\"}'"), c.execute(
-        "insert into ilr.signals (workflow_id, name, payload) values ('W1', 'approve', '{}')")),
-    "VersionPinned": lambda c, s: (c.execute(
-        "insert into ilr.deployments (name, version, code_sha256) values ('refund', '2', 'y')"),
-        c.execute("update ilr.workflows set version = '2'")),
+        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) values ('W1', 'approve', '{\"ok\": 2}', 2)"
+    ),
+    "NoLostWakeup": lambda c, s: (
+        c.execute(
+            "update ilr.workflows set status = 'sleeping', available_at = 'infinity', "
+            'waiting = \'{"seq": 4, "kind": "signal", "signal": "approve"}\''
+        ),
+        c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'approve', '{}')"),
+    ),
+    "VersionPinned": lambda c, s: (
+        c.execute("insert into ilr.deployments (name, version, code_sha256) values ('refund', '2', 'y')"),
+        c.execute("update ilr.workflows set version = '2'"),
+    ),
     "NonDeterminismLoud": lambda c, s: c.execute(
-        "update ilr.workflows set status = 'stuck', error = '{\"type\": \"NonDeterminism\", \"seq\": 2}'"),
+        'update ilr.workflows set status = \'stuck\', error = \'{"type": "NonDeterminism", "seq": 2}\''
+    ),
     "ForkNeverResends": lambda c, s: _append(c, "DISPATCHED", 20, _dispatched(s)),
 }
 

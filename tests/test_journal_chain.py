@@ -20,8 +20,10 @@ def conn(clean_db, django_db_blocker):
         c = db.connect(clean_db)
         c.execute("insert into ilr.deployments (name, version, code_sha256) values ('j', '1', 'x')")
         c.execute("insert into ilr.workflows (id, name, version, input) values ('wf-j', 'j', '1', '{}')")
-        c.execute("insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
-                  "values ('eff_j', 'wf-j', 't', 1, '{}', 'h')")
+        c.execute(
+            "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
+            "values ('eff_j', 'wf-j', 't', 1, '{}', 'h')"
+        )
         yield c
         c.close()
 
@@ -43,7 +45,9 @@ def test_batched_entries_link_in_order_and_the_staged_update_lands_with_them(con
             assert _sends(conn) == 0
     rows = conn.execute("select kind, prev, hash from ilr.journal order by seq").fetchall()
     assert [(r["kind"], r["prev"], r["hash"]) for r in rows] == [
-        ("PROPOSED", None, first["hash"]), ("AUTHORIZED", first["hash"], second["hash"])]
+        ("PROPOSED", None, first["hash"]),
+        ("AUTHORIZED", first["hash"], second["hash"]),
+    ]
     assert _sends(conn) == 5
 
 
@@ -96,10 +100,13 @@ def test_the_tail_read_is_one_backward_index_step_even_with_a_generic_plan(conn)
 _json = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
     lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3),
-    max_leaves=8)
+    max_leaves=8,
+)
 _fields = st.dictionaries(
     st.sampled_from(["kind", "effect_id", "ts", "prev", "hash", "sig", "a", "é", "b\u2028", "z"]) | st.text(),
-    _json, max_size=6)
+    _json,
+    max_size=6,
+)
 
 
 def _oracle(value) -> str:
@@ -109,8 +116,12 @@ def _oracle(value) -> str:
 
 
 @settings(max_examples=300, deadline=None)
-@given(fields=_fields, more=_fields, ts=st.floats(0, 4e9),
-       prev=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64))
+@given(
+    fields=_fields,
+    more=_fields,
+    ts=st.floats(0, 4e9),
+    prev=st.none() | st.text("0123456789abcdef", min_size=64, max_size=64),
+)
 def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole(fields, more, ts, prev):
     # Chain.append puts the body together from each member's canonical text (journal.Encoded,
     # issue 9); it must be byte for byte the canonical text of the whole entry, with the hash
@@ -119,9 +130,12 @@ def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole
         chain = journal.Chain("eff_p", prev)
         chain._staged = []  # as inside Chain.batched: the row is staged, not inserted
         entry = chain.append(None, "PROPOSED", ts, given_fields)
-        (_, kind, body, row_prev, digest), = chain._staged
-        unsigned = {k: v for k, v in {"kind": "PROPOSED", "effect_id": "eff_p", "ts": ts, "prev": prev,
-                                      **fields, **more}.items() if k not in ("hash", "sig")}
+        ((_, kind, body, row_prev, digest),) = chain._staged
+        unsigned = {
+            k: v
+            for k, v in {"kind": "PROPOSED", "effect_id": "eff_p", "ts": ts, "prev": prev, **fields, **more}.items()
+            if k not in ("hash", "sig")
+        }
         assert digest == hashlib.sha256(_oracle(unsigned).encode()).hexdigest()
         assert body == _oracle({**unsigned, "hash": digest, "sig": entry["sig"]})
         assert json.loads(body) == entry

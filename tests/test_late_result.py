@@ -20,8 +20,11 @@ def test_s08a_late_response_after_claim_expiry(rt, workers, tmp_path, test_dsn):
     with refund_env(tmp_path, 2, send_timeout=3.0, settle_margin=3.0) as env, proxy_process(upstream) as proxy:
         env.admin("delay", {"seconds": 2.0})
         url = f"postgresql://{params.get('user', 'postgres')}@127.0.0.1:{proxy.port}/{params['dbname']}"
-        a = workers.start("A", lease_ttl=2, env=env.worker_env(
-            DATABASE_URL=url, ILR_STOP_AT="effect_after_dispatch", ILR_LOG_LEVEL="INFO"))
+        a = workers.start(
+            "A",
+            lease_ttl=2,
+            env=env.worker_env(DATABASE_URL=url, ILR_STOP_AT="effect_after_dispatch", ILR_LOG_LEVEL="INFO"),
+        )
         case = env.case("s08a")
         rt.start("refund_signal", "s08a", case)
         approve(rt, "s08a")
@@ -34,15 +37,28 @@ def test_s08a_late_response_after_claim_expiry(rt, workers, tmp_path, test_dsn):
         assert result["status"] == "COMMITTED_ON_QUERY"
         proxy.set_mode("pass")
         eff = result["effect_id"]
-        wait_for(lambda: rt.connection().execute("select late_result from ilr.effects where effect_id = %s",
-                                                 (eff,)).fetchone()["late_result"], timeout=20,
-                 message="the late result recorded")
-        kinds = [r["kind"] for r in rt.connection().execute(
-            "select kind from ilr.journal where effect_id = %s order by seq", (eff,)).fetchall()]
+        wait_for(
+            lambda: (
+                rt.connection()
+                .execute("select late_result from ilr.effects where effect_id = %s", (eff,))
+                .fetchone()["late_result"]
+            ),
+            timeout=20,
+            message="the late result recorded",
+        )
+        kinds = [
+            r["kind"]
+            for r in rt.connection()
+            .execute("select kind from ilr.journal where effect_id = %s order by seq", (eff,))
+            .fetchall()
+        ]
         assert kinds[-2:] == ["COMMITTED", "LATE_RESULT"]
         assert len(our_refunds(env, case)) == 1
-        logged = rt.connection().execute("select count(*) as n from ilr.responses where effect_id = %s",
-                                         (eff,)).fetchone()["n"]
+        logged = (
+            rt.connection()
+            .execute("select count(*) as n from ilr.responses where effect_id = %s", (eff,))
+            .fetchone()["n"]
+        )
         assert logged == 1  # the sender logged its answer before trying T_commit
         v = receipts.verify(rt.receipt(eff))
         assert v["tamper_evident"] and v["happened"] is True and v["happened_once"] is True

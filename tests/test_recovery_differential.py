@@ -31,14 +31,24 @@ from prove.peers.targets_client import LocalRefunds, http_json
 #       stale, not found                -> REFUSED:<lease|stale_premise>_at_recovery
 #       not stale, not found            -> resend: REAPPLIED_AFTER_QUERY
 EFFECTIVE = {  # (tier, window_passed, queryable) -> effective tier
-    (1, False, False): 1, (1, False, True): 1, (1, True, False): 3, (1, True, True): 2,
-    (2, False, True): 2, (2, True, True): 2,
-    (3, False, False): 3, (3, True, False): 3, (3, False, True): 3, (3, True, True): 3,
+    (1, False, False): 1,
+    (1, False, True): 1,
+    (1, True, False): 3,
+    (1, True, True): 2,
+    (2, False, True): 2,
+    (2, True, True): 2,
+    (3, False, False): 3,
+    (3, True, False): 3,
+    (3, False, True): 3,
+    (3, True, True): 3,
 }
 ENTRY = {  # status -> (resolving journal kind, via)
-    "AMBIGUOUS": ("AMBIGUOUS", None), "COMMITTED_BY_RETRY": ("COMMITTED", "retry-idempotent"),
-    "COMMITTED_ON_QUERY": ("COMMITTED", "recovery-query"), "REAPPLIED_AFTER_QUERY": ("COMMITTED", "recovery-reapply"),
-    "REFUSED:lease_at_recovery": ("REFUSED", None), "REFUSED:stale_premise_at_recovery": ("REFUSED", None),
+    "AMBIGUOUS": ("AMBIGUOUS", None),
+    "COMMITTED_BY_RETRY": ("COMMITTED", "retry-idempotent"),
+    "COMMITTED_ON_QUERY": ("COMMITTED", "recovery-query"),
+    "REAPPLIED_AFTER_QUERY": ("COMMITTED", "recovery-reapply"),
+    "REFUSED:lease_at_recovery": ("REFUSED", None),
+    "REFUSED:stale_premise_at_recovery": ("REFUSED", None),
 }
 
 
@@ -59,32 +69,45 @@ def expected_status(tier, window_passed, queryable, grant_live, stale_premise, f
     return "REAPPLIED_AFTER_QUERY"
 
 
-ACTION_STATUS = {"ambiguous": "AMBIGUOUS", "resend": "COMMITTED_BY_RETRY", "commit_on_query": "COMMITTED_ON_QUERY",
-                 "reapply": "REAPPLIED_AFTER_QUERY"}
-COMBOS = [c for c in itertools.product((1, 2, 3), (False, True), (False, True), (False, True), (False, True),
-                                       (False, True)) if (c[0], c[1], c[2]) in EFFECTIVE]
+ACTION_STATUS = {
+    "ambiguous": "AMBIGUOUS",
+    "resend": "COMMITTED_BY_RETRY",
+    "commit_on_query": "COMMITTED_ON_QUERY",
+    "reapply": "REAPPLIED_AFTER_QUERY",
+}
+COMBOS = [
+    c
+    for c in itertools.product((1, 2, 3), (False, True), (False, True), (False, True), (False, True), (False, True))
+    if (c[0], c[1], c[2]) in EFFECTIVE
+]
 
 
 @pytest.mark.parametrize("tier, window, queryable, grant_live, stale_premise, found", COMBOS)
 def test_pure_decision_matches_the_spec_table(tier, window, queryable, grant_live, stale_premise, found):
     stale = (not grant_live) or stale_premise
     asked = needs_query(tier, window, queryable, stale)
-    action = recovery_decision(tier=tier, window_passed=window, queryable=queryable, stale=stale,
-                               found=found if asked else None)
+    action = recovery_decision(
+        tier=tier, window_passed=window, queryable=queryable, stale=stale, found=found if asked else None
+    )
     assert action != "query"  # whenever the table needs a lookup, needs_query asked for one
     status = ACTION_STATUS.get(action) or (
-        "REFUSED:lease_at_recovery" if not grant_live else "REFUSED:stale_premise_at_recovery")
+        "REFUSED:lease_at_recovery" if not grant_live else "REFUSED:stale_premise_at_recovery"
+    )
     assert status == expected_status(tier, window, queryable, grant_live, stale_premise, found)
     assert effective_tier(tier, window, queryable) == EFFECTIVE[(tier, window, queryable)]
 
 
 # -- the database path ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def targets(tmp_path_factory):
     d = tmp_path_factory.mktemp("targets")
-    with target_process(tier=1, queryable=True, ledger=d / "t1.sqlite") as t1, \
-            target_process(tier=2, ledger=d / "t2.sqlite") as t2, target_process(tier=3, ledger=d / "t3.sqlite") as t3:
+    with (
+        target_process(tier=1, queryable=True, ledger=d / "t1.sqlite") as t1,
+        target_process(tier=2, ledger=d / "t2.sqlite") as t2,
+        target_process(tier=3, ledger=d / "t3.sqlite") as t3,
+    ):
         yield {1: t1, 2: t2, 3: t3}
 
 
@@ -97,8 +120,9 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     tag = f"{tier}{int(window)}{int(queryable)}{int(grant_live)}{int(stale_premise)}{int(found)}-{time.time_ns()}"
     payment = f"pay-{tag}"
     http_json("POST", f"{url}/admin/payments", {"id": payment, "paid": 10_000})
-    target = LocalRefunds(url, tier=tier, queryable=queryable if tier == 1 else None, send_timeout=3,
-                          settle_margin=1, dedup_window=700.0)  # window passes at an age over 100 s
+    target = LocalRefunds(
+        url, tier=tier, queryable=queryable if tier == 1 else None, send_timeout=3, settle_margin=1, dedup_window=700.0
+    )  # window passes at an age over 100 s
     facts = target.capture(payment)
     rt.start("waiter", f"wf-{tag}", {})
     conn = db.connect()
@@ -110,9 +134,11 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     call.seq = 1
     assert call._t_dispatch([]) is None  # DISPATCHED; the first send is "lost": never made
     # Drive the effect into the combination.
-    conn.execute("update ilr.effects set send_deadline = now() - interval '5 seconds', "
-                 "first_dispatched_at = now() - make_interval(secs => %s) where effect_id = %s",
-                 (200 if window else 1, call.effect_id))
+    conn.execute(
+        "update ilr.effects set send_deadline = now() - interval '5 seconds', "
+        "first_dispatched_at = now() - make_interval(secs => %s) where effect_id = %s",
+        (200 if window else 1, call.effect_id),
+    )
     if found:
         target.apply(call.effect_id, payload)  # the first send did land after all
     if stale_premise:
@@ -127,7 +153,8 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     assert last["kind"] == kind and last.get("via") == via
     if kind == "REFUSED":
         assert last["resolves"] is True
-    step = conn.execute("select output from ilr.steps where workflow_id = %s and seq = 1",
-                        (run.workflow_id,)).fetchone()
+    step = conn.execute(
+        "select output from ilr.steps where workflow_id = %s and seq = 1", (run.workflow_id,)
+    ).fetchone()
     assert step["output"]["status"] == want  # recorded with the resolving entry, in one transaction
     conn.close()

@@ -48,11 +48,18 @@ def test_recovery_waits_out_an_unreachable_target_instead_of_failing(rt, workers
         assert d["status"] in ("pending", "running")
         assert "ConnectionRefusedError" in d["waiting"]["lookup_error"]
         effect_id = d["waiting"]["effect_id"]
-        effect = rt.connection().execute("select state, sends from ilr.effects where effect_id = %s",
-                                         (effect_id,)).fetchone()
+        effect = (
+            rt.connection()
+            .execute("select state, sends from ilr.effects where effect_id = %s", (effect_id,))
+            .fetchone()
+        )
         assert effect == {"state": "dispatched", "sends": 1}
-        kinds = [r["kind"] for r in rt.connection().execute(
-            "select kind from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()]
+        kinds = [
+            r["kind"]
+            for r in rt.connection()
+            .execute("select kind from ilr.journal where effect_id = %s order by seq", (effect_id,))
+            .fetchall()
+        ]
         assert kinds == ["PROPOSED", "AUTHORIZED", "DISPATCHED"]
         # The target comes back on the same port with the same ledger: the next attempt resends.
         with target_process(tier=1, queryable=True, ledger=ledger, port=port):
@@ -65,7 +72,7 @@ def test_lookup_backoff_reaches_its_cap_and_stays_there():
     """1 s doubling to 100 s without end: attempt 1025 computed 2.0 ** 1024, an OverflowError
     that failed the workflow (about 28 hours into an outage) and orphaned its effect."""
     assert [LOOKUP_RETRY.interval(n) for n in (1, 2, 7, 8)] == [1.0, 2.0, 64.0, 100.0]
-    assert LOOKUP_RETRY.interval(1025) == LOOKUP_RETRY.interval(10 ** 6) == 100.0
+    assert LOOKUP_RETRY.interval(1025) == LOOKUP_RETRY.interval(10**6) == 100.0
     assert RetryPolicy(initial=0.5, max_interval=7.0).interval(5000) == 7.0
 
 
@@ -91,8 +98,9 @@ def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan
             a.wait(30)
             assert a.returncode == -signal.SIGKILL, workers.log("A")
         workers.start("B", lease_ttl=2, env=env.worker_env())
-        wait_for(lambda: (rt.describe("catch")["waiting"] or {}).get("lookup_attempt"), timeout=60,
-                 message="a failed lookup")
+        wait_for(
+            lambda: (rt.describe("catch")["waiting"] or {}).get("lookup_attempt"), timeout=60, message="a failed lookup"
+        )
         rt.cancel("catch", by="test")
         assert rt.result("catch", timeout=60) == "compensated"
         effect_id = rt.describe("catch")["effects"][0]["effect_id"]
@@ -105,7 +113,8 @@ def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan
         assert rt.recover_orphans({target.name: target})[0]["outcome"].startswith("lookup failed, left dispatched")
         with target_process(tier=1, queryable=True, ledger=ledger, port=port):
             assert rt.recover_orphans({target.name: target}) == [
-                {"effect_id": effect_id, "workflow_id": "catch", "outcome": "COMMITTED_BY_RETRY"}]
+                {"effect_id": effect_id, "workflow_id": "catch", "outcome": "COMMITTED_BY_RETRY"}
+            ]
             assert [r["amount"] for r in env.ledger(case["payment"])] == [500]
         assert rt.describe("catch")["status"] == "completed"
         assert "orphaned" not in check(workers).stdout

@@ -33,8 +33,16 @@ def test_a_fork_and_its_original_recover_one_send_once(rt, workers, tmp_path, ti
         eff = rt.connection().execute("select state, sends from ilr.effects").fetchall()
         assert eff and all(e["state"] == "committed" for e in eff), eff
         assert len(our_refunds(env, case)) == 1
-        assert original["status"] in ("COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY",
-                                      "DUPLICATE_IGNORED"), original
-        assert forked["status"] in ("COMMITTED_BY_RETRY", "COMMITTED_ON_QUERY", "REAPPLIED_AFTER_QUERY",
-                                    "DUPLICATE_IGNORED"), forked
+        assert original["status"] in (
+            "COMMITTED_BY_RETRY",
+            "COMMITTED_ON_QUERY",
+            "REAPPLIED_AFTER_QUERY",
+            "DUPLICATE_IGNORED",
+        ), original
+        assert forked["status"] in (
+            "COMMITTED_BY_RETRY",
+            "COMMITTED_ON_QUERY",
+            "REAPPLIED_AFTER_QUERY",
+            "DUPLICATE_IGNORED",
+        ), forked
         assert eff[0]["sends"] <= 2, eff  # the first send and at most one resend

@@ -58,8 +58,9 @@ def test_resend_carries_the_bound_payload(rt, workers, tmp_path, test_dsn, answe
         assert v["happened"] is True and v["happened_once"] is True, v
 
 
-@pytest.mark.parametrize("queryable, status, state", [(False, "AMBIGUOUS", "ambiguous"),
-                                                      (True, "COMMITTED_ON_QUERY", "committed")])
+@pytest.mark.parametrize(
+    "queryable, status, state", [(False, "AMBIGUOUS", "ambiguous"), (True, "COMMITTED_ON_QUERY", "committed")]
+)
 def test_rejected_resend_is_not_a_refusal(rt, workers, tmp_path, test_dsn, queryable, status, state):
     amount_file = tmp_path / "amount"
     amount_file.write_text("500")

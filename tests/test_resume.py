@@ -27,15 +27,20 @@ def status(rt, wf_id):
 def make_stuck(rt, wf_id, error=None):
     """A three_steps workflow stuck after its first step, as the crash-loop guard leaves one."""
     import tests.flows  # noqa: F401 - three_steps registered and deployed by its first start
+
     rt.start("three_steps", wf_id, {})
-    error = error or {"type": "CrashLoop", "message": "crash loop: 6 takeovers since the last recorded step "
-                                                      "(max_takeovers 5)"}
+    error = error or {
+        "type": "CrashLoop",
+        "message": "crash loop: 6 takeovers since the last recorded step (max_takeovers 5)",
+    }
     rt.connection().execute(
         "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) values (%s, 1, 'step1', 'step', '1', 1)",
-        (wf_id,))
+        (wf_id,),
+    )
     rt.connection().execute(
         "update ilr.workflows set status = 'stuck', epoch = 7, takeovers = 6, error = %s::jsonb where id = %s",
-        (json.dumps(error), wf_id))
+        (json.dumps(error), wf_id),
+    )
 
 
 def test_swallowed_suspend_resumed_under_fixed_code_completes_keeping_its_steps(rt, workers):
@@ -72,10 +77,14 @@ def test_crash_loop_resumed_after_the_fault_is_removed_completes(rt, workers):
     workflow stuck; resumed, with the fault gone, it completes, and the guard starts over."""
     rt.start("three_steps", "loop", {})
     for i in range(6):
-        proc = workers.start(f"k{i}", lease_ttl=1, args=("--max-takeovers", "1"),
-                             env={"ILR_KILL_AT": "step_before_record"})
-        wait_for(lambda proc=proc: proc.poll() is not None or status(rt, "loop") == "stuck", timeout=20,
-                 message="the worker dies at the kill point, or the guard marks the workflow stuck")
+        proc = workers.start(
+            f"k{i}", lease_ttl=1, args=("--max-takeovers", "1"), env={"ILR_KILL_AT": "step_before_record"}
+        )
+        wait_for(
+            lambda proc=proc: proc.poll() is not None or status(rt, "loop") == "stuck",
+            timeout=20,
+            message="the worker dies at the kill point, or the guard marks the workflow stuck",
+        )
         if status(rt, "loop") == "stuck":
             break
     d = rt.describe("loop")

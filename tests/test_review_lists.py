@@ -37,11 +37,16 @@ registered = views_tests.registered
 
 
 def make_workflow(rt, wf_id: str, status: str):
-    sql(rt, "insert into ilr.deployments (name, version, code_sha256) values ('other', '1', 'sha') "
-            "on conflict do nothing")
-    sql(rt, "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, error) "
-            "values (%s, 'other', '1', '{}'::jsonb, %s, 1, now(), %s::jsonb)",
-        (wf_id, status, json.dumps({"type": "ValueError", "message": "boom"}) if status != "completed" else None))
+    sql(
+        rt,
+        "insert into ilr.deployments (name, version, code_sha256) values ('other', '1', 'sha') on conflict do nothing",
+    )
+    sql(
+        rt,
+        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, error) "
+        "values (%s, 'other', '1', '{}'::jsonb, %s, 1, now(), %s::jsonb)",
+        (wf_id, status, json.dumps({"type": "ValueError", "message": "boom"}) if status != "completed" else None),
+    )
 
 
 def refuse(rt, effect_id: str):
@@ -66,8 +71,10 @@ def every_outcome(rt):
     make_effect(rt, "eff_amb", wf_id="case-ambiguous", state="ambiguous")
     make_workflow(rt, "case-reconciled", "completed")
     make_effect(rt, "eff_rec", wf_id="case-reconciled", state="ambiguous")
-    sql(rt, "update ilr.effects set reconciled = '{\"by\": \"ops\", \"applied\": true}'::jsonb "
-            "where effect_id = 'eff_rec'")
+    sql(
+        rt,
+        'update ilr.effects set reconciled = \'{"by": "ops", "applied": true}\'::jsonb where effect_id = \'eff_rec\'',
+    )
     make_workflow(rt, "case-failed", "failed")
     make_workflow(rt, "case-stuck", "stuck")
     make_workflow(rt, "case-fine", "completed")
@@ -80,10 +87,22 @@ def listed(body: str) -> set[str]:
 def test_the_case_list_filters_by_each_outcome(rt, alice, every_outcome):
     c = client_for(alice)
     every = listed(text(c.get(reverse("approvals:cases"))))
-    assert every == {"case-waiting", "case-refused", "case-ambiguous", "case-reconciled", "case-failed",
-                     "case-stuck", "case-fine"}
-    expected = {"waiting": {"case-waiting"}, "refused": {"case-refused"}, "ambiguous": {"case-ambiguous"},
-                "failed": {"case-failed"}, "stuck": {"case-stuck"}}
+    assert every == {
+        "case-waiting",
+        "case-refused",
+        "case-ambiguous",
+        "case-reconciled",
+        "case-failed",
+        "case-stuck",
+        "case-fine",
+    }
+    expected = {
+        "waiting": {"case-waiting"},
+        "refused": {"case-refused"},
+        "ambiguous": {"case-ambiguous"},
+        "failed": {"case-failed"},
+        "stuck": {"case-stuck"},
+    }
     for outcome, cases in expected.items():
         body = text(c.get(reverse("approvals:cases"), {"outcome": outcome}))
         assert listed(body) == cases, (outcome, listed(body))
@@ -108,8 +127,12 @@ def test_the_case_page_says_refused_not_proposed(rt, alice, every_outcome):
 def test_the_admin_filters_workflows_by_outcome(rt, every_outcome):
     ops = user("ops", "ilr.view_workflow", staff=True)
     c = client_for(ops)
-    for outcome, case in (("waiting", "case-waiting"), ("refused", "case-refused"),
-                          ("ambiguous", "case-ambiguous"), ("stuck", "case-stuck")):
+    for outcome, case in (
+        ("waiting", "case-waiting"),
+        ("refused", "case-refused"),
+        ("ambiguous", "case-ambiguous"),
+        ("stuck", "case-stuck"),
+    ):
         body = text(c.get(reverse("admin:ilr_workflow_changelist"), {"outcome": outcome}))
         shown = set(re.findall(r"/admin/ilr/workflow/(case-[a-z]+)/change/", body))
         assert shown == {case}, (outcome, shown)
@@ -130,10 +153,27 @@ def _committed_journal(rt, effect_id: str, grant_id: str, result: dict):
         ts = cur.execute("select extract(epoch from now())::float8 as t").fetchone()["t"]
         payload = {"payment": "pay_1", "amount": 2000}
         journal.append(cur, effect_id, "PROPOSED", ts, {"effect": payload, "lease": grant_id})
-        journal.append(cur, effect_id, "DISPATCHED", ts + 0.01, {"effect": payload, "checks": {
-            "lease": {"grant_id": grant_id, "revoked": None, "expires_at_ts": None, "max_cents": 2000,
-                      "payload_hash": proposal_hash(), "action_matches": True},
-            "lease_live": True, "violations": []}})
+        journal.append(
+            cur,
+            effect_id,
+            "DISPATCHED",
+            ts + 0.01,
+            {
+                "effect": payload,
+                "checks": {
+                    "lease": {
+                        "grant_id": grant_id,
+                        "revoked": None,
+                        "expires_at_ts": None,
+                        "max_cents": 2000,
+                        "payload_hash": proposal_hash(),
+                        "action_matches": True,
+                    },
+                    "lease_live": True,
+                    "violations": [],
+                },
+            },
+        )
         journal.append(cur, effect_id, "COMMITTED", ts + 0.2, {"result": result})
 
 
@@ -186,9 +226,15 @@ def test_every_page_shows_timestamps_in_one_format(rt, alice, every_outcome):
     make_effect(rt, "eff_r", wf_id="case-waiting", state="committed")
     _committed_journal(rt, "eff_r", "g-none", {"id": "re_1"})
     c = client_for(alice)
-    pages = [reverse("approvals:queue"), reverse("approvals:cases"), reverse("approvals:ambiguous"),
-             reverse("approvals:case", args=["case-waiting"]), reverse("approvals:case", args=["case-ambiguous"]),
-             reverse("approvals:receipt", args=["eff_r"]), reverse("approvals:receipt", args=["eff_amb"])]
+    pages = [
+        reverse("approvals:queue"),
+        reverse("approvals:cases"),
+        reverse("approvals:ambiguous"),
+        reverse("approvals:case", args=["case-waiting"]),
+        reverse("approvals:case", args=["case-ambiguous"]),
+        reverse("approvals:receipt", args=["eff_r"]),
+        reverse("approvals:receipt", args=["eff_amb"]),
+    ]
     seen = 0
     for url in pages:
         body = re.sub(r'title="[^"]*"', "", text(c.get(url)))  # exact instants live in title attributes
@@ -201,8 +247,9 @@ def test_every_page_shows_timestamps_in_one_format(rt, alice, every_outcome):
 def test_a_form_error_names_its_field(rt, alice):
     make_waiting(rt)
     before = counts(rt)
-    body = text(client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "expires_in": "abc"},
-                                       follow=True))
+    body = text(
+        client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "expires_in": "abc"}, follow=True)
+    )
     assert "Approval expires: Select a valid choice." in body and "Nothing was changed." in body
     body = text(client_for(alice).post(approve_url(), {"expires_in": "3600"}, follow=True))
     assert "Payload hash: This field is required." in body

@@ -44,9 +44,13 @@ def test_retries_follow_backoff_then_step_failed(rt, workers):
     assert err.value.error["type"] == "StepFailed"
     assert invocations(rt, "r-fail") == 3  # max_attempts, no more
     # Backoff is durable: gaps between attempts are >= initial * backoff**(n-1) in DB time.
-    rows = rt.connection().execute(
-        "select extract(epoch from at) as t from public.test_invocations where workflow_id = 'r-fail' order by id"
-    ).fetchall()
+    rows = (
+        rt.connection()
+        .execute(
+            "select extract(epoch from at) as t from public.test_invocations where workflow_id = 'r-fail' order by id"
+        )
+        .fetchall()
+    )
     gaps = [float(b["t"] - a["t"]) for a, b in zip(rows, rows[1:])]
     assert gaps[0] >= 0.3 and gaps[1] >= 0.6, gaps
     step = rt.describe("r-fail")["steps"][0]
@@ -88,8 +92,15 @@ def test_swallowed_suspend_marks_stuck(rt, workers):
     assert "Suspend swallowed" in err.value.error["message"]
 
 
-@pytest.mark.parametrize("bad, field", [("decision", "decision.seq"), ("payload_size", "payload"),
-                                        ("premises_size", "premises"), ("amount", "payload.amount")])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ("decision", "decision.seq"),
+        ("payload_size", "payload"),
+        ("premises_size", "premises"),
+        ("amount", "payload.amount"),
+    ],
+)
 def test_an_effects_bad_argument_fails_the_workflow_naming_it_and_writes_nothing(rt, workers, bad, field):
     # The payload, premises and decision are sealed into the journal, and the decision's
     # fields are encoded before T_dispatch's fence is read (issue 9): each is checked (plain

@@ -14,9 +14,15 @@ from tests.test_runtime_core import invocations
 
 
 def claims(rt, wf_id):
-    return rt.connection().execute(
-        "select epoch, owner, claimed_at, lease_expires_at, prev_status, prev_lease_expires_at "
-        "from ilr.claims where workflow_id = %s order by epoch", (wf_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute(
+            "select epoch, owner, claimed_at, lease_expires_at, prev_status, prev_lease_expires_at "
+            "from ilr.claims where workflow_id = %s order by epoch",
+            (wf_id,),
+        )
+        .fetchall()
+    )
 
 
 def test_takeover_only_after_lease_expiry(rt, workers):
@@ -61,13 +67,20 @@ def test_timer_survives_database_crash(rt, workers):
     wait_for(lambda: rt.describe("timer")["status"] == "sleeping", message="sleeping")
     workers.kill("w1")
     rt.close()
-    crash = subprocess.run([sys.executable, str(ROOT / "manage.py"), "ilr_db", "restart-immediate"],
-                           cwd=ROOT, capture_output=True, text=True, env=workers.env())
+    crash = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "ilr_db", "restart-immediate"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=workers.env(),
+    )
     if "DATABASE_URL is set" in crash.stderr:
         import pytest
+
         pytest.skip("restart-immediate needs the embedded PostgreSQL")  # pragma: no cover
     assert crash.returncode == 0, crash.stderr
     from django.db import connections
+
     connections.close_all()
     workers.start("w2", lease_ttl=3)
     assert rt.result("timer", timeout=40) == 1
@@ -114,7 +127,12 @@ def test_signal_racing_suspend_loses_no_wakeup(rt, workers):
         rt.signal(f"race{i}", "approve", {"i": i})
     for i in range(n):
         assert rt.result(f"race{i}", timeout=60) == {"payload": {"i": i}}
-    bad = rt.connection().execute(
-        "select workflow_id, count(*) from ilr.signals where workflow_id like 'race%%' "
-        "group by workflow_id having count(*) <> 1 or bool_or(consumed_seq is null)").fetchall()
+    bad = (
+        rt.connection()
+        .execute(
+            "select workflow_id, count(*) from ilr.signals where workflow_id like 'race%%' "
+            "group by workflow_id having count(*) <> 1 or bool_or(consumed_seq is null)"
+        )
+        .fetchall()
+    )
     assert bad == []

@@ -17,8 +17,9 @@ def test_crash_loop_guard_marks_stuck(rt, workers):
     """Every claim dies at step_before_record; after max_takeovers the claim marks it stuck."""
     rt.start("three_steps", "loop", {})
     for i in range(6):
-        proc = workers.start(f"w{i}", lease_ttl=1, args=("--max-takeovers", "2"),
-                             env={"ILR_KILL_AT": "step_before_record"})
+        proc = workers.start(
+            f"w{i}", lease_ttl=1, args=("--max-takeovers", "2"), env={"ILR_KILL_AT": "step_before_record"}
+        )
         deadline = time.monotonic() + 20
         while proc.poll() is None and time.monotonic() < deadline:
             if rt.describe("loop")["status"] == "stuck":
@@ -47,8 +48,10 @@ def test_signal_in_and_cancel_in_inside_a_django_transaction(rt, workers, django
     workers.start("w1")
     rt.start("waiter", "dj", {})
     rt.start("compensating", "dj2", {})
-    wait_for(lambda: rt.describe("dj")["status"] == "sleeping" and rt.describe("dj2")["status"] == "sleeping",
-             message="both sleeping")
+    wait_for(
+        lambda: rt.describe("dj")["status"] == "sleeping" and rt.describe("dj2")["status"] == "sleeping",
+        message="both sleeping",
+    )
     with django_db_blocker.unblock():
         # A rolled-back caller transaction leaves no signal and wakes nothing.
         with pytest.raises(RuntimeError):

@@ -57,8 +57,9 @@ def _catalog(dsn: str) -> str:
         if params.get(key):
             args += [flag, str(params[key])]
     out = subprocess.run([*args, params["dbname"]], capture_output=True, text=True, check=True).stdout
-    return "\n".join(line for line in out.splitlines() if line and not line.startswith(("--", "\\restrict",
-                                                                                          "\\unrestrict")))
+    return "\n".join(
+        line for line in out.splitlines() if line and not line.startswith(("--", "\\restrict", "\\unrestrict"))
+    )
 
 
 def test_schema_sql_and_replayed_migrations_produce_the_same_catalog(test_dsn, django_db_blocker):
@@ -97,8 +98,14 @@ def test_migrate_creates_and_migrating_to_zero_drops(test_dsn, django_db_blocker
             with db.connect(dsn) as conn:
                 assert conn.execute("select count(*) as n from pg_namespace where nspname = 'ilr'").fetchone()["n"] == 0
             # A worker refuses to start while an ilr migration is pending.
-            worker = subprocess.run([*manage, "ilr_worker", "--id", "w", "--import", "tests.flows"], cwd=ROOT,
-                                    env=env, capture_output=True, text=True, timeout=60)
+            worker = subprocess.run(
+                [*manage, "ilr_worker", "--id", "w", "--import", "tests.flows"],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert worker.returncode != 0 and "ilr migrations are pending" in worker.stderr
         finally:
             _drop(test_dsn, "ilr_migrate_roundtrip")

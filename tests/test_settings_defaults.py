@@ -15,8 +15,17 @@ from django.test import override_settings
 from tests.conftest import ROOT, wait_for
 from tests.minimal_project import write_settings
 
-UNSET = ("ILR_MAX_TAKEOVERS", "ILR_DEPLOYMENT_REFRESH", "ILR_SIGNING_KEY", "ILR_DATA_DIR", "ILR_BEFORE_CONNECT",
-         "DATA_DIR", "BASE_DIR", "ILR_TWO_PERSON_CENTS", "APPROVALS_PREMISE_TIMEOUT")
+UNSET = (
+    "ILR_MAX_TAKEOVERS",
+    "ILR_DEPLOYMENT_REFRESH",
+    "ILR_SIGNING_KEY",
+    "ILR_DATA_DIR",
+    "ILR_BEFORE_CONNECT",
+    "DATA_DIR",
+    "BASE_DIR",
+    "ILR_TWO_PERSON_CENTS",
+    "APPROVALS_PREMISE_TIMEOUT",
+)
 
 
 @pytest.fixture
@@ -76,8 +85,10 @@ def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, 
     project = tmp_path / "project"
     project.mkdir()
     db = settings.DATABASES["default"]
-    database = {"ENGINE": "django.db.backends.postgresql",
-                **{k: db[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT") if db.get(k)}}
+    database = {
+        "ENGINE": "django.db.backends.postgresql",
+        **{k: db[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT") if db.get(k)},
+    }
     write_settings(project, "payouts_settings", database)
     (project / "payouts.py").write_text(readme_block("# payouts.py"))
     log = tmp_path / "pay1.log"
@@ -85,10 +96,30 @@ def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, 
     for name in ("ILR_DATA_DIR", "ILR_DB_NAME", "DATABASE_URL"):
         env.pop(name, None)
     workers.procs["pay1"] = subprocess.Popen(
-        [sys.executable, "-m", "django", "ilr_worker", "--id", "pay1", "--import", "payouts", "--lease-ttl", "3",
-         "--poll", "0.1"], cwd=project, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT)
-    wait_for(lambda: "running payout@1" in log.read_text() or workers.procs["pay1"].poll() is not None,
-             timeout=60, message="the worker's startup line")
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "ilr_worker",
+            "--id",
+            "pay1",
+            "--import",
+            "payouts",
+            "--lease-ttl",
+            "3",
+            "--poll",
+            "0.1",
+        ],
+        cwd=project,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    wait_for(
+        lambda: "running payout@1" in log.read_text() or workers.procs["pay1"].poll() is not None,
+        timeout=60,
+        message="the worker's startup line",
+    )
     assert "running payout@1" in log.read_text(), log.read_text()
 
     exec(readme_block("grant = rt.grant("), {"rt": rt})
@@ -99,12 +130,14 @@ def test_a_project_on_sqlite_is_told_ilr_needs_postgresql(tmp_path):
     """migrate on SQLite stops at the system check, naming the setting, before any SQL runs."""
     project = tmp_path / "project"
     project.mkdir()
-    write_settings(project, "sqlite_settings", {"ENGINE": "django.db.backends.sqlite3",
-                                                "NAME": str(tmp_path / "db.sqlite3")})
+    write_settings(
+        project, "sqlite_settings", {"ENGINE": "django.db.backends.sqlite3", "NAME": str(tmp_path / "db.sqlite3")}
+    )
     env = {k: v for k, v in __import__("os").environ.items() if k not in ("DATABASE_URL", "ILR_DATA_DIR")}
     env.update({"DJANGO_SETTINGS_MODULE": "sqlite_settings", "PYTHONPATH": f"{project}:{ROOT}"})
-    proc = subprocess.run([sys.executable, "-m", "django", "migrate"], cwd=project, env=env, capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "django", "migrate"], cwd=project, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode != 0
     assert "ilr.E001" in proc.stderr and "ilr needs PostgreSQL 15 or newer" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr

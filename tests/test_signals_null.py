@@ -24,9 +24,15 @@ def waiting_on(rt, wf_id: str, signal: str) -> bool:
 
 def wake_row(rt, wf_id: str) -> dict:
     """The recorded "wake" step (seq 1), with SQL NULL told apart from JSON null."""
-    return rt.connection().execute(
-        "select output is null as sql_null, output = 'null'::jsonb as json_null, error, fingerprint "
-        "from ilr.steps where workflow_id = %s and seq = 1", (wf_id,)).fetchone()
+    return (
+        rt.connection()
+        .execute(
+            "select output is null as sql_null, output = 'null'::jsonb as json_null, error, fingerprint "
+            "from ilr.steps where workflow_id = %s and seq = 1",
+            (wf_id,),
+        )
+        .fetchone()
+    )
 
 
 def test_null_signal_in_takes_the_signal_branch_and_replays_so_after_a_takeover(rt, workers, test_dsn):
@@ -47,8 +53,12 @@ def test_null_signal_in_takes_the_signal_branch_and_replays_so_after_a_takeover(
     workers.start("w2")
     rt.signal("null-in", "go", {})
     assert rt.result("null-in", timeout=20) == {"seen": SIGNAL_BRANCH, "replayed": SIGNAL_BRANCH}
-    assert rt.connection().execute("select owner from ilr.claims where workflow_id = 'null-in' order by epoch desc "
-                                   "limit 1").fetchone()["owner"] == "w2"
+    assert (
+        rt.connection()
+        .execute("select owner from ilr.claims where workflow_id = 'null-in' order by epoch desc limit 1")
+        .fetchone()["owner"]
+        == "w2"
+    )
 
 
 def test_rt_signal_none_delivers_json_null(rt, workers):
@@ -57,8 +67,14 @@ def test_rt_signal_none_delivers_json_null(rt, workers):
     rt.start("wake_waiter", "null-rt", {"timeout": 30})
     wait_for(lambda: waiting_on(rt, "null-rt", "wake"), message="null-rt waiting on wake")
     rt.signal("null-rt", "wake", None)
-    sig = rt.connection().execute("select payload = 'null'::jsonb as json_null, payload from ilr.signals "
-                                  "where workflow_id = 'null-rt' and name = 'wake'").fetchone()
+    sig = (
+        rt.connection()
+        .execute(
+            "select payload = 'null'::jsonb as json_null, payload from ilr.signals "
+            "where workflow_id = 'null-rt' and name = 'wake'"
+        )
+        .fetchone()
+    )
     assert sig["json_null"] is True, sig
     wait_for(lambda: waiting_on(rt, "null-rt", "go"), timeout=10, message="null-rt past wake, waiting on go")
     rt.signal("null-rt", "go", {})
@@ -81,31 +97,50 @@ def test_a_real_timeout_raises_signal_timeout_and_again_on_replay(rt, workers):
 LEGACY_TIMEOUT = {"branch": "timeout", "name": "wake", "timeout": 30}
 
 
-@pytest.mark.parametrize("timeout, output, expected", [
-    (30, None, LEGACY_TIMEOUT), (30, "null", LEGACY_TIMEOUT), (None, "null", SIGNAL_BRANCH),
-], ids=["timeout-sql-null", "timeout-json-null", "no-timeout-json-null"])
-def test_a_signal_row_recorded_before_signal_timeout_replays_as_its_code_read_it(rt, workers, timeout, output,
-                                                                                   expected):
+@pytest.mark.parametrize(
+    "timeout, output, expected",
+    [
+        (30, None, LEGACY_TIMEOUT),
+        (30, "null", LEGACY_TIMEOUT),
+        (None, "null", SIGNAL_BRANCH),
+    ],
+    ids=["timeout-sql-null", "timeout-json-null", "no-timeout-json-null"],
+)
+def test_a_signal_row_recorded_before_signal_timeout_replays_as_its_code_read_it(
+    rt, workers, timeout, output, expected
+):
     """A "signal" step row as the runtime recorded it before SignalTimeout (no error, no
     fingerprint; output NULL for a timeout, JSON null for a null payload) replays as that code
     read it: under a timeout its None was the timeout (the branch its original run took);
     without one, it could only be a null payload."""
     workers.start("w1")
     conn = rt.connection()
-    wait_for(lambda: conn.execute("select 1 from ilr.deployments where name = 'wake_waiter' and version = '1'")
-             .fetchone(), message="wake_waiter@1 deployed by w1")
+    wait_for(
+        lambda: conn.execute("select 1 from ilr.deployments where name = 'wake_waiter' and version = '1'").fetchone(),
+        message="wake_waiter@1 deployed by w1",
+    )
     with conn.transaction():
         # Written the way rt.fork writes copied history: a synthetic claim at epoch 1 that the
         # step row carries (FencedWrites); the worker's claim is epoch 2.
-        conn.execute("insert into ilr.workflows (id, name, version, input, epoch) "
-                     "values ('legacy', 'wake_waiter', '1', %s::jsonb, 1)", (json.dumps({"timeout": timeout}),))
-        conn.execute("insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-                     "prev_status) values ('legacy', 1, 'legacy-writer', '1', now(), now(), 'pending')")
-        conn.execute("insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
-                     "values ('legacy', 1, 'wake', 'signal', %s::jsonb, 1)", (output,))
+        conn.execute(
+            "insert into ilr.workflows (id, name, version, input, epoch) "
+            "values ('legacy', 'wake_waiter', '1', %s::jsonb, 1)",
+            (json.dumps({"timeout": timeout}),),
+        )
+        conn.execute(
+            "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
+            "prev_status) values ('legacy', 1, 'legacy-writer', '1', now(), now(), 'pending')"
+        )
+        conn.execute(
+            "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
+            "values ('legacy', 1, 'wake', 'signal', %s::jsonb, 1)",
+            (output,),
+        )
         if output is not None:
-            conn.execute("insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
-                         "values ('legacy', 'wake', 'null'::jsonb, 1)")
+            conn.execute(
+                "insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
+                "values ('legacy', 'wake', 'null'::jsonb, 1)"
+            )
     wait_for(lambda: waiting_on(rt, "legacy", "go"), timeout=10, message="legacy replayed, waiting on go")
     rt.signal("legacy", "go", {})
     assert rt.result("legacy", timeout=20) == {"seen": expected, "replayed": expected}

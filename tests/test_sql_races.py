@@ -122,8 +122,7 @@ def claimed(rt):
     real connection (no worker process: the test drives the transactions itself)."""
     rt.start("waiter", "race", {})
     conn = db.connect()
-    row = conn.execute(CLAIM_SQL, {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T",
-                                   "ttl": 60}).fetchone()
+    row = conn.execute(CLAIM_SQL, {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T", "ttl": 60}).fetchone()
     run = Run(row, 60, time.monotonic())
     grant = rt.grant("waiter", "refund", max_cents=5000, by="policy")
     yield rt, conn, run, grant
@@ -145,6 +144,7 @@ def _dispatch(conn, run, grant, pattern):
 
 
 # -- revoke against T_dispatch -------------------------------------------------------------------
+
 
 def test_revoke_waits_for_a_dispatch_holding_the_grant(claimed):
     rt, conn, run, grant = claimed
@@ -174,6 +174,7 @@ def test_revoke_committed_before_the_grant_read_refuses_the_dispatch(claimed):
 
 # -- cancel against T_dispatch -------------------------------------------------------------------
 
+
 def test_cancel_waits_for_the_fenced_dispatch(claimed):
     rt, conn, run, grant = claimed
     pc, call, (t, out) = _dispatch(conn, run, grant, r"update ilr\.workflows")
@@ -201,6 +202,7 @@ def test_cancel_committed_first_refuses_the_dispatch(claimed):
 
 
 # -- signal against the suspend transaction --------------------------------------------------------
+
 
 def _suspend(conn, run, pattern):
     pc = PausingConnection(conn, pattern)
@@ -234,13 +236,15 @@ def test_signal_committed_first_is_consumed_by_the_suspend(claimed):
 
 # -- revoke against T_resolve ----------------------------------------------------------------------
 
+
 def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
     rt, conn, run, grant = claimed
     ctx = WorkflowContext(run, conn, {})
     call = _call(ctx, grant)
     assert call._t_dispatch([]) is None
-    conn.execute("update ilr.effects set send_deadline = now() - interval '10 seconds', "
-                 "settle_margin = interval '1 second'")
+    conn.execute(
+        "update ilr.effects set send_deadline = now() - interval '10 seconds', settle_margin = interval '1 second'"
+    )
     eff = conn.execute("select *, true as settled, 0.0::float8 as age from ilr.effects").fetchone()
     dispatched = [e for e in journal.parsed(conn, call.effect_id) if e["kind"] == "DISPATCHED"][-1]
     pc = PausingConnection(conn, r"from ilr\.grants where id = %s for share")
@@ -259,29 +263,37 @@ def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
 
 # -- constraints ---------------------------------------------------------------------------------
 
+
 def test_constraints_refuse_forks_second_commits_and_rewrites(claimed):
     rt, conn, run, grant = claimed
     ctx = WorkflowContext(run, conn, {})
     call = _call(ctx, grant)
     assert call._t_dispatch([]) is None
     eid = call.effect_id
-    last = conn.execute("select hash from ilr.journal where effect_id = %s order by seq desc limit 1",
-                        (eid,)).fetchone()["hash"]
+    last = conn.execute(
+        "select hash from ilr.journal where effect_id = %s order by seq desc limit 1", (eid,)
+    ).fetchone()["hash"]
     # A forked chain: a second entry with the same prev.
     with pytest.raises(psycopg.errors.UniqueViolation):
         with conn.transaction():
             for n in range(2):
                 entry = journal.seal({"kind": "REFUSED", "effect_id": eid, "ts": n, "prev": last})
-                conn.execute("insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s,%s,%s,%s,%s)",
-                             (eid, "REFUSED", codec.canonical(entry), last, entry["hash"]))
+                conn.execute(
+                    "insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s,%s,%s,%s,%s)",
+                    (eid, "REFUSED", codec.canonical(entry), last, entry["hash"]),
+                )
     # A second COMMITTED, even with a correct prev link.
     with conn.transaction():
         journal.append(conn.cursor(), eid, "COMMITTED", 1.0, {"via": "test"})
     with pytest.raises(psycopg.errors.UniqueViolation, match="one_commit"):
         with conn.transaction():
             journal.append(conn.cursor(), eid, "COMMITTED", 2.0, {"via": "test"})
-    for sql in ("update ilr.journal set kind = kind", "delete from ilr.journal",
-                "update ilr.steps set name = name", "delete from ilr.steps"):
+    for sql in (
+        "update ilr.journal set kind = kind",
+        "delete from ilr.journal",
+        "update ilr.steps set name = name",
+        "delete from ilr.steps",
+    ):
         with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
             conn.execute(sql)
     with pytest.raises(psycopg.errors.RaiseException, match="payload binding"):
@@ -292,6 +304,7 @@ def test_constraints_refuse_forks_second_commits_and_rewrites(claimed):
 
 
 # -- lock order ------------------------------------------------------------------------------------
+
 
 def test_lock_order_workflow_effect_grant(claimed):
     """Every runtime transaction takes workflow, then effect, then grant. A transaction taking
@@ -325,15 +338,25 @@ def test_lock_order_workflow_effect_grant(claimed):
 
     # The right order against a fresh paused dispatch (a new claim, a new effect key).
     conn.rollback()
-    row = conn.execute(CLAIM_SQL.replace("status in ('pending','sleeping')",
-                                         "status in ('pending','sleeping','running')")
-                       .replace("available_at <= now()", "true").replace("lease_expires_at <= now()", "true"),
-                       {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T2", "ttl": 60}).fetchone()
+    row = conn.execute(
+        CLAIM_SQL.replace("status in ('pending','sleeping')", "status in ('pending','sleeping','running')")
+        .replace("available_at <= now()", "true")
+        .replace("lease_expires_at <= now()", "true"),
+        {"names": ["waiter"], "versions": ["1"], "n": 1, "owner": "T2", "ttl": 60},
+    ).fetchone()
     run2 = Run(row, 60, time.monotonic())
     pc2 = PausingConnection(conn, pattern)
-    call2 = EffectCall(WorkflowContext(run2, pc2, {}), LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3,
-                                                                      settle_margin=3),
-                       "race-key-2", PAYLOAD, None, grant, None, (), False)
+    call2 = EffectCall(
+        WorkflowContext(run2, pc2, {}),
+        LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3),
+        "race-key-2",
+        PAYLOAD,
+        None,
+        grant,
+        None,
+        (),
+        False,
+    )
     call2.seq = 2
     t2, out2 = in_thread(call2._t_dispatch, [])
     assert pc2.paused.wait(10)
@@ -357,6 +380,7 @@ def test_lock_order_workflow_effect_grant(claimed):
 
 # -- local premises inside T_dispatch ------------------------------------------------------------
 
+
 def test_local_premises_read_inside_t_dispatch(claimed):
     """A local premise reads through T_dispatch's own transaction (its Batch): a violation it
     returns refuses the dispatch and nothing is sent; none lets it through."""
@@ -373,8 +397,17 @@ def test_local_premises_read_inside_t_dispatch(claimed):
         return [f"{n} effect row(s) already"]
 
     ctx = WorkflowContext(run, conn, {})
-    call = EffectCall(ctx, LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3), "race-key",
-                      PAYLOAD, None, grant, None, (premise, refusing), False)
+    call = EffectCall(
+        ctx,
+        LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3),
+        "race-key",
+        PAYLOAD,
+        None,
+        grant,
+        None,
+        (premise, refusing),
+        False,
+    )
     call.seq = 1
     out = call._t_dispatch([])
     assert seen == [{"status": "running", "owner": "T"}]
@@ -384,9 +417,12 @@ def test_local_premises_read_inside_t_dispatch(claimed):
     refused = json.loads(conn.execute("select body from ilr.journal where kind = 'REFUSED'").fetchone()["body"])
     assert refused["reason"] == ["1 effect row(s) already"]
 
-    call2 = EffectCall(WorkflowContext(run, conn, {}), call.target, "race-key-ok", PAYLOAD, None, grant, None,
-                       (premise,), False)
+    call2 = EffectCall(
+        WorkflowContext(run, conn, {}), call.target, "race-key-ok", PAYLOAD, None, grant, None, (premise,), False
+    )
     call2.seq = 2
     assert call2._t_dispatch([]) is None  # DISPATCHED committed
-    assert conn.execute("select state from ilr.effects where effect_id = %s",
-                        (call2.effect_id,)).fetchone()["state"] == "dispatched"
+    assert (
+        conn.execute("select state from ilr.effects where effect_id = %s", (call2.effect_id,)).fetchone()["state"]
+        == "dispatched"
+    )

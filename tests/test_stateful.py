@@ -29,11 +29,16 @@ from ilr.invariants import check_all, violations
 from prove.peers.targets_client import http_json
 from tests.conftest import ROOT, WorkerProcs
 
-settings.register_profile("ci", max_examples=2, stateful_step_count=12, deadline=None,
-                          suppress_health_check=list(HealthCheck))
-settings.register_profile("long", max_examples=int(os.environ.get("ILR_LONG_EXAMPLES", "600")),
-                          stateful_step_count=20, deadline=None,
-                          suppress_health_check=list(HealthCheck))
+settings.register_profile(
+    "ci", max_examples=2, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
+)
+settings.register_profile(
+    "long",
+    max_examples=int(os.environ.get("ILR_LONG_EXAMPLES", "600")),
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 PROFILE = settings.get_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 KILL_POINTS = [p for p in killpoints.POINTS if p != "claimed"] + ["claimed"]
@@ -91,8 +96,14 @@ class RuntimeMachine(RuleBasedStateMachine):
             if d["status"] == "sleeping" and (d["waiting"] or {}).get("signal") == "approve":
                 steps = {s["name"]: s for s in d["steps"]}
                 try:
-                    self.grants.append(self.rt.approve(case["id"], steps["propose"]["output"],
-                                                       steps["pick_amount"]["output"]["premises"], by="alice"))
+                    self.grants.append(
+                        self.rt.approve(
+                            case["id"],
+                            steps["propose"]["output"],
+                            steps["pick_amount"]["output"]["premises"],
+                            by="alice",
+                        )
+                    )
                 except InvalidInput:
                     pass  # approved already, the approval is on its way
 
@@ -146,8 +157,9 @@ class RuntimeMachine(RuleBasedStateMachine):
     @rule(data=st.data(), amount=st.sampled_from([500, 2000]))
     def hand_refund(self, data, amount):
         case = data.draw(st.sampled_from(self.cases))
-        http_json("POST", f"{self.env['refund'].target_url}/admin/hand_refund",
-                  {"payment": case["payment"], "amount": amount})
+        http_json(
+            "POST", f"{self.env['refund'].target_url}/admin/hand_refund", {"payment": case["payment"], "amount": amount}
+        )
 
     @rule()
     def crash_postgres(self):
@@ -156,8 +168,13 @@ class RuntimeMachine(RuleBasedStateMachine):
         from django.db import connections
 
         self.rt.close()
-        crash = subprocess.run([sys.executable, str(ROOT / "manage.py"), "ilr_db", "restart-immediate"], cwd=ROOT,
-                               env=self.procs.env(), capture_output=True, text=True)
+        crash = subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "ilr_db", "restart-immediate"],
+            cwd=ROOT,
+            env=self.procs.env(),
+            capture_output=True,
+            text=True,
+        )
         connections.close_all()
         assert crash.returncode == 0, crash.stdout + crash.stderr
 
@@ -176,8 +193,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             return
         RuntimeMachine.steps_run += 1
         if RuntimeMachine.steps_run % 100 == 0:  # progress of a long run (-s shows it)
-            print(f"state machine: {RuntimeMachine.steps_run} steps checked at {time.strftime('%H:%M:%S')}",
-                  flush=True)
+            print(f"state machine: {RuntimeMachine.steps_run} steps checked at {time.strftime('%H:%M:%S')}", flush=True)
         with db.connect(self.env["dsn"]) as conn:
             snapshot_first = check_all  # the snapshot is read before the ledger, see below
             from ilr.invariants import Snapshot
@@ -186,9 +202,11 @@ class RuntimeMachine(RuleBasedStateMachine):
         # Evidence read after the snapshot: whatever the snapshot shows committed was applied
         # before this read (CommittedImpliesApplied), and later applications are real ones.
         url = self.env["refund"].target_url
-        snap.evidence = {"ledger": http_json("GET", f"{url}/ledger")[1]["rows"],
-                         "access_log": http_json("GET", f"{url}/access_log")[1]["entries"],
-                         "revokes": self.revokes}
+        snap.evidence = {
+            "ledger": http_json("GET", f"{url}/ledger")[1]["rows"],
+            "access_log": http_json("GET", f"{url}/access_log")[1]["entries"],
+            "revokes": self.revokes,
+        }
         from ilr.invariants import INVARIANTS
 
         results = {name: check(snap) for name, check in INVARIANTS.items()}
@@ -203,12 +221,19 @@ def test_state_machine(rt, tmp_path, test_dsn):
     from tests.refund_harness import refund_env
 
     with refund_env(tmp_path, 1, send_timeout=2.0, settle_margin=1.0) as env:
-        RuntimeMachine.env = {"dsn": test_dsn, "refund": env, "tmp": tmp_path, "rt": rt,
-                              "embedded": bool(dj.DATABASES["default"].get("EMBEDDED_PGDATA"))}
+        RuntimeMachine.env = {
+            "dsn": test_dsn,
+            "refund": env,
+            "tmp": tmp_path,
+            "rt": rt,
+            "embedded": bool(dj.DATABASES["default"].get("EMBEDDED_PGDATA")),
+        }
         machine = RuntimeMachine.TestCase
         machine.settings = PROFILE
         try:
             machine("runTest").runTest()
         finally:
-            print(f"state machine: {RuntimeMachine.steps_run} steps checked, profile "
-                  f"{os.environ.get('HYPOTHESIS_PROFILE', 'ci')}")
+            print(
+                f"state machine: {RuntimeMachine.steps_run} steps checked, profile "
+                f"{os.environ.get('HYPOTHESIS_PROFILE', 'ci')}"
+            )

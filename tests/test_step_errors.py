@@ -18,10 +18,12 @@ from tests.conftest import wait_for
 
 def _failing(rt, wf_id: str, attempts: int) -> dict:
     """describe(wf_id) once the step has failed at least ``attempts`` times."""
+
     def ready():
         d = rt.describe(wf_id)
-        err = (d.get("last_error") or {})
+        err = d.get("last_error") or {}
         return d if err.get("attempt", 0) >= attempts else None
+
     return wait_for(ready, timeout=30, message=f"{wf_id} failed {attempts} attempts")
 
 
@@ -62,8 +64,9 @@ def test_a_long_message_is_truncated_and_each_attempt_is_a_warning(rt, test_dsn,
     from ilr import registry
     from ilr.worker import Worker
 
-    worker = Worker("inproc-af", [registry.get("always_fails", "1")], concurrency=1, lease_ttl=5, poll=0.1,
-                    dsn=test_dsn)
+    worker = Worker(
+        "inproc-af", [registry.get("always_fails", "1")], concurrency=1, lease_ttl=5, poll=0.1, dsn=test_dsn
+    )
     thread = threading.Thread(target=worker.run, daemon=True)
     caplog.set_level("WARNING", logger="ilr.steps")
     thread.start()
@@ -71,8 +74,10 @@ def test_a_long_message_is_truncated_and_each_attempt_is_a_warning(rt, test_dsn,
         rt.start("always_fails", "af-long", {"message": "x" * 5000})
         err = _failing(rt, "af-long", 2)["last_error"]
         assert err["type"] == "ValueError" and len(err["message"]) == 2000, len(err["message"])
-        records = wait_for(lambda: [r for r in caplog.records if r.name == "ilr.steps"
-                                    and "af-long" in r.getMessage()], message="the warning record")
+        records = wait_for(
+            lambda: [r for r in caplog.records if r.name == "ilr.steps" and "af-long" in r.getMessage()],
+            message="the warning record",
+        )
         assert all(r.levelname == "WARNING" for r in records)
         assert len(records[0].getMessage()) < 2400
         rt.cancel("af-long", by="test")

@@ -18,9 +18,22 @@ def _inner_run(data_dir) -> subprocess.CompletedProcess:
     env = {**os.environ, "ILR_DATA_DIR": str(data_dir)}
     env.pop("DATABASE_URL", None)
     env.pop("ILR_DB_NAME", None)
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_schema.py::test_makemigrations_finds_nothing"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_schema.py::test_makemigrations_finds_nothing",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_run_that_started_the_cluster_stops_it_and_leaves_a_running_one_alone(tmp_path):

@@ -157,9 +157,7 @@ def test_prune_keys_makes_an_old_key_apply_again(t1q):
 
 
 def test_hand_refund_is_a_keyless_row_counted_as_another_s(t1q):
-    status, hand = http_json(
-        "POST", f"{t1q}/admin/hand_refund", {"payment": "pay_1", "amount": 2000}
-    )
+    status, hand = http_json("POST", f"{t1q}/admin/hand_refund", {"payment": "pay_1", "amount": 2000})
     assert status == 200 and hand["source"] == "hand" and hand["key"] is None
     post_refund(t1q, amount=1000, key="eff_a")
     status, facts = http_json("GET", f"{t1q}/payments/pay_1?effect_id=eff_a")
@@ -174,10 +172,7 @@ def test_hand_refund_is_a_keyless_row_counted_as_another_s(t1q):
     }
     status, plain = http_json("GET", f"{t1q}/payments/pay_1")
     assert plain["refunded_by_others"] is None and "eligible_excluding_effect" not in plain
-    assert (
-        http_json("POST", f"{t1q}/admin/hand_refund", {"payment": "pay_1", "amount": PAID})[0]
-        == 402
-    )
+    assert http_json("POST", f"{t1q}/admin/hand_refund", {"payment": "pay_1", "amount": PAID})[0] == 402
 
 
 def test_fail_next_without_apply_applies_nothing(t1q):
@@ -241,13 +236,9 @@ def test_amount_over_what_is_left_is_refused(t2):
 
 
 def test_malformed_json_is_refused(t2):
-    conn = http.client.HTTPConnection(
-        t2.removeprefix("http://").split(":")[0], int(t2.rsplit(":", 1)[1]), timeout=5
-    )
+    conn = http.client.HTTPConnection(t2.removeprefix("http://").split(":")[0], int(t2.rsplit(":", 1)[1]), timeout=5)
     try:
-        conn.request(
-            "POST", "/refunds", body=b"{not json", headers={"Content-Type": "application/json"}
-        )
+        conn.request("POST", "/refunds", body=b"{not json", headers={"Content-Type": "application/json"})
         assert conn.getresponse().status == 400
     finally:
         conn.close()
@@ -307,11 +298,7 @@ def test_local_refunds_reads_the_server_settings(servers):
 def test_local_refunds_apply_and_query(t1q):
     t = LocalRefunds.from_server(t1q)
     first = t.apply("eff_1", {"payment": "pay_1", "amount": 2000})
-    assert (
-        first["effect_id"] == "eff_1"
-        and first["key"] == "eff_1"
-        and first["already_processed"] is False
-    )
+    assert first["effect_id"] == "eff_1" and first["key"] == "eff_1" and first["already_processed"] is False
     assert t.apply("eff_1", {"payment": "pay_1", "amount": 2000})["already_processed"] is True
     assert t.query("eff_1", {"payment": "pay_1", "amount": 2000})["id"] == first["id"]
     assert t.query("eff_2", {"payment": "pay_1", "amount": 2000}) is None
@@ -373,8 +360,9 @@ def test_a_burst_of_connections_is_queued_not_dropped(tmp_path, server):
     from prove.peers.target_server import TargetServer
 
     if server == "target":
-        srv = TargetServer(("127.0.0.1", 0), tier=1, queryable=False, ledger=tmp_path / "l.sqlite",
-                           access_log=tmp_path / "a.jsonl")
+        srv = TargetServer(
+            ("127.0.0.1", 0), tier=1, queryable=False, ledger=tmp_path / "l.sqlite", access_log=tmp_path / "a.jsonl"
+        )
     else:
         srv = StubServer(("127.0.0.1", 0))
     clients = []

@@ -82,8 +82,9 @@ def test_results_render(quick_suite, tmp_path):
 
 
 def test_parse_value_round_trip():
-    value = tlc.parse_value('[a |-> 1, f |-> (w1 :> "x" @@ w2 :> TRUE), s |-> {<<"E", 20>>}, '
-                            'q |-> <<[k |-> -1]>>, m |-> Nobody]')
+    value = tlc.parse_value(
+        '[a |-> 1, f |-> (w1 :> "x" @@ w2 :> TRUE), s |-> {<<"E", 20>>}, q |-> <<[k |-> -1]>>, m |-> Nobody]'
+    )
     assert value["a"] == 1 and value["f"]["w1"] == "x" and value["f"]["w2"] is True
     assert list(value["s"]) == [["E", 20]] and value["q"][0]["k"] == -1
     assert tlc.render(value["m"]) == "Nobody"
@@ -98,23 +99,49 @@ def test_java_missing_message(monkeypatch):
 
 
 def _fake_result(check, labels):
-    steps = [tlc.TraceStep(number=i, action=lab.split("(")[0], state={}, label=lab)
-             for i, lab in enumerate(labels, 1)]
-    return tlc.CheckResult(check=check, constants={}, outcome={"EffectAtMostOnceTier12": "V"},
-                           traces={"EffectAtMostOnceTier12": steps}, runs=[])
+    steps = [tlc.TraceStep(number=i, action=lab.split("(")[0], state={}, label=lab) for i, lab in enumerate(labels, 1)]
+    return tlc.CheckResult(
+        check=check,
+        constants={},
+        outcome={"EffectAtMostOnceTier12": "V"},
+        traces={"EffectAtMostOnceTier12": steps},
+        runs=[],
+    )
 
 
 def test_toggle_note_only_when_the_toggle_trace_is_the_baselines_own():
-    own = tlc.Check(id="temporal_idem/t2/G3", kind="mode", module="Runtime", cfg="x.cfg",
-                    mode="temporal_idem", tier="t2", group="G3")
-    toggled = tlc.Check(id="PAUSE/temporal_idem/t2", kind="assumption", module="Runtime",
-                        cfg="y.cfg", mode="temporal_idem", tier="t2", title="PAUSE")
+    own = tlc.Check(
+        id="temporal_idem/t2/G3",
+        kind="mode",
+        module="Runtime",
+        cfg="x.cfg",
+        mode="temporal_idem",
+        tier="t2",
+        group="G3",
+    )
+    toggled = tlc.Check(
+        id="PAUSE/temporal_idem/t2",
+        kind="assumption",
+        module="Runtime",
+        cfg="y.cfg",
+        mode="temporal_idem",
+        tier="t2",
+        title="PAUSE",
+    )
     base = ["Init", "TStart(w1)", "TSend(w1)", "Next", "TStart(w2)", "TSend(w2)", "Next"]
     renamed = [lab.replace("w1", "wx").replace("w2", "w1").replace("wx", "w2") for lab in base]
-    suite = tlc.Suite(profile="full", command="", started="", wall_s=0, tlc_version="", java="",
-                      java_version="", jar="", host="",
-                      results=[_fake_result(own, base), _fake_result(toggled, renamed)])
+    suite = tlc.Suite(
+        profile="full",
+        command="",
+        started="",
+        wall_s=0,
+        tlc_version="",
+        java="",
+        java_version="",
+        jar="",
+        host="",
+        results=[_fake_result(own, base), _fake_result(toggled, renamed)],
+    )
     assert tlc._toggle_adds_nothing(suite, "PAUSE", "temporal_idem", "EffectAtMostOnceTier12")
     suite.results[1] = _fake_result(toggled, [*base[:2], "Pause(w1)", *base[2:]])
-    assert not tlc._toggle_adds_nothing(suite, "PAUSE", "temporal_idem",
-                                        "EffectAtMostOnceTier12")
+    assert not tlc._toggle_adds_nothing(suite, "PAUSE", "temporal_idem", "EffectAtMostOnceTier12")

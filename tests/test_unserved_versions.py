@@ -35,9 +35,15 @@ def drain(rt, name, version) -> dict:
 
 
 def rows_of(rt, worker_id) -> list[dict]:
-    return rt.connection().execute(
-        "select name, version, seen_at, live_until > now() as live from ilr.worker_deployments "
-        "where worker_id = %s order by name, version", (worker_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute(
+            "select name, version, seen_at, live_until > now() as live from ilr.worker_deployments "
+            "where worker_id = %s order by name, version",
+            (worker_id,),
+        )
+        .fetchall()
+    )
 
 
 def admin_page(client, name="admin:ilr_workflow_changelist") -> str:
@@ -49,16 +55,23 @@ def admin_page(client, name="admin:ilr_workflow_changelist") -> str:
 def test_a_due_v1_workflow_with_only_a_v2_worker_is_named_until_a_v1_worker_starts(rt, workers):
     workers.start("v1a", env=FAST, args=("--only", "pinned@1"))
     workers.start("v2", env=FAST, args=("--only", "pinned@2"))
-    wait_for(lambda: drain(rt, "pinned", "1").get("workers") == ["v1a"]
-             and drain(rt, "pinned", "2").get("workers") == ["v2"], message="both workers live in drain_report")
+    wait_for(
+        lambda: (
+            drain(rt, "pinned", "1").get("workers") == ["v1a"] and drain(rt, "pinned", "2").get("workers") == ["v2"]
+        ),
+        message="both workers live in drain_report",
+    )
     rt.start("pinned", "u1", {"seconds": 2}, version="1")
     wait_for(lambda: rt.describe("u1")["status"] == "sleeping", message="u1 sleeping")
     assert drain(rt, "pinned", "1")["unserved"] is False
 
     workers.kill("v1a")  # SIGKILL: no clean exit, its row stays until it goes stale
     assert [r["version"] for r in rows_of(rt, "v1a")] == ["1"]
-    report = wait_for(lambda: (r := drain(rt, "pinned", "1")).get("unserved") and r, timeout=20,
-                      message="pinned@1 due with no live worker")
+    report = wait_for(
+        lambda: (r := drain(rt, "pinned", "1")).get("unserved") and r,
+        timeout=20,
+        message="pinned@1 due with no live worker",
+    )
     assert report["workers"] == [] and report["due"] == 1 and report["counts"] == {"sleeping": 1}
     assert rows_of(rt, "v1a")[0]["live"] is False  # stale, not deleted
     v2 = drain(rt, "pinned", "2")
@@ -92,8 +105,11 @@ def test_rows_are_refreshed_while_idle_and_deleted_on_a_clean_exit(rt, workers):
     first = wait_for(lambda: rows_of(rt, "w1"), message="w1's rows")
     assert [(r["name"], r["version"], r["live"]) for r in first] == [("pinned", "1", True), ("pinned", "2", True)]
     # Idle (no runs held): the heartbeat thread still refreshes every pair, in one statement.
-    wait_for(lambda: all(r["seen_at"] > f["seen_at"] for r, f in zip(rows_of(rt, "w1"), first)),
-             timeout=10, message="w1's rows refreshed")
+    wait_for(
+        lambda: all(r["seen_at"] > f["seen_at"] for r, f in zip(rows_of(rt, "w1"), first)),
+        timeout=10,
+        message="w1's rows refreshed",
+    )
     later = rows_of(rt, "w1")
     assert later[0]["seen_at"] == later[1]["seen_at"]
     w.send_signal(signal.SIGTERM)
@@ -104,8 +120,10 @@ def test_rows_are_refreshed_while_idle_and_deleted_on_a_clean_exit(rt, workers):
 def test_due_is_available_pending_or_sleeping_or_running_with_a_lapsed_lease(rt):
     """Rows written with SQL and no worker at all: what counts as due, and what does not."""
     conn = rt.connection()
-    conn.execute("insert into ilr.deployments (name, version, code_sha256) values "
-                 "('orphan', '1', 'x'), ('orphan', '2', 'x'), ('orphan', '3', 'x')")
+    conn.execute(
+        "insert into ilr.deployments (name, version, code_sha256) values "
+        "('orphan', '1', 'x'), ('orphan', '2', 'x'), ('orphan', '3', 'x')"
+    )
     conn.execute(
         "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, lease_expires_at) values "
         "('due-pending', 'orphan', '1', '{}', 'pending', 0, now() - interval '1 s', null), "
@@ -113,15 +131,21 @@ def test_due_is_available_pending_or_sleeping_or_running_with_a_lapsed_lease(rt)
         "('later', 'orphan', '2', '{}', 'sleeping', 1, now() + interval '1 hour', null), "
         "('forever', 'orphan', '2', '{}', 'sleeping', 1, 'infinity', null), "
         "('leased', 'orphan', '2', '{}', 'running', 1, now(), now() + interval '1 hour'), "
-        "('done', 'orphan', '3', '{}', 'completed', 1, now() - interval '1 s', null)")
+        "('done', 'orphan', '3', '{}', 'completed', 1, now() - interval '1 s', null)"
+    )
     assert [(u["name"], u["version"], u["due"], u["last_seen"]) for u in rt.unserved()] == [("orphan", "1", 2, None)]
     by_version = {r["version"]: r for r in rt.drain_report("orphan")}
     assert {v: (r["due"], r["unserved"], r["workers"]) for v, r in by_version.items()} == {
-        "1": (2, True, []), "2": (0, False, []), "3": (0, False, [])}
+        "1": (2, True, []),
+        "2": (0, False, []),
+        "3": (0, False, []),
+    }
     # A live row serves the pair; a row past its live_until does not.
-    conn.execute("insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until) values "
-                 "('gone', 'orphan', '1', now() - interval '1 min', now() - interval '1 s'), "
-                 "('here', 'orphan', '1', now(), now() + interval '1 min')")
+    conn.execute(
+        "insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until) values "
+        "('gone', 'orphan', '1', now() - interval '1 min', now() - interval '1 s'), "
+        "('here', 'orphan', '1', now(), now() + interval '1 min')"
+    )
     assert rt.unserved() == []
     assert drain(rt, "orphan", "1")["workers"] == ["here"]
     conn.execute("delete from ilr.worker_deployments where worker_id = 'here'")

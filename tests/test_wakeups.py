@@ -17,9 +17,18 @@ SLOW_POLL = 60.0
 
 def _ready(rt, worker_id: str, timeout: float = 30.0) -> None:
     """Wait until the worker's LISTEN connection is open (its application_name ends in -listen)."""
-    wait_for(lambda: rt.connection().execute(
-        "select count(*) as n from pg_stat_activity where application_name = %s and query ilike 'listen%%'",
-        (f"ilr-worker-{worker_id}-listen",)).fetchone()["n"] == 1, timeout=timeout)
+    wait_for(
+        lambda: (
+            rt.connection()
+            .execute(
+                "select count(*) as n from pg_stat_activity where application_name = %s and query ilike 'listen%%'",
+                (f"ilr-worker-{worker_id}-listen",),
+            )
+            .fetchone()["n"]
+            == 1
+        ),
+        timeout=timeout,
+    )
 
 
 def test_a_start_wakes_an_idle_worker_by_notification(rt, workers):
@@ -51,8 +60,9 @@ def test_a_lost_notification_does_not_lose_the_wakeup(rt, workers):
     _ready(rt, "w1")
     time.sleep(0.5)
     conn = rt.connection()
-    killed = conn.execute("select pg_terminate_backend(pid) as ok from pg_stat_activity "
-                          "where application_name = 'ilr-worker-w1-listen'").fetchall()
+    killed = conn.execute(
+        "select pg_terminate_backend(pid) as ok from pg_stat_activity where application_name = 'ilr-worker-w1-listen'"
+    ).fetchall()
     assert killed and all(r["ok"] for r in killed)
     t = time.monotonic()
     rt.start("three_steps", "lost1", {})

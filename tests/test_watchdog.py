@@ -43,7 +43,8 @@ def test_a_send_that_ends_in_time_does_not_fire():
 def test_a_shorter_deadline_registered_later_still_fires_on_time():
     """The thread waits for the earliest deadline: a 60 s send is open when a 0.3 s send starts
     in another thread, and the 0.3 s one must end the process well before 60 s."""
-    rc, err, took = _run("""
+    rc, err, took = _run(
+        """
         def long_send():
             with Watchdog(60, "eff_long"):
                 time.sleep(120)
@@ -51,7 +52,9 @@ def test_a_shorter_deadline_registered_later_still_fires_on_time():
         time.sleep(0.3)
         with Watchdog(0.3, "eff_short"):
             time.sleep(120)
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert rc == 70, err
     assert "eff_short" in err
     assert took < 15
@@ -60,12 +63,15 @@ def test_a_shorter_deadline_registered_later_still_fires_on_time():
 def test_a_later_deadline_that_does_not_wake_the_thread_still_fires():
     """A send whose deadline is later than the one the thread waits for does not notify it
     (issue 9); the thread finds that send when it wakes for the earlier one, which ended."""
-    rc, err, took = _run("""
+    rc, err, took = _run(
+        """
         with Watchdog(1.0, "eff_first"):
             time.sleep(0.3)  # the thread has started and waits for eff_first's deadline
         with Watchdog(2.0, "eff_second"):
             time.sleep(120)
-    """, timeout=60)
+    """,
+        timeout=60,
+    )
     assert rc == 70, err
     assert "eff_second" in err and "eff_first" not in err
     assert took < 15

@@ -15,28 +15,38 @@ from tests.conftest import ROOT, wait_for
 
 def worker_cmd(workers, *args):
     """Run the worker to its refusal; a worker that starts instead would run until the timeout."""
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), "ilr_worker", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=45, check=False, env=workers.env())
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=45,
+        check=False,
+        env=workers.env(),
+    )
 
 
 GOOD = ("--id", "w1", "--import", "tests.flows")
 
 
-@pytest.mark.parametrize("args, words", [
-    (("--concurrency", "0"), ["--concurrency", "at least 1", "0"]),
-    (("--concurrency", "-3"), ["--concurrency", "at least 1", "-3"]),
-    (("--lease-ttl", "0"), ["--lease-ttl", "positive", "0"]),
-    (("--lease-ttl", "nan"), ["--lease-ttl", "positive", "nan"]),
-    (("--poll", "-1"), ["--poll", "positive", "-1"]),
-    (("--poll", "inf"), ["--poll", "positive", "inf"]),
-    (("--max-takeovers", "-1"), ["--max-takeovers", "0 or more", "-1"]),
-    (("--id", ""), ["--id", "non-empty"]),
-    (("--id", "   "), ["--id", "non-empty"]),
-    (("--import", "no.such.module"), ["--import", "no.such.module"]),
-    (("--import", ""), ["--import", "module name"]),
-    (("--only", "nope@1"), ["--only", "nope@1"]),
-    (("--import", "tests.thin_margin_target"), ["--import", "tests.thin_margin_target", "DEDUP_MARGIN"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (("--concurrency", "0"), ["--concurrency", "at least 1", "0"]),
+        (("--concurrency", "-3"), ["--concurrency", "at least 1", "-3"]),
+        (("--lease-ttl", "0"), ["--lease-ttl", "positive", "0"]),
+        (("--lease-ttl", "nan"), ["--lease-ttl", "positive", "nan"]),
+        (("--poll", "-1"), ["--poll", "positive", "-1"]),
+        (("--poll", "inf"), ["--poll", "positive", "inf"]),
+        (("--max-takeovers", "-1"), ["--max-takeovers", "0 or more", "-1"]),
+        (("--id", ""), ["--id", "non-empty"]),
+        (("--id", "   "), ["--id", "non-empty"]),
+        (("--import", "no.such.module"), ["--import", "no.such.module"]),
+        (("--import", ""), ["--import", "module name"]),
+        (("--only", "nope@1"), ["--only", "nope@1"]),
+        (("--import", "tests.thin_margin_target"), ["--import", "tests.thin_margin_target", "DEDUP_MARGIN"]),
+    ],
+)
 def test_bad_flags_are_one_clean_line(workers, args, words):
     proc = worker_cmd(workers, *GOOD, *args)
     lines = proc.stderr.strip().splitlines()
@@ -50,8 +60,11 @@ def test_bad_flags_are_one_clean_line(workers, args, words):
 
 def test_startup_line_then_exit_line(workers):
     proc = workers.start("up", lease_ttl=3, poll=0.5, concurrency=2)
-    line = wait_for(lambda: next((ln for ln in workers.log("up").splitlines() if "running" in ln), None),
-                    timeout=60, message="the startup line")
+    line = wait_for(
+        lambda: next((ln for ln in workers.log("up").splitlines() if "running" in ln), None),
+        timeout=60,
+        message="the startup line",
+    )
     assert line.startswith("ilr_worker up: running ")
     assert "three_steps@" in line and line.endswith("(concurrency 2, lease_ttl 3 s, poll 0.5 s)"), line
     proc.send_signal(signal.SIGTERM)

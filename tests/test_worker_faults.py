@@ -11,18 +11,27 @@ from tests.test_runtime_core import invocations
 
 
 def claims(rt, wf_id):
-    return rt.connection().execute(
-        "select epoch, owner from ilr.claims where workflow_id = %s order by epoch", (wf_id,)).fetchall()
+    return (
+        rt.connection()
+        .execute("select epoch, owner from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
+        .fetchall()
+    )
 
 
 def stalled_heartbeat_renews_a_lapsed_lease(rt, worker_id: str, wf_id: str, ttl: float) -> bool:
     """The worker's heartbeat UPDATE waits on a row lock, and even once it gets through, the lease
     it writes (its own transaction's now() + ttl) is already in the past."""
-    return rt.connection().execute(
-        "select count(*) as n from pg_stat_activity a, ilr.workflows w "
-        "where a.application_name = %s and a.wait_event_type = 'Lock' and w.id = %s "
-        "and w.lease_expires_at <= now() and a.xact_start + make_interval(secs => %s) <= now()",
-        (f"ilr-worker-{worker_id}-heartbeat", wf_id, ttl)).fetchone()["n"] > 0
+    return (
+        rt.connection()
+        .execute(
+            "select count(*) as n from pg_stat_activity a, ilr.workflows w "
+            "where a.application_name = %s and a.wait_event_type = 'Lock' and w.id = %s "
+            "and w.lease_expires_at <= now() and a.xact_start + make_interval(secs => %s) <= now()",
+            (f"ilr-worker-{worker_id}-heartbeat", wf_id, ttl),
+        )
+        .fetchone()["n"]
+        > 0
+    )
 
 
 def test_own_lapsed_workflow_taken_back_runs_to_the_end(rt, workers, test_dsn):
@@ -38,8 +47,11 @@ def test_own_lapsed_workflow_taken_back_runs_to_the_end(rt, workers, test_dsn):
     with db.connect(test_dsn) as blocker:
         with blocker.transaction():
             blocker.execute("select 1 from ilr.workflows where id = 'lapse' for update")
-            wait_for(lambda: stalled_heartbeat_renews_a_lapsed_lease(rt, "w1", "lapse", 2), timeout=10,
-                     message="the heartbeat stalled on the row lock past the lease")
+            wait_for(
+                lambda: stalled_heartbeat_renews_a_lapsed_lease(rt, "w1", "lapse", 2),
+                timeout=10,
+                message="the heartbeat stalled on the row lock past the lease",
+            )
     wait_for(lambda: len(claims(rt, "lapse")) >= 2, timeout=10, message="the worker claims its own lapsed workflow")
     assert rt.result("lapse", timeout=30) == 6
     assert [(c["epoch"], c["owner"]) for c in claims(rt, "lapse")] == [(1, "w1"), (2, "w1")]
@@ -69,8 +81,11 @@ def test_read_only_database_is_a_lost_connection(rt, workers, test_dsn):
         wait_for(lambda: show_read_only(probe), timeout=10, message="new transactions are read only")
         # The 3 s step ends inside this window, so its record meets the read-only database too.
         hold_until = time.monotonic() + 6.0
-        wait_for(lambda: proc.poll() is not None or time.monotonic() >= hold_until, timeout=10,
-                 message="the read-only window")
+        wait_for(
+            lambda: proc.poll() is not None or time.monotonic() >= hold_until,
+            timeout=10,
+            message="the read-only window",
+        )
     finally:
         admin.execute("alter system reset default_transaction_read_only")
         admin.execute("select pg_reload_conf()")
@@ -82,9 +97,11 @@ def test_read_only_database_is_a_lost_connection(rt, workers, test_dsn):
     log = workers.log("ro")
     # Each path met the read-only server and carried on: the heartbeat, the claim loop, and the
     # run, whose step record was refused (it gave up the claim; a takeover completed it).
-    for line in ("heartbeat failed (cannot execute UPDATE in a read-only transaction)",
-                 "claim failed (cannot execute SELECT FOR UPDATE in a read-only transaction); retrying",
-                 "in a read-only transaction); abandoning the run"):
+    for line in (
+        "heartbeat failed (cannot execute UPDATE in a read-only transaction)",
+        "claim failed (cannot execute SELECT FOR UPDATE in a read-only transaction); retrying",
+        "in a read-only transaction); abandoning the run",
+    ):
         assert line in log, log
     assert "Traceback" not in log, log
     assert rt.describe("ro1")["status"] == "completed"

@@ -71,14 +71,19 @@ class WorkflowActions:
             landing = [eid for answer in answers.values() for eid in answer.may_still_land]
             if landing:
                 # A cancel cannot recall a send already authorized; the operator must hear which.
-                messages.warning(request, f"Sends authorized before the cancel may still land: {', '.join(landing)}. "
-                                          f"Their receipts will say what happened.")
+                messages.warning(
+                    request,
+                    f"Sends authorized before the cancel may still land: {', '.join(landing)}. "
+                    f"Their receipts will say what happened.",
+                )
             if skipped:
-                messages.warning(request, f"Nothing to do for {', '.join(skipped)}: already ended or already "
-                                          f"cancelled.")
+                messages.warning(
+                    request, f"Nothing to do for {', '.join(skipped)}: already ended or already cancelled."
+                )
             return HttpResponseRedirect(reverse("admin:ilr_workflow_changelist"))
-        return TemplateResponse(request, "admin/approvals/confirm_cancel.html",
-                                page_context(self, request, "Cancel workflows?", rows=rows))
+        return TemplateResponse(
+            request, "admin/approvals/confirm_cancel.html", page_context(self, request, "Cancel workflows?", rows=rows)
+        )
 
     def resume_view(self, request):
         """Confirm (showing each workflow's error and kept steps), then resume each stuck one
@@ -86,8 +91,9 @@ class WorkflowActions:
         if not self.has_resume_permission(request):
             raise PermissionDenied
         ids = selected_ids(request)
-        rows = list(selectors.workflows().filter(id__in=ids).order_by("id").values(
-            "id", "name", "version", "status", "error"))
+        rows = list(
+            selectors.workflows().filter(id__in=ids).order_by("id").values("id", "name", "version", "status", "error")
+        )
         if not rows:
             raise Http404("no such workflows")
         if confirmed(request):
@@ -108,11 +114,15 @@ class WorkflowActions:
             counts[step] = counts.get(step, 0) + 1
         for r in rows:
             r["steps"] = counts.get(r["id"], 0)
-            r["error_text"] = ((r["error"] or {}).get("message", "") if isinstance(r["error"], dict)
-                               else (r["error"] or ""))
+            r["error_text"] = (
+                (r["error"] or {}).get("message", "") if isinstance(r["error"], dict) else (r["error"] or "")
+            )
         stuck = [r for r in rows if r["status"] == "stuck"]
-        return TemplateResponse(request, "admin/approvals/confirm_resume.html",
-                                page_context(self, request, "Resume stuck workflows?", rows=rows, stuck=stuck))
+        return TemplateResponse(
+            request,
+            "admin/approvals/confirm_resume.html",
+            page_context(self, request, "Resume stuck workflows?", rows=rows, stuck=stuck),
+        )
 
 
 # -- grants: revoke ------------------------------------------------------------------------------
@@ -133,8 +143,9 @@ class GrantActions:
 
     def get_urls(self):
         """The revoke confirmation page, before the default URLs."""
-        return [path("revoke/", self.admin_site.admin_view(self.revoke_view), name="ilr_grant_revoke")] \
-            + super().get_urls()
+        return [
+            path("revoke/", self.admin_site.admin_view(self.revoke_view), name="ilr_grant_revoke")
+        ] + super().get_urls()
 
     def revoke_view(self, request):
         """Confirm, then revoke each grant through ``revoke_in`` and list the effect ids that may
@@ -156,12 +167,31 @@ class GrantActions:
                 except InvalidInput as exc:  # revoked already (by someone else since the confirmation page)
                     results.append({"grant": g, "refused": exc.rule})
             revoked = [r for r in results if "refused" not in r]
-            return TemplateResponse(request, "admin/approvals/revoke_done.html", page_context(
-                self, request, "Revoked" if revoked else "Not revoked", grants=grants, results=results,
-                revoked=revoked))
-        in_flight = {g.id: list(Effect.objects.filter(grant_id=g.id, state="dispatched")
-                                .values_list("effect_id", flat=True)) for g in grants}
-        return TemplateResponse(request, "admin/approvals/confirm_revoke.html", page_context(
-            self, request, "Revoke grants?", grants=grants,
-            rows=[{"grant": g, "in_flight": in_flight[g.id]} for g in grants],
-            revocable=[g for g in grants if g.revoked_at is None]))
+            return TemplateResponse(
+                request,
+                "admin/approvals/revoke_done.html",
+                page_context(
+                    self,
+                    request,
+                    "Revoked" if revoked else "Not revoked",
+                    grants=grants,
+                    results=results,
+                    revoked=revoked,
+                ),
+            )
+        in_flight = {
+            g.id: list(Effect.objects.filter(grant_id=g.id, state="dispatched").values_list("effect_id", flat=True))
+            for g in grants
+        }
+        return TemplateResponse(
+            request,
+            "admin/approvals/confirm_revoke.html",
+            page_context(
+                self,
+                request,
+                "Revoke grants?",
+                grants=grants,
+                rows=[{"grant": g, "in_flight": in_flight[g.id]} for g in grants],
+                revocable=[g for g in grants if g.revoked_at is None],
+            ),
+        )

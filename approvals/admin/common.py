@@ -29,8 +29,7 @@ def table(headers: list[str], rows: list[list]) -> str:
     if not rows:
         return format_html("<span style='color:#666'>{}</span>", "none")
     head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
-    body = mark_safe("".join(
-        "<tr>" + "".join(format_html("<td>{}</td>", c) for c in row) + "</tr>" for row in rows))
+    body = mark_safe("".join("<tr>" + "".join(format_html("<td>{}</td>", c) for c in row) + "</tr>" for row in rows))
     return format_html("<table><thead><tr>{}</tr></thead><tbody>{}</tbody></table>", head, body)
 
 
@@ -73,6 +72,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 # -- confirmation pages --------------------------------------------------------------------------
+
 
 def to_confirmation(viewname: str, queryset) -> HttpResponseRedirect:
     """An action's answer: a redirect to the confirmation page ``viewname`` with the ids of the

@@ -39,8 +39,17 @@ class DeploymentViews:
         """Every deployment with its drain report, and a retire link per live version."""
         if not self.has_view_permission(request):
             raise PermissionDenied
-        return TemplateResponse(request, "admin/approvals/deployments.html", page_context(
-            self, request, "Deployments", rows=selectors.deployments(), can_retire=self.has_retire_permission(request)))
+        return TemplateResponse(
+            request,
+            "admin/approvals/deployments.html",
+            page_context(
+                self,
+                request,
+                "Deployments",
+                rows=selectors.deployments(),
+                can_retire=self.has_retire_permission(request),
+            ),
+        )
 
     def retire_view(self, request):
         """Confirm (showing the drain report), then retire a version: no new starts; work drains."""
@@ -59,6 +68,14 @@ class DeploymentViews:
             else:
                 messages.success(request, f"Retired {name}@{version}: it takes no new starts. {report.summary()}")
             return HttpResponseRedirect(reverse("admin:ilr_deployments"))
-        return TemplateResponse(request, "admin/approvals/confirm_retire.html", page_context(
-            self, request, f"Retire {name}@{version}?", deployment=deployment,
-            report=selectors.drain_report(name, version)))
+        return TemplateResponse(
+            request,
+            "admin/approvals/confirm_retire.html",
+            page_context(
+                self,
+                request,
+                f"Retire {name}@{version}?",
+                deployment=deployment,
+                report=selectors.drain_report(name, version),
+            ),
+        )

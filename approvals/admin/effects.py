@@ -15,16 +15,44 @@ from ilr.models import Effect, JournalEntry
 class EffectAdmin(ReadOnlyAdmin):
     """Effects: state, tier, sends, deadlines, late result, reconciliation, link to the receipt."""
 
-    list_display = ("effect_id", "workflow_link", "target", "tier", "state", "sends", "first_dispatched_at",
-                    "send_deadline", "late", "reconciled_flag", "receipt_link")
+    list_display = (
+        "effect_id",
+        "workflow_link",
+        "target",
+        "tier",
+        "state",
+        "sends",
+        "first_dispatched_at",
+        "send_deadline",
+        "late",
+        "reconciled_flag",
+        "receipt_link",
+    )
     list_filter = ("state", "tier", "target")
     search_fields = ("effect_id",)
     search_help_text = "An effect id (or its start), or a workflow id."
     ordering = ("-first_dispatched_at",)
-    fields = ("effect_id", "workflow_link", "receipt_link", "target", "tier", "state", "payload_pretty",
-              "payload_hash", "grant_link", "dispatch_workflow_id", "dispatch_epoch", "first_dispatched_at",
-              "send_deadline", "settle_margin", "settle_by", "sends", "late_result_pretty", "reconciled_pretty",
-              "journal_table")
+    fields = (
+        "effect_id",
+        "workflow_link",
+        "receipt_link",
+        "target",
+        "tier",
+        "state",
+        "payload_pretty",
+        "payload_hash",
+        "grant_link",
+        "dispatch_workflow_id",
+        "dispatch_epoch",
+        "first_dispatched_at",
+        "send_deadline",
+        "settle_margin",
+        "settle_by",
+        "sends",
+        "late_result_pretty",
+        "reconciled_pretty",
+        "journal_table",
+    )
     readonly_fields = fields
 
     def get_search_results(self, request, queryset, search_term):
@@ -81,8 +109,10 @@ class EffectAdmin(ReadOnlyAdmin):
     @admin.display(description="journal")
     def journal_table(self, obj):
         """The effect's journal entries."""
-        rows = [[link("admin:ilr_journalentry_change", j.seq), j.kind, j.hash[:16], (j.prev or "(first)")[:16]]
-                for j in JournalEntry.objects.filter(effect_id=obj.effect_id).order_by("seq")]
+        rows = [
+            [link("admin:ilr_journalentry_change", j.seq), j.kind, j.hash[:16], (j.prev or "(first)")[:16]]
+            for j in JournalEntry.objects.filter(effect_id=obj.effect_id).order_by("seq")
+        ]
         return table(["seq", "kind", "hash", "prev"], rows)
 
 

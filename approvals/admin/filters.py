@@ -13,6 +13,7 @@ from ilr.models import Deployment
 
 # -- workflows -----------------------------------------------------------------------------------
 
+
 class DeploymentNameFilter(admin.SimpleListFilter):
     """Filter workflows by name; the choices come from the small deployments table."""
 
@@ -65,6 +66,7 @@ class OutcomeFilter(admin.SimpleListFilter):
 
 # -- grants ----------------------------------------------------------------------------------------
 
+
 class GrantStateFilter(admin.SimpleListFilter):
     """Live, revoked or expired grants."""
 
@@ -106,6 +108,7 @@ class GrantKindFilter(admin.SimpleListFilter):
 
 
 # -- signals -------------------------------------------------------------------------------------
+
 
 class ConsumedFilter(admin.SimpleListFilter):
     """Consumed or waiting in the mailbox."""

@@ -27,8 +27,18 @@ class GrantAdmin(GrantActions, admin.ModelAdmin):
     """Grants: create a policy grant (``grant_in``); revoke with a confirmation page that then
     lists the effect ids revoke returned. Grants are otherwise read-only."""
 
-    list_display = ("id", "principal", "action", "cap", "kind", "granted_by", "created_at", "expires_at", "revoked_at",
-                    "revoked_by")
+    list_display = (
+        "id",
+        "principal",
+        "action",
+        "cap",
+        "kind",
+        "granted_by",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "revoked_by",
+    )
     list_filter = (GrantStateFilter, GrantKindFilter, "action")
     search_fields = ("id", "principal", "granted_by", "revoked_by")
     search_help_text = "A grant id (or its start), a principal, or a person who granted or revoked."
@@ -37,8 +47,21 @@ class GrantAdmin(GrantActions, admin.ModelAdmin):
     show_full_result_count = False
     actions = ["revoke_selected"]
     change_form_template = "admin/approvals/grant_change_form.html"
-    detail_fields = ("id", "principal", "action", "cap", "kind", "payload_hash", "facts_pretty", "granted_by",
-                     "created_at", "expires_at", "revoked_at", "revoked_by", "effects_table")
+    detail_fields = (
+        "id",
+        "principal",
+        "action",
+        "cap",
+        "kind",
+        "payload_hash",
+        "facts_pretty",
+        "granted_by",
+        "created_at",
+        "expires_at",
+        "revoked_at",
+        "revoked_by",
+        "effects_table",
+    )
 
     def has_add_permission(self, request):
         """approvals.grant: create a policy grant."""
@@ -77,10 +100,13 @@ class GrantAdmin(GrantActions, admin.ModelAdmin):
         if change:
             raise PermissionDenied
         try:
-            obj.id = services.grant_create(user=request.user, principal=form.cleaned_data["principal"],
-                                           action=form.cleaned_data["action"],
-                                           max_cents=form.cleaned_data.get("max_cents"),
-                                           expires_in=form.expires_in_seconds())
+            obj.id = services.grant_create(
+                user=request.user,
+                principal=form.cleaned_data["principal"],
+                action=form.cleaned_data["action"],
+                max_cents=form.cleaned_data.get("max_cents"),
+                expires_in=form.expires_in_seconds(),
+            )
         except InvalidInput as exc:
             raise PermissionDenied(str(exc)) from exc
 
@@ -108,21 +134,38 @@ class GrantAdmin(GrantActions, admin.ModelAdmin):
     @admin.display(description="effects under this grant")
     def effects_table(self, obj):
         """Effects dispatched under this grant."""
-        rows = [[link("admin:ilr_effect_change", e.effect_id), e.state, e.sends,
-                 link("approvals:receipt", e.effect_id, "receipt")]
-                for e in Effect.objects.filter(grant_id=obj.id).order_by("effect_id")]
+        rows = [
+            [
+                link("admin:ilr_effect_change", e.effect_id),
+                e.state,
+                e.sends,
+                link("approvals:receipt", e.effect_id, "receipt"),
+            ]
+            for e in Effect.objects.filter(grant_id=obj.id).order_by("effect_id")
+        ]
         return table(["effect", "state", "sends", ""], rows)
 
 
 # -- approval requests ---------------------------------------------------------------------------
+
 
 @admin.register(ApprovalRequest)
 class ApprovalRequestAdmin(ReadOnlyAdmin):
     """Approval requests of every workflow (``ctx.request_approval``): read-only here; approve
     or reject in the review UI, which runs ``approve_request_in`` / ``reject_request_in``."""
 
-    list_display = ("id", "summary", "workflow_id", "target", "action", "status", "approvers_display",
-                    "requested_at", "expires_at", "review_link")
+    list_display = (
+        "id",
+        "summary",
+        "workflow_id",
+        "target",
+        "action",
+        "status",
+        "approvers_display",
+        "requested_at",
+        "expires_at",
+        "review_link",
+    )
     list_filter = ("status", "action")
     search_fields = ("id", "workflow_id")
     ordering = ("-requested_at",)
@@ -141,8 +184,9 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
     @admin.display(description="review")
     def review_link(self, obj):
         """The request on its case page in the review UI (approve or reject there)."""
-        return format_html('<a href="{}#request-{}">case page</a>', reverse("approvals:case", args=[obj.workflow_id]),
-                           obj.id)
+        return format_html(
+            '<a href="{}#request-{}">case page</a>', reverse("approvals:case", args=[obj.workflow_id]), obj.id
+        )
 
     @admin.display(description="payload")
     def payload_display(self, obj):

@@ -29,8 +29,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
     step timeline, waiting state, effects, signals, children and claim history. The list names
     every (name, version) with due work and no live worker, above it and on each such row."""
 
-    list_display = ("id", "name", "version", "status", "served", "waiting_on", "available", "created_at",
-                    "updated_at")
+    list_display = ("id", "name", "version", "status", "served", "waiting_on", "available", "created_at", "updated_at")
     list_filter = (OutcomeFilter, "status", DeploymentNameFilter, DeploymentVersionFilter)
     search_fields = ("id",)
     search_help_text = "A workflow id, or the start of one."
@@ -39,13 +38,31 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
     actions = ["cancel_selected", "resume_selected"]
     change_list_template = "admin/approvals/workflow_change_list.html"
     fieldsets = [
-        (None, {"fields": ("id", "name", "version", "status", "review_link", "waiting_state", "last_error",
-                           "available",
-                           "cancel_requested_at", "cancel_requested_by", "result_pretty", "error_pretty",
-                           "input_pretty")}),
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "name",
+                    "version",
+                    "status",
+                    "review_link",
+                    "waiting_state",
+                    "last_error",
+                    "available",
+                    "cancel_requested_at",
+                    "cancel_requested_by",
+                    "result_pretty",
+                    "error_pretty",
+                    "input_pretty",
+                )
+            },
+        ),
         ("Lease", {"fields": ("epoch", "owner", "lease_expires_at", "takeovers", "resumed_by", "resumed_at")}),
-        ("Lineage", {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at",
-                                "updated_at")}),
+        (
+            "Lineage",
+            {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at", "updated_at")},
+        ),
         ("Step timeline", {"fields": ("timeline",)}),
         ("Effects", {"fields": ("effects_table",)}),
         ("Signals", {"fields": ("signals_table",)}),
@@ -64,10 +81,11 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
 
     @admin.display(description="served")
     def served(self, obj):
-        """"due, no live worker serves name@version" for a due workflow that nothing can claim."""
+        """ "due, no live worker serves name@version" for a due workflow that nothing can claim."""
         if getattr(obj, "unserved", False):
-            return format_html("<strong style='color:#ba2121'>due, no live worker serves {}@{}</strong>",
-                               obj.name, obj.version)
+            return format_html(
+                "<strong style='color:#ba2121'>due, no live worker serves {}@{}</strong>", obj.name, obj.version
+            )
         return "—"
 
     def get_search_results(self, request, queryset, search_term):
@@ -94,8 +112,10 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
         if w.get("kind") == "retry" and w.get("last_error"):
             # A step or decision that failed and waits to retry (WorkflowContext._failed_attempt).
             e = w["last_error"]
-            return f"retry {w.get('name')}, attempt {e.get('attempt')} failed: {e.get('type')}: " \
-                   f"{str(e.get('message'))[:80]}"
+            return (
+                f"retry {w.get('name')}, attempt {e.get('attempt')} failed: {e.get('type')}: "
+                f"{str(e.get('message'))[:80]}"
+            )
         return w.get("kind") or as_json(w)
 
     @admin.display(description="waiting")
@@ -110,10 +130,17 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
         e = (obj.waiting or {}).get("last_error")
         if not e:
             return "—"
-        return format_html("<strong>{}: </strong><pre style='white-space:pre-wrap;margin:0'>{}</pre>"
-                           "attempt {} of step {}, at {}; retry {} at {}", e.get("type"), e.get("message"),
-                           e.get("attempt"), obj.waiting.get("name"), e.get("at"), obj.waiting.get("attempt"),
-                           obj.waiting.get("until"))
+        return format_html(
+            "<strong>{}: </strong><pre style='white-space:pre-wrap;margin:0'>{}</pre>"
+            "attempt {} of step {}, at {}; retry {} at {}",
+            e.get("type"),
+            e.get("message"),
+            e.get("attempt"),
+            obj.waiting.get("name"),
+            e.get("at"),
+            obj.waiting.get("attempt"),
+            obj.waiting.get("until"),
+        )
 
     @admin.display(description="review")
     def review_link(self, obj):
@@ -144,8 +171,10 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
     def children_table(self, obj):
         """Child workflows."""
         rows = Workflow.objects.filter(parent_id=obj.id).order_by("created_at").values("id", "name", "status")
-        return table(["child", "name", "status"],
-                      [[link("admin:ilr_workflow_change", r["id"]), r["name"], r["status"]] for r in rows])
+        return table(
+            ["child", "name", "status"],
+            [[link("admin:ilr_workflow_change", r["id"]), r["name"], r["status"]] for r in rows],
+        )
 
     @admin.display(description="steps")
     def timeline(self, obj):
@@ -154,29 +183,61 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
         for s in Step.objects.filter(workflow_id=obj.id).order_by("seq"):
             out = s.error if s.error is not None else s.output
             text = as_json(out)
-            rows.append([s.seq, s.kind, s.name, f"{s.created_at:%Y-%m-%d %H:%M:%S.%f}"[:-3], s.epoch,
-                         ("ERROR " if s.error is not None else "") + (text[:200] + "…" if len(text) > 200 else text)])
+            rows.append(
+                [
+                    s.seq,
+                    s.kind,
+                    s.name,
+                    f"{s.created_at:%Y-%m-%d %H:%M:%S.%f}"[:-3],
+                    s.epoch,
+                    ("ERROR " if s.error is not None else "") + (text[:200] + "…" if len(text) > 200 else text),
+                ]
+            )
         return table(["#", "kind", "name", "at (UTC)", "epoch", "output"], rows)
 
     @admin.display(description="effects")
     def effects_table(self, obj):
         """The workflow's effects, each with its receipt."""
-        rows = [[link("admin:ilr_effect_change", e.effect_id), e.state, e.tier, e.sends, as_json(e.payload),
-                 link("approvals:receipt", e.effect_id, "receipt")]
-                for e in Effect.objects.filter(workflow_id=obj.id).order_by("effect_id")]
+        rows = [
+            [
+                link("admin:ilr_effect_change", e.effect_id),
+                e.state,
+                e.tier,
+                e.sends,
+                as_json(e.payload),
+                link("approvals:receipt", e.effect_id, "receipt"),
+            ]
+            for e in Effect.objects.filter(workflow_id=obj.id).order_by("effect_id")
+        ]
         return table(["effect", "state", "tier", "sends", "payload", ""], rows)
 
     @admin.display(description="signals")
     def signals_table(self, obj):
         """The workflow's signals and whether they were consumed."""
-        rows = [[link("admin:ilr_signal_change", s.id), s.name, s.sender or "—", s.consumed_seq
-                 if s.consumed_seq is not None else "not yet", as_json(s.payload)[:200]]
-                for s in Signal.objects.filter(workflow_id=obj.id).order_by("id")]
+        rows = [
+            [
+                link("admin:ilr_signal_change", s.id),
+                s.name,
+                s.sender or "—",
+                s.consumed_seq if s.consumed_seq is not None else "not yet",
+                as_json(s.payload)[:200],
+            ]
+            for s in Signal.objects.filter(workflow_id=obj.id).order_by("id")
+        ]
         return table(["#", "name", "sender", "consumed at step", "payload"], rows)
 
     @admin.display(description="claims")
     def claims_table(self, obj):
         """Claim history: every epoch, its owner and lease."""
-        rows = [[c.epoch, c.owner, c.version, f"{c.claimed_at:%H:%M:%S.%f}"[:-3], f"{c.lease_expires_at:%H:%M:%S}",
-                 c.prev_status] for c in Claim.objects.filter(workflow_id=obj.id).order_by("epoch")]
+        rows = [
+            [
+                c.epoch,
+                c.owner,
+                c.version,
+                f"{c.claimed_at:%H:%M:%S.%f}"[:-3],
+                f"{c.lease_expires_at:%H:%M:%S}",
+                c.prev_status,
+            ]
+            for c in Claim.objects.filter(workflow_id=obj.id).order_by("epoch")
+        ]
         return table(["epoch", "owner", "version", "claimed at", "lease until", "previous status"], rows)

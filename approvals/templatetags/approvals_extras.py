@@ -98,10 +98,14 @@ def premise_value(value) -> str:
 
 
 _OUTCOMES = {
-    "COMMITTED": "sent once, confirmed", "COMMITTED_BY_RETRY": "sent once (a resend under the same key)",
-    "COMMITTED_ON_QUERY": "sent once (found by a lookup)", "REAPPLIED_AFTER_QUERY": "sent again after a lookup",
-    "DUPLICATE_IGNORED": "already sent before", "AMBIGUOUS": "outcome unknown: a person must reconcile it",
-    "rejected": "rejected by a person", "approval expired": "the approval request expired",
+    "COMMITTED": "sent once, confirmed",
+    "COMMITTED_BY_RETRY": "sent once (a resend under the same key)",
+    "COMMITTED_ON_QUERY": "sent once (found by a lookup)",
+    "REAPPLIED_AFTER_QUERY": "sent again after a lookup",
+    "DUPLICATE_IGNORED": "already sent before",
+    "AMBIGUOUS": "outcome unknown: a person must reconcile it",
+    "rejected": "rejected by a person",
+    "approval expired": "the approval request expired",
 }
 
 
@@ -112,16 +116,21 @@ def outcome_words(status) -> str:
     status = "" if status is None else str(status)
     if status.startswith("REFUSED:"):
         why = status.split(":", 1)[1]
-        return "refused: " + {"stale_premise": "the premises changed", "lease": "the grant did not cover it",
-                              "cancelled": "the workflow was cancelled", "target": "the target said no",
-                              "conflicting_payload": "another payload than the approved one",
-                              "stale_premise_at_recovery": "the premises changed (at recovery)",
-                              "lease_at_recovery": "the grant was revoked or expired (at recovery)"}.get(why, why)
+        return "refused: " + {
+            "stale_premise": "the premises changed",
+            "lease": "the grant did not cover it",
+            "cancelled": "the workflow was cancelled",
+            "target": "the target said no",
+            "conflicting_payload": "another payload than the approved one",
+            "stale_premise_at_recovery": "the premises changed (at recovery)",
+            "lease_at_recovery": "the grant was revoked or expired (at recovery)",
+        }.get(why, why)
     return _OUTCOMES.get(status, status)
 
 
 _EFFECT_STATES = {
-    "proposed": "proposed, not sent yet", "dispatched": "sent, waiting for the answer",
+    "proposed": "proposed, not sent yet",
+    "dispatched": "sent, waiting for the answer",
     "committed": "done: the target confirmed it",
     "ambiguous": "outcome unknown: a person must reconcile it",
 }

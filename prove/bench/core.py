@@ -65,21 +65,48 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         with db.connect(dsn) as conn:
-            conn.execute("insert into ilr.deployments (name, version, code_sha256) values ('bench_steps3', '1', %s)",
-                         (bench_steps3.__ilr_workflow__.code_sha256,))
+            conn.execute(
+                "insert into ilr.deployments (name, version, code_sha256) values ('bench_steps3', '1', %s)",
+                (bench_steps3.__ilr_workflow__.code_sha256,),
+            )
         for w in range(workers):
-            procs.append(subprocess.Popen(
-                [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"b{w}", "--import", "prove.bench.core",
-                 "--only", "bench_steps3@1", "--lease-ttl", "30", "--poll", "0.05", "--concurrency", str(concurrency)],
-                cwd=ROOT, env=env, stdout=open(log_dir / f"b{w}.log", "wb"), stderr=subprocess.STDOUT))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        str(ROOT / "manage.py"),
+                        "ilr_worker",
+                        "--id",
+                        f"b{w}",
+                        "--import",
+                        "prove.bench.core",
+                        "--only",
+                        "bench_steps3@1",
+                        "--lease-ttl",
+                        "30",
+                        "--poll",
+                        "0.05",
+                        "--concurrency",
+                        str(concurrency),
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=open(log_dir / f"b{w}.log", "wb"),
+                    stderr=subprocess.STDOUT,
+                )
+            )
         time.sleep(3)  # workers up and idle
         with db.connect(dsn) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             t0 = time.monotonic()
-            conn.execute("insert into ilr.workflows (id, name, version, input) "
-                         "select 'b' || g, 'bench_steps3', '1', '{}' from generate_series(1, %s) g", (n,))
-            while conn.execute(
-                    "select count(*) as c from ilr.workflows where status = 'completed'").fetchone()["c"] < n:
+            conn.execute(
+                "insert into ilr.workflows (id, name, version, input) "
+                "select 'b' || g, 'bench_steps3', '1', '{}' from generate_series(1, %s) g",
+                (n,),
+            )
+            while (
+                conn.execute("select count(*) as c from ilr.workflows where status = 'completed'").fetchone()["c"] < n
+            ):
                 if time.monotonic() - t0 > 600:
                     raise TimeoutError("bench did not finish in 600 s")
                 time.sleep(0.05)
@@ -91,19 +118,32 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
             time.sleep(1.5)
             conn.execute("select pg_stat_clear_snapshot()")
             after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
-            e2e = [r["s"] for r in conn.execute(
-                "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows").fetchall()]
-            per_step = [r["s"] for r in conn.execute(
-                "select extract(epoch from created_at - lag(created_at) over (partition by workflow_id order by seq))"
-                "::float8 as s from ilr.steps").fetchall() if r["s"] is not None]
+            e2e = [
+                r["s"]
+                for r in conn.execute(
+                    "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows"
+                ).fetchall()
+            ]
+            per_step = [
+                r["s"]
+                for r in conn.execute(
+                    "select extract(epoch from created_at - lag(created_at) over "
+                    "(partition by workflow_id order by seq))::float8 as s from ilr.steps"
+                ).fetchall()
+                if r["s"] is not None
+            ]
     finally:
         for p in procs:
             if p.poll() is None:
                 p.terminate()
                 p.wait(30)
     result = {
-        "shape": "3 no-op steps", "n": n, "workers": workers, "concurrency": concurrency,
-        "wall_s": round(wall, 3), "workflows_per_s": round(n / wall, 1),
+        "shape": "3 no-op steps",
+        "n": n,
+        "workers": workers,
+        "concurrency": concurrency,
+        "wall_s": round(wall, 3),
+        "workflows_per_s": round(n / wall, 1),
         "workflow_e2e_p50_ms": round(statistics.median(e2e) * 1000, 2),
         "workflow_e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 2),
         "step_p50_ms": round(statistics.median(per_step) * 1000, 2),
@@ -120,18 +160,23 @@ def write_results(result: dict) -> None:
     results.mkdir(exist_ok=True)
     (results / "runtime_bench_core.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        "# Runtime core benchmark", "",
-        f"Command: `{result['command']}`", "",
+        "# Runtime core benchmark",
+        "",
+        f"Command: `{result['command']}`",
+        "",
         "One 2-core machine, embedded PostgreSQL 18 on a Unix socket; workers are `ilr_worker` "
         "subprocesses. Commits per workflow count every committed transaction in the bench database "
-        "(claims, step records, finishes, and the workers' idle polling).", "",
-        "| figure | value |", "|---|---|",
+        "(claims, step records, finishes, and the workers' idle polling).",
+        "",
+        "| figure | value |",
+        "|---|---|",
         *[f"| {k} | {v} |" for k, v in result.items() if k != "command"],
     ]
     (results / "runtime_bench_core.md").write_text("\n".join(lines) + "\n")
 
 
 # -- the commit bound: pgbench -N against the same PostgreSQL ---------------------------------------
+
 
 def pgbench_tps(clients: int, seconds: int = 10) -> dict:
     """pgbench -N (no branch/teller updates: the simple-update commit path) at ``clients``
@@ -150,10 +195,15 @@ def pgbench_tps(clients: int, seconds: int = 10) -> dict:
     for key, flag in (("host", "-h"), ("port", "-p"), ("user", "-U")):
         if params.get(key):
             args += [flag, str(params[key])]
-    subprocess.run([pg_bin("pgbench"), *args, "-i", "-s", "1", "-q", "ilr_pgbench"], check=True,
-                   capture_output=True, text=True)
-    out = subprocess.run([pg_bin("pgbench"), *args, "-N", "-c", str(clients), "-j", "2", "-T", str(seconds),
-                          "ilr_pgbench"], check=True, capture_output=True, text=True).stdout
+    subprocess.run(
+        [pg_bin("pgbench"), *args, "-i", "-s", "1", "-q", "ilr_pgbench"], check=True, capture_output=True, text=True
+    )
+    out = subprocess.run(
+        [pg_bin("pgbench"), *args, "-N", "-c", str(clients), "-j", "2", "-T", str(seconds), "ilr_pgbench"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     tps = round(float(re.search(r"tps = ([0-9.]+)", out).group(1)), 1)
     with db.connect(db.conninfo()) as conn:
         conn.execute('drop database if exists "ilr_pgbench" with (force)')
@@ -161,6 +211,7 @@ def pgbench_tps(clients: int, seconds: int = 10) -> dict:
 
 
 # -- scale: claim cost with a large history -----------------------------------------------------------
+
 
 def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, backlog: int = 20_000) -> dict:
     """Fill a fresh database with ``finished`` completed and ``sleeping`` sleeping workflows, then
@@ -186,11 +237,16 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     with db.connect(dsn) as conn:
         conn.execute("insert into ilr.deployments values ('bench_steps3', '1', 'x')")
         rate_empty = _claim_rate(conn, params, "empty")
-        conn.execute("insert into ilr.workflows (id, name, version, input, status, result) select 'f' || g, "
-                     "'bench_steps3', '1', '{}', 'completed', '[0,1,2]' from generate_series(1, %s) g", (finished,))
-        conn.execute("insert into ilr.workflows (id, name, version, input, status, available_at) select 's' || g, "
-                     "'bench_steps3', '1', '{}', 'sleeping', now() + interval '1 day' from generate_series(1, %s) g",
-                     (sleeping,))
+        conn.execute(
+            "insert into ilr.workflows (id, name, version, input, status, result) select 'f' || g, "
+            "'bench_steps3', '1', '{}', 'completed', '[0,1,2]' from generate_series(1, %s) g",
+            (finished,),
+        )
+        conn.execute(
+            "insert into ilr.workflows (id, name, version, input, status, available_at) select 's' || g, "
+            "'bench_steps3', '1', '{}', 'sleeping', now() + interval '1 day' from generate_series(1, %s) g",
+            (sleeping,),
+        )
         conn.execute("analyze ilr.workflows")
         timings = []
         for _ in range(200):
@@ -201,16 +257,24 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
         rate_backlog = _claim_rate(conn, params, "backlog", k=backlog)
         conn.execute("insert into ilr.workflows (id, name, version, input) values ('due', 'bench_steps3', '1', '{}')")
         with conn.transaction(force_rollback=True):
-            plan = [r["QUERY PLAN"] for r in conn.execute("explain (analyze, buffers, costs off) " + CLAIM_SQL,
-                                                          params).fetchall()]
+            plan = [
+                r["QUERY PLAN"]
+                for r in conn.execute("explain (analyze, buffers, costs off) " + CLAIM_SQL, params).fetchall()
+            ]
     with db.connect(base) as conn:
         conn.execute('drop database if exists "ilr_scale" with (force)')
-    return {"finished": finished, "sleeping": sleeping,
-            "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
-            "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3),
-            "claims_per_s_empty_table": rate_empty, "claims_per_s_with_history": rate_history,
-            "claim_batch": params["n"], "due_backlog": backlog, "claims_per_s_due_backlog": rate_backlog,
-            "explain": plan}
+    return {
+        "finished": finished,
+        "sleeping": sleeping,
+        "claim_nothing_due_p50_ms": round(statistics.median(timings), 3),
+        "claim_nothing_due_p99_ms": round(_pct(timings, 0.99), 3),
+        "claims_per_s_empty_table": rate_empty,
+        "claims_per_s_with_history": rate_history,
+        "claim_batch": params["n"],
+        "due_backlog": backlog,
+        "claims_per_s_due_backlog": rate_backlog,
+        "explain": plan,
+    }
 
 
 def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
@@ -219,8 +283,11 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
     connection, until none is left."""
     from ilr.worker import claim_due
 
-    conn.execute("insert into ilr.workflows (id, name, version, input) select %s || g, 'bench_steps3', '1', '{}' "
-                 "from generate_series(1, %s) g", (f"due-{tag}-", k))
+    conn.execute(
+        "insert into ilr.workflows (id, name, version, input) select %s || g, 'bench_steps3', '1', '{}' "
+        "from generate_series(1, %s) g",
+        (f"due-{tag}-", k),
+    )
     conn.execute("analyze ilr.workflows")
     claimed = 0
     t = time.perf_counter()
@@ -229,9 +296,10 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
         if not rows:
             break
         claimed += len(rows)
-        conn.execute("update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null "
-                     "where id = any(%s)", ([r["id"] for r in rows],))
+        conn.execute(
+            "update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null where id = any(%s)",
+            ([r["id"] for r in rows],),
+        )
     elapsed = time.perf_counter() - t
     assert claimed == k, (claimed, k)
     return round(k / elapsed, 1)
-

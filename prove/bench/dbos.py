@@ -55,13 +55,13 @@ def _fresh(root: Path = ROOT) -> str:
         conn.execute(f'create database "{DBOS_DB}"')
     url = system_database_url()
     # DBOS creates its tables at launch; one launch first, so P processes don't race on them.
-    subprocess.run([sys.executable, "-m", FLOWS, "migrate", "--url", url], cwd=root, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", FLOWS, "migrate", "--url", url], cwd=root, check=True, stdout=subprocess.DEVNULL
+    )
     return url
 
 
-def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | None = None,
-             root: Path = ROOT) -> dict:
+def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | None = None, root: Path = ROOT) -> dict:
     """N workflows of ``shape`` ("steps4" or "refund") over ``processes`` DBOS processes of
     ``concurrency`` threads each, on a fresh system database; returns the figures (the keys of
     the runtime's: workflows_per_s, e2e_p50_ms and e2e_p99_ms on the database clock,
@@ -74,20 +74,48 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | 
     go.parent.mkdir(parents=True, exist_ok=True)
     shares = [n // processes + (1 if k < n % processes else 0) for k in range(processes)]
     firsts = [sum(shares[:k]) for k in range(processes)]
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", FLOWS, "run", "--url", url, "--shape", shape, "--first", str(firsts[k]),
-         "--n", str(shares[k]), "--concurrency", str(concurrency), "--executor-id", f"bench-{k}", "--go", str(go),
-         "--case", json.dumps(case or {})],
-        cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for k in range(processes)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                FLOWS,
+                "run",
+                "--url",
+                url,
+                "--shape",
+                shape,
+                "--first",
+                str(firsts[k]),
+                "--n",
+                str(shares[k]),
+                "--concurrency",
+                str(concurrency),
+                "--executor-id",
+                f"bench-{k}",
+                "--go",
+                str(go),
+                "--case",
+                json.dumps(case or {}),
+            ],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        for k in range(processes)
+    ]
     try:
         for p in procs:
             line = p.stdout.readline()
             if '"ready"' not in line:
                 raise RuntimeError(f"DBOS process {p.pid} did not start: {line!r}")
-        with db.connect(db.conninfo().replace(f"dbname={conninfo_to_dict(db.conninfo())['dbname']}",
-                                              f"dbname={DBOS_DB}")) as conn:
-            before = conn.execute("select xact_commit from pg_stat_database where datname = %s",
-                                  (DBOS_DB,)).fetchone()["xact_commit"]
+        with db.connect(
+            db.conninfo().replace(f"dbname={conninfo_to_dict(db.conninfo())['dbname']}", f"dbname={DBOS_DB}")
+        ) as conn:
+            before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (DBOS_DB,)).fetchone()[
+                "xact_commit"
+            ]
             pg0, machine0 = _postgres_cpu_seconds(), _machine_cpu()
             go.touch()
             outs = [json.loads(p.stdout.readline()) for p in procs]
@@ -97,10 +125,12 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | 
                 p.wait(60)
             time.sleep(1.5)  # pg_stat_database is flushed by the backends at most every second
             conn.execute("select pg_stat_clear_snapshot()")
-            after = conn.execute("select xact_commit from pg_stat_database where datname = %s",
-                                 (DBOS_DB,)).fetchone()["xact_commit"]
-            rows = conn.execute("select status, (updated_at - created_at)::float8 as ms from dbos.workflow_status"
-                                ).fetchall()
+            after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (DBOS_DB,)).fetchone()[
+                "xact_commit"
+            ]
+            rows = conn.execute(
+                "select status, (updated_at - created_at)::float8 as ms from dbos.workflow_status"
+            ).fetchall()
     finally:
         go.unlink(missing_ok=True)
         for p in procs:
@@ -115,10 +145,17 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | 
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
     busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count()
     return {
-        "system": "dbos", "shape": shape, "n": n, "processes": processes, "concurrency": concurrency,
-        "statuses": statuses, "failed": n - statuses.get("SUCCESS", 0), "wall_s": round(wall, 3),
+        "system": "dbos",
+        "shape": shape,
+        "n": n,
+        "processes": processes,
+        "concurrency": concurrency,
+        "statuses": statuses,
+        "failed": n - statuses.get("SUCCESS", 0),
+        "wall_s": round(wall, 3),
         "workflows_per_s": round(n / wall, 1),
-        "e2e_p50_ms": round(statistics.median(server_ms), 1), "e2e_p99_ms": round(_pct(server_ms, 0.99), 1),
+        "e2e_p50_ms": round(statistics.median(server_ms), 1),
+        "e2e_p99_ms": round(_pct(server_ms, 0.99), 1),
         "client_p50_ms": round(statistics.median(client_s) * 1000, 1),
         "commits_per_workflow": round((after - before) / n, 2),
         "postgres_cpu_s_per_workflow": round(pg_cpu / n, 5),
@@ -134,6 +171,10 @@ def run_serial_dbos(n: int = 200, root: Path = ROOT) -> dict:
     """4-step workflows one at a time (one process, one thread): DBOS's latency floor, on the
     database clock as the runtime's serial figure is."""
     r = run_dbos("steps4", n, 1, 1, root=root)
-    return {"n": n, "serial_p50_ms": r["e2e_p50_ms"], "client_p50_ms": r["client_p50_ms"],
-            "note": "one DBOS process, one thread, each workflow called in-process; server-side = "
-                    "workflow_status.updated_at - created_at (database clock)"}
+    return {
+        "n": n,
+        "serial_p50_ms": r["e2e_p50_ms"],
+        "client_p50_ms": r["client_p50_ms"],
+        "note": "one DBOS process, one thread, each workflow called in-process; server-side = "
+        "workflow_status.updated_at - created_at (database clock)",
+    }

@@ -51,8 +51,7 @@ def _client(base_url: str):
 
     with _clients_lock:
         if base_url not in _clients:
-            _clients[base_url] = anthropic.Anthropic(base_url=base_url, api_key="stub-key-not-a-secret",
-                                                     max_retries=0)
+            _clients[base_url] = anthropic.Anthropic(base_url=base_url, api_key="stub-key-not-a-secret", max_retries=0)
         return _clients[base_url]
 
 
@@ -60,10 +59,12 @@ def _client(base_url: str):
 def decide(case: dict) -> dict:
     """One model call through the real anthropic SDK at the local stub (EMULATED model)."""
     response = _client(case["model_url"]).messages.create(
-        model="claude-haiku-4-5-20251001", max_tokens=300,
-        messages=[{"role": "user", "content": f"case_id: {case['id']}\nHow many cents should be refunded?"}])
+        model="claude-haiku-4-5-20251001",
+        max_tokens=300,
+        messages=[{"role": "user", "content": f"case_id: {case['id']}\nHow many cents should be refunded?"}],
+    )
     text = "".join(b.text for b in response.content if getattr(b, "type", None) == "text")
-    return json.loads(text[text.find("{"): text.rfind("}") + 1])
+    return json.loads(text[text.find("{") : text.rfind("}") + 1])
 
 
 @DBOS.step()
@@ -73,8 +74,12 @@ def refund(req: dict) -> dict:
     url = urllib.parse.urlsplit(req["target_url"])
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     try:
-        conn.request("POST", "/refunds", body=json.dumps({"payment": req["payment"], "amount": req["amount"]}),
-                     headers={"Content-Type": "application/json", "Idempotency-Key": DBOS.workflow_id or ""})
+        conn.request(
+            "POST",
+            "/refunds",
+            body=json.dumps({"payment": req["payment"], "amount": req["amount"]}),
+            headers={"Content-Type": "application/json", "Idempotency-Key": DBOS.workflow_id or ""},
+        )
         resp = conn.getresponse()
         body = json.loads(resp.read() or b"{}")
     finally:
@@ -135,8 +140,18 @@ def _run(args) -> None:
     t1 = time.time()
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     rss_mb = cpu1.ru_maxrss / 1024
-    print(json.dumps({"start": t0, "end": t1, "latencies_s": latencies, "rss_mb": rss_mb,
-                      "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "start": t0,
+                "end": t1,
+                "latencies_s": latencies,
+                "rss_mb": rss_mb,
+                "cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+            }
+        ),
+        flush=True,
+    )
     DBOS.destroy()
 
 

@@ -42,8 +42,15 @@ from prove.bench.full_write import write
 from prove.peers.targets_client import LocalRefunds, http_json
 
 
-def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = False, rounds: int = 1,
-        out=sys.stdout, out_dir: Path | None = None) -> dict:
+def run(
+    n: int = 1000,
+    workers: int = 2,
+    concurrency: int = 8,
+    quick: bool = False,
+    rounds: int = 1,
+    out=sys.stdout,
+    out_dir: Path | None = None,
+) -> dict:
     """The whole benchmark; writes runtime_bench.{md,json} and the latency PNG to ``out_dir``
     (default results/).
 
@@ -62,13 +69,22 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
     data = ROOT / ".data" / "bench"
     data.mkdir(parents=True, exist_ok=True)
     say = lambda s: (out.write(s + "\n"), out.flush())  # noqa: E731
-    report: dict = {"label": LABEL, "n": n, "workers": workers, "concurrency": concurrency, "rounds": rounds,
-                    "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
-                    "command": f"python manage.py bench --n {n} --workers {workers} --concurrency {concurrency}"
-                    + (f" --rounds {rounds}" if rounds != 1 else "") + (" --quick" if quick else "")
-                    + (f" --out {out_dir}" if out_dir is not None else "")}
-    with target_process(tier=1, queryable=True, ledger=data / f"ledger-{time.time_ns()}.sqlite") as target_url, \
-            model_stub_process() as model_url:
+    report: dict = {
+        "label": LABEL,
+        "n": n,
+        "workers": workers,
+        "concurrency": concurrency,
+        "rounds": rounds,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}",
+        "command": f"python manage.py bench --n {n} --workers {workers} --concurrency {concurrency}"
+        + (f" --rounds {rounds}" if rounds != 1 else "")
+        + (" --quick" if quick else "")
+        + (f" --out {out_dir}" if out_dir is not None else ""),
+    }
+    with (
+        target_process(tier=1, queryable=True, ledger=data / f"ledger-{time.time_ns()}.sqlite") as target_url,
+        model_stub_process() as model_url,
+    ):
         http_json("POST", f"{target_url}/admin/delay", {"seconds": TARGET_DELAY_S})
         serial_n = 50 if quick else 200
         # The serial runs use pay400.. too: per round one with the delay, one without.
@@ -80,8 +96,9 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
         raw_profile = data / "profile-steps4.txt"
         for k in range(rounds):
             say(f"round {k + 1} of {rounds}: runtime, 4 steps ...")
-            steps4 = run_runtime("bench_steps4", n, workers, concurrency, {}, lambda i, g: {},
-                                 profile_to=raw_profile if k == 0 else None)
+            steps4 = run_runtime(
+                "bench_steps4", n, workers, concurrency, {}, lambda i, g: {}, profile_to=raw_profile if k == 0 else None
+            )
             steps4.pop("effect_ms")
             if k == 0 and raw_profile.exists():
                 report["profile_steps4"] = profile_summary(raw_profile)
@@ -97,17 +114,26 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
                 serial_no_idle = run_serial_effect(target_url, serial_n, first_payment=400 + (rounds + k) * serial_n)
             finally:
                 http_json("POST", f"{target_url}/admin/delay", {"seconds": TARGET_DELAY_S})
-            say(f"  effect overhead {serial_no_idle['overhead_p50_ms']} ms with no delay; the machine after an "
-                "idle wait ...")
+            say(
+                f"  effect overhead {serial_no_idle['overhead_p50_ms']} ms with no delay; the machine after an "
+                "idle wait ..."
+            )
             # Right after the effect it explains: the overhead follows this machine's idle-wake
             # cost from run to run, so each round carries its own.
             wake = run_wake_floor(25 if quick else 100)
-            report["round_results"].append({
-                "runtime_steps4": steps4, "pgbench": pgbench, "runtime_serial_effect": serial_effect,
-                "runtime_serial_effect_no_delay": serial_no_idle, "wake_floor": wake,
-                "ratio_vs_commit_bound": round(steps4["workflows_per_s"] * steps4["commits_per_workflow"]
-                                               / pgbench["tps"], 3),
-                "effect_overhead_p50_ms": serial_effect["overhead_p50_ms"]})
+            report["round_results"].append(
+                {
+                    "runtime_steps4": steps4,
+                    "pgbench": pgbench,
+                    "runtime_serial_effect": serial_effect,
+                    "runtime_serial_effect_no_delay": serial_no_idle,
+                    "wake_floor": wake,
+                    "ratio_vs_commit_bound": round(
+                        steps4["workflows_per_s"] * steps4["commits_per_workflow"] / pgbench["tps"], 3
+                    ),
+                    "effect_overhead_p50_ms": serial_effect["overhead_p50_ms"],
+                }
+            )
         say("the machine after an idle wait (one round trip, one commit) ...")
         report["wake_floor"] = run_wake_floor(50 if quick else 200)
         # Against the targets: the median round of each figure (all rounds are in the report).
@@ -120,11 +146,17 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
         report["effect_overhead_p50_ms"] = by_effect["effect_overhead_p50_ms"]
         say("runtime: refund shape ...")
         report["runtime_refund"] = run_runtime(
-            "bench_refund", n, workers, concurrency, {"ILR_MODEL_BASE_URL": model_url},
-            lambda i, g: {"id": f"r{i}", "payment": f"pay{i}", "target": tspec, "grant_id": g})
+            "bench_refund",
+            n,
+            workers,
+            concurrency,
+            {"ILR_MODEL_BASE_URL": model_url},
+            lambda i, g: {"id": f"r{i}", "payment": f"pay{i}", "target": tspec, "grant_id": g},
+        )
         report["runtime_refund"]["effects_per_s"] = report["runtime_refund"]["workflows_per_s"]
-        report["effect_overhead_loaded_p50_ms"] = effect_overhead_ms(report["runtime_refund"].pop("effect_ms"),
-                                                                     target_url)
+        report["effect_overhead_loaded_p50_ms"] = effect_overhead_ms(
+            report["runtime_refund"].pop("effect_ms"), target_url
+        )
         say(f"  {report['runtime_refund']['workflows_per_s']} wf/s")
         say("runtime: serial 4 steps ...")
         report["runtime_serial"] = run_serial_runtime(50 if quick else 200)
@@ -135,23 +167,31 @@ def run(n: int = 1000, workers: int = 2, concurrency: int = 8, quick: bool = Fal
             report["temporal_steps4"] = run_temporal("steps4", n, workers, concurrency, lambda i: {}, server.address)
             say(f"  steps4 {report['temporal_steps4']['workflows_per_s']} wf/s")
             report["temporal_refund"] = run_temporal(
-                "refund", n, workers, concurrency,
+                "refund",
+                n,
+                workers,
+                concurrency,
                 lambda i: {"id": f"t{i}", "payment": f"pay{i}", "target_url": target_url, "model_url": model_url},
-                server.address)
+                server.address,
+            )
             say(f"  refund {report['temporal_refund']['workflows_per_s']} wf/s")
         _run_dbos(report, n, concurrency, target_url, model_url, say, quick)
-    report["scale"] = claim_explain_with_history(20_000 if quick else 100_000, 2_000 if quick else 10_000,
-                                                 5_000 if quick else 20_000)
+    report["scale"] = claim_explain_with_history(
+        20_000 if quick else 100_000, 2_000 if quick else 10_000, 5_000 if quick else 20_000
+    )
     s4, t4 = report["runtime_steps4"], report["temporal_steps4"]
     report["ratio_vs_temporal"] = round(s4["workflows_per_s"] / t4["workflows_per_s"], 2)
-    report["ratio_vs_temporal_refund"] = round(report["runtime_refund"]["workflows_per_s"]
-                                               / report["temporal_refund"]["workflows_per_s"], 2)
+    report["ratio_vs_temporal_refund"] = round(
+        report["runtime_refund"]["workflows_per_s"] / report["temporal_refund"]["workflows_per_s"], 2
+    )
     d4 = report["dbos_steps4"]
     report["ratio_vs_dbos"] = round(s4["workflows_per_s"] / d4["workflows_per_s"], 2)
-    report["ratio_vs_dbos_refund"] = round(report["runtime_refund"]["workflows_per_s"]
-                                           / report["dbos_refund"]["workflows_per_s"], 2)
-    report["serial_p50_vs_dbos"] = round(report["runtime_serial"]["serial_p50_ms"]
-                                         / report["dbos_serial"]["serial_p50_ms"], 3)
+    report["ratio_vs_dbos_refund"] = round(
+        report["runtime_refund"]["workflows_per_s"] / report["dbos_refund"]["workflows_per_s"], 2
+    )
+    report["serial_p50_vs_dbos"] = round(
+        report["runtime_serial"]["serial_p50_ms"] / report["dbos_serial"]["serial_p50_ms"], 3
+    )
     report["wall_s"] = round(time.monotonic() - started, 1)
     write(report, out_dir)
     return report
@@ -176,8 +216,9 @@ def _run_dbos(report: dict, n: int, concurrency: int, target_url: str, model_url
     best = max(report["dbos_steps4_by_processes"], key=lambda r: r["workflows_per_s"])
     report["dbos_steps4"] = best
     say(f"DBOS: refund shape, {best['processes']} process(es) ...")
-    report["dbos_refund"] = run_dbos("refund", n, best["processes"], concurrency,
-                                     case={"target_url": target_url, "model_url": model_url})
+    report["dbos_refund"] = run_dbos(
+        "refund", n, best["processes"], concurrency, case={"target_url": target_url, "model_url": model_url}
+    )
     say(f"  {report['dbos_refund']['workflows_per_s']} wf/s; DBOS: serial 4 steps ...")
     report["dbos_serial"] = run_serial_dbos(50 if quick else 200)
     say(f"  p50 {report['dbos_serial']['serial_p50_ms']} ms")

@@ -23,9 +23,12 @@ def bench_refund(ctx, case):
 
     target = target_for(case)
     d = ctx.decide("pick_amount", call=call_model, request=model.build_request({"case_id": case["id"]}))
-    r = ctx.effect(target, key=f"bench:{case['id']}", payload={"payment": case["payment"],
-                                                               "amount": d.output["amount"]},
-                   grant=case["grant_id"])
+    r = ctx.effect(
+        target,
+        key=f"bench:{case['id']}",
+        payload={"payment": case["payment"], "amount": d.output["amount"]},
+        grant=case["grant_id"],
+    )
     return r.status
 
 
@@ -35,8 +38,11 @@ def _timed_direct_apply(case: dict) -> float:
 
     target = target_for(case)
     t = time.perf_counter()
-    target.apply(f"direct-{case['id']}-{time.time_ns()}", {"payment": case["direct_payment"], "amount": 1},
-                 timeout=target.send_timeout)
+    target.apply(
+        f"direct-{case['id']}-{time.time_ns()}",
+        {"payment": case["direct_payment"], "amount": 1},
+        timeout=target.send_timeout,
+    )
     return (time.perf_counter() - t) * 1000
 
 
@@ -55,6 +61,7 @@ def bench_effect_timed(ctx, case):
     target = target_for(case)
     direct_ms = ctx.step("direct", _timed_direct_apply, case)
     t = time.perf_counter()
-    r = ctx.effect(target, key=f"timed:{case['id']}", payload={"payment": case["payment"], "amount": 1},
-                   grant=case["grant_id"])
+    r = ctx.effect(
+        target, key=f"timed:{case['id']}", payload={"payment": case["payment"], "amount": 1}, grant=case["grant_id"]
+    )
     return {"status": r.status, "direct_ms": direct_ms, "effect_ms": (time.perf_counter() - t) * 1000}

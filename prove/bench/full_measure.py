@@ -82,8 +82,9 @@ its worst gap under full load is measured; every fenced write renews the lease a
 HEARTBEAT_LINE = re.compile(r"heartbeat: (\d+) beats, worst gap ([0-9.]+) s \(schedule ([0-9.]+) s\)")
 
 
-def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: dict, inputs,
-                profile_to: Path | None = None) -> dict:
+def run_runtime(
+    shape: str, n: int, workers: int, concurrency: int, env_extra: dict, inputs, profile_to: Path | None = None
+) -> dict:
     """N workflows of ``shape`` ("bench_steps4" or "bench_refund") over W worker subprocesses.
 
     ``inputs(i, grant_id)`` builds workflow i's input; the refund shape's policy grant is issued
@@ -96,13 +97,32 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
     env.pop("ILR_KILL_AT", None)
     logs = ROOT / ".data" / "bench"
     logs.mkdir(parents=True, exist_ok=True)
-    procs = [subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"{shape}-{w}",
-         "--import", "prove.bench.full_flows", "--only", f"{shape}@1", "--lease-ttl", str(BENCH_LEASE_TTL),
-         "--poll", "1.0",
-         "--concurrency", str(concurrency)],
-        cwd=ROOT, env=env, stdout=open(logs / f"{shape}-{w}.log", "wb"), stderr=subprocess.STDOUT)
-        for w in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "manage.py"),
+                "ilr_worker",
+                "--id",
+                f"{shape}-{w}",
+                "--import",
+                "prove.bench.full_flows",
+                "--only",
+                f"{shape}@1",
+                "--lease-ttl",
+                str(BENCH_LEASE_TTL),
+                "--poll",
+                "1.0",
+                "--concurrency",
+                str(concurrency),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=open(logs / f"{shape}-{w}.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
+        for w in range(workers)
+    ]
     try:
         time.sleep(3)
         with db.connect(dsn) as conn:
@@ -113,10 +133,16 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
             profiler = _start_profiler(procs[0].pid, profile_to) if profile_to else None
             t0 = time.monotonic()
             with conn.cursor() as cur:
-                cur.executemany("insert into ilr.workflows (id, name, version, input) values (%s, %s, '1', %s::jsonb)",
-                                [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)])
-            while conn.execute("select count(*) as c from ilr.workflows where status in "
-                               "('completed','failed','stuck')").fetchone()["c"] < n:
+                cur.executemany(
+                    "insert into ilr.workflows (id, name, version, input) values (%s, %s, '1', %s::jsonb)",
+                    [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)],
+                )
+            while (
+                conn.execute(
+                    "select count(*) as c from ilr.workflows where status in ('completed','failed','stuck')"
+                ).fetchone()["c"]
+                < n
+            ):
                 if time.monotonic() - t0 > 900:
                     raise TimeoutError(f"{shape}: not finished in 900 s")
                 time.sleep(0.05)
@@ -128,27 +154,42 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
             failures = _failures(conn, shape)
             effect_statuses = _effect_statuses(conn)
             # A claim of a workflow that was running is a takeover: its owner's lease had lapsed.
-            takeovers = conn.execute("select count(*) as c from ilr.claims where prev_status = 'running'"
-                                     ).fetchone()["c"]
+            takeovers = conn.execute("select count(*) as c from ilr.claims where prev_status = 'running'").fetchone()[
+                "c"
+            ]
             rss = max(_peak_rss_mb(p.pid) for p in procs)
             worker_cpu = sum(_cpu_seconds(p.pid) for p in procs) - worker_cpu0
             for p in procs:
                 p.terminate()
             for p in procs:
                 p.wait(30)
-            heartbeats = [HEARTBEAT_LINE.search((logs / f"{shape}-{w}.log").read_text(errors="replace"))
-                          for w in range(workers)]
+            heartbeats = [
+                HEARTBEAT_LINE.search((logs / f"{shape}-{w}.log").read_text(errors="replace")) for w in range(workers)
+            ]
             time.sleep(1.5)
             conn.execute("select pg_stat_clear_snapshot()")
             after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
-            e2e = [r["s"] for r in conn.execute(
-                "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows").fetchall()]
-            effect_ms = [r["ms"] for r in conn.execute(
-                "select extract(epoch from s.created_at - p.created_at)::float8 * 1000 as ms from ilr.steps s "
-                "join ilr.steps p on p.workflow_id = s.workflow_id and p.seq = s.seq - 1 where s.kind = 'effect'")]
-            per_call = [r["s"] for r in conn.execute(
-                "select extract(epoch from created_at - lag(created_at) over (partition by workflow_id order by seq))"
-                "::float8 as s from ilr.steps").fetchall() if r["s"] is not None]
+            e2e = [
+                r["s"]
+                for r in conn.execute(
+                    "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows"
+                ).fetchall()
+            ]
+            effect_ms = [
+                r["ms"]
+                for r in conn.execute(
+                    "select extract(epoch from s.created_at - p.created_at)::float8 * 1000 as ms from ilr.steps s "
+                    "join ilr.steps p on p.workflow_id = s.workflow_id and p.seq = s.seq - 1 where s.kind = 'effect'"
+                )
+            ]
+            per_call = [
+                r["s"]
+                for r in conn.execute(
+                    "select extract(epoch from created_at - lag(created_at) over "
+                    "(partition by workflow_id order by seq))::float8 as s from ilr.steps"
+                ).fetchall()
+                if r["s"] is not None
+            ]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -156,20 +197,29 @@ def run_runtime(shape: str, n: int, workers: int, concurrency: int, env_extra: d
                 p.wait(10)
     busy = (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count()
     return {
-        "system": "runtime", "shape": shape, "n": n, "failed": len(failures), "failures": failures[:10],
-        "effect_statuses": effect_statuses, "takeovers": takeovers, "wall_s": round(wall, 3),
-        "workflows_per_s": round(n / wall, 1), "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
+        "system": "runtime",
+        "shape": shape,
+        "n": n,
+        "failed": len(failures),
+        "failures": failures[:10],
+        "effect_statuses": effect_statuses,
+        "takeovers": takeovers,
+        "wall_s": round(wall, 3),
+        "workflows_per_s": round(n / wall, 1),
+        "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
         "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1),
         "durable_call_p50_ms": round(statistics.median(per_call) * 1000, 2) if per_call else None,
         "commits_per_workflow": round((after["xact_commit"] - before["xact_commit"]) / n, 2),
-        "postgres_cpu_s_per_workflow": round(cpu / n, 5), "worker_peak_rss_mb": round(rss, 1),
+        "postgres_cpu_s_per_workflow": round(cpu / n, 5),
+        "worker_peak_rss_mb": round(rss, 1),
         "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
         "machine_busy_cores": round(busy, 2),
         "workflows_per_s_per_busy_core": round(n / wall / busy, 1) if busy else None,
         "heartbeats": sum(int(m[1]) for m in heartbeats if m),
         "worst_heartbeat_gap_s": max((float(m[2]) for m in heartbeats if m), default=None),
         "heartbeat_schedule_s": round(BENCH_LEASE_TTL / 3, 3),
-        "e2e_ms": [round(x * 1000, 2) for x in e2e], "effect_ms": effect_ms,
+        "e2e_ms": [round(x * 1000, 2) for x in e2e],
+        "effect_ms": effect_ms,
     }
 
 
@@ -185,21 +235,30 @@ def _failures(conn, shape: str) -> list[dict]:
     """
     from ilr.effects import EffectResult
 
-    rows = [{"workflow_id": r["id"], "status": r["status"], "error": r["error"]} for r in conn.execute(
-        "select id, status, error from ilr.workflows where status <> 'completed' order by id")]
+    rows = [
+        {"workflow_id": r["id"], "status": r["status"], "error": r["error"]}
+        for r in conn.execute("select id, status, error from ilr.workflows where status <> 'completed' order by id")
+    ]
     if shape == "bench_refund":
-        rows += [{"workflow_id": r["workflow_id"], "effect_status": r["output"].get("status"), "output": r["output"]}
-                 for r in conn.execute("select workflow_id, output from ilr.steps where kind = 'effect' "
-                                       "order by workflow_id")
-                 if not EffectResult(r["output"].get("status", ""), "").committed]
+        rows += [
+            {"workflow_id": r["workflow_id"], "effect_status": r["output"].get("status"), "output": r["output"]}
+            for r in conn.execute(
+                "select workflow_id, output from ilr.steps where kind = 'effect' order by workflow_id"
+            )
+            if not EffectResult(r["output"].get("status", ""), "").committed
+        ]
     return rows
 
 
 def _effect_statuses(conn) -> dict[str, int]:
     """{EffectResult status: count} over the run's recorded effect steps."""
-    return {r["status"]: r["n"] for r in conn.execute(
-        "select output->>'status' as status, count(*) as n from ilr.steps where kind = 'effect' "
-        "group by 1 order by 1")}
+    return {
+        r["status"]: r["n"]
+        for r in conn.execute(
+            "select output->>'status' as status, count(*) as n from ilr.steps where kind = 'effect' "
+            "group by 1 order by 1"
+        )
+    }
 
 
 def _start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
@@ -212,9 +271,24 @@ def _start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
     if exe is None:
         sys.stderr.write("bench: py-spy not found (pip install py-spy); no CPU profile\n")
         return None
-    proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "250", "--nonblocking", "--gil",
-                             "--format", "raw",
-                             "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            exe,
+            "record",
+            "--pid",
+            str(pid),
+            "--rate",
+            "250",
+            "--nonblocking",
+            "--gil",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     time.sleep(1.0)  # attach before the workflows are inserted
     return proc
 
@@ -232,8 +306,10 @@ PROFILE_GROUPS = (
     ("json and canonical encoding", ("json/", "ilr/codec.py")),
     ("journal sealing (sha256, Ed25519)", ("ilr/journal.py", "cryptography/")),
     # Substrings of a frame's file: "ilr/context" is ilr/context.py and every ilr/context_*.py.
-    ("the worker loop, replay and step bookkeeping", ("ilr/worker", "ilr/claims.py", "ilr/run_workflow.py",
-                                                      "ilr/context", "ilr/store.py")),
+    (
+        "the worker loop, replay and step bookkeeping",
+        ("ilr/worker", "ilr/claims.py", "ilr/run_workflow.py", "ilr/context", "ilr/store.py"),
+    ),
     ("threads and queues", ("threading.py", "concurrent/futures", "queue.py")),
 )
 
@@ -261,8 +337,11 @@ def profile_summary(raw: Path, top: int = 12) -> dict:
         group = next((g for g, keys in PROFILE_GROUPS if any(k in frame for k in keys)), "other")
         groups[group] += n
     share = lambda c: round(c / total, 3) if total else 0.0  # noqa: E731
-    return {"samples": total, "top_self": [[f, share(c)] for f, c in leaf.most_common(top)],
-            "groups": [[g, share(c)] for g, c in groups.most_common()]}
+    return {
+        "samples": total,
+        "top_self": [[f, share(c)] for f, c in leaf.most_common(top)],
+        "groups": [[g, share(c)] for g, c in groups.most_common()],
+    }
 
 
 RESULT_POLL_S = 0.02
@@ -275,10 +354,29 @@ def run_serial_runtime(n: int = 100) -> dict:
 
     dsn = _fresh_db()
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "serial", "--import",
-                             "prove.bench.full_flows", "--only", "bench_steps4@1", "--lease-ttl", "30", "--poll", "1.0",
-                             "--concurrency", "1"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "ilr_worker",
+            "--id",
+            "serial",
+            "--import",
+            "prove.bench.full_flows",
+            "--only",
+            "bench_steps4@1",
+            "--lease-ttl",
+            "30",
+            "--poll",
+            "1.0",
+            "--concurrency",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         time.sleep(3)
         rt = Runtime(dsn)
@@ -287,15 +385,22 @@ def run_serial_runtime(n: int = 100) -> dict:
         for i in range(n):
             rt.start("bench_steps4", f"serial-{i}", {})
             rt.result(f"serial-{i}", timeout=30, poll=RESULT_POLL_S)
-        server = [r["s"] * 1000 for r in rt.connection().execute(
-            "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows").fetchall()]
+        server = [
+            r["s"] * 1000
+            for r in rt.connection()
+            .execute("select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows")
+            .fetchall()
+        ]
         rt.close()
     finally:
         proc.terminate()
         proc.wait(30)
-    return {"n": n, "serial_p50_ms": round(statistics.median(server), 2),
-            "note": "worker poll 1 s: each start wakes the idle worker by LISTEN/NOTIFY; server-side = "
-                    "completed updated_at - created_at (database clock)"}
+    return {
+        "n": n,
+        "serial_p50_ms": round(statistics.median(server), 2),
+        "note": "worker poll 1 s: each start wakes the idle worker by LISTEN/NOTIFY; server-side = "
+        "completed updated_at - created_at (database clock)",
+    }
 
 
 def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> dict:
@@ -318,18 +423,46 @@ def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> d
     tspec = {"url": target_url, "tier": 1, "queryable": True, "send_timeout": 10, "settle_margin": 5}
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
     env.pop("ILR_KILL_AT", None)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "serial-effect",
-                             "--import", "prove.bench.full_flows", "--only", "bench_effect_timed@1",
-                             "--lease-ttl", "30", "--poll", "1.0", "--concurrency", "1"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "ilr_worker",
+            "--id",
+            "serial-effect",
+            "--import",
+            "prove.bench.full_flows",
+            "--only",
+            "bench_effect_timed@1",
+            "--lease-ttl",
+            "30",
+            "--poll",
+            "1.0",
+            "--concurrency",
+            "1",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         time.sleep(3)
         rt = Runtime(dsn)
         results = []
         for i in range(first_payment, first_payment + n):
             wf = f"serial-effect-{i}"
-            rt.start("bench_effect_timed", wf, {"id": f"se{i}", "payment": f"pay{i}", "direct_payment": f"pay{i + n}",
-                                                "target": tspec, "grant_id": grant})
+            rt.start(
+                "bench_effect_timed",
+                wf,
+                {
+                    "id": f"se{i}",
+                    "payment": f"pay{i}",
+                    "direct_payment": f"pay{i + n}",
+                    "target": tspec,
+                    "grant_id": grant,
+                },
+            )
             results.append(rt.result(wf, timeout=30, poll=RESULT_POLL_S))
         rt.close()
     finally:
@@ -338,12 +471,16 @@ def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> d
     committed = [r for r in results if r["status"] == "COMMITTED"]
     effect = [r["effect_ms"] for r in committed]
     direct = [r["direct_ms"] for r in committed]
-    return {"n": n, "committed": len(committed), "effect_p50_ms": round(statistics.median(effect), 2),
-            "effect_p99_ms": round(_pct(effect, 0.99), 2),
-            "direct_call_p50_ms": round(statistics.median(direct), 2),
-            "overhead_p50_ms": round(statistics.median(effect) - statistics.median(direct), 2),
-            "note": "both timed inside the worker process on its monotonic clock: effect = the ctx.effect call; "
-                    "direct = LocalRefunds.apply with a fresh key, one at a time"}
+    return {
+        "n": n,
+        "committed": len(committed),
+        "effect_p50_ms": round(statistics.median(effect), 2),
+        "effect_p99_ms": round(_pct(effect, 0.99), 2),
+        "direct_call_p50_ms": round(statistics.median(direct), 2),
+        "overhead_p50_ms": round(statistics.median(effect) - statistics.median(direct), 2),
+        "note": "both timed inside the worker process on its monotonic clock: effect = the ctx.effect call; "
+        "direct = LocalRefunds.apply with a fresh key, one at a time",
+    }
 
 
 def run_wake_floor(n: int = 200, idle_s: float = TARGET_DELAY_S) -> dict:
@@ -382,10 +519,26 @@ def run_wake_floor(n: int = 200, idle_s: float = TARGET_DELAY_S) -> dict:
 def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, server_address: str) -> dict:
     """The same shape on the Temporal dev server, worker subprocesses, same N and concurrency."""
     task_queue = f"bench-{shape}-{time.time_ns()}"
-    procs = [subprocess.Popen([sys.executable, "-m", "prove.bench.temporal_flows", "worker", "--address",
-                               server_address, "--task-queue", task_queue, "--concurrency", str(concurrency)],
-                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-             for _ in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "prove.bench.temporal_flows",
+                "worker",
+                "--address",
+                server_address,
+                "--task-queue",
+                task_queue,
+                "--concurrency",
+                str(concurrency),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(workers)
+    ]
 
     async def drive():
         from temporalio.client import Client
@@ -418,25 +571,33 @@ def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, ser
             p.terminate()
         for p in procs:
             p.wait(30)
-    return {"system": "temporal", "shape": shape, "n": n, "wall_s": round(wall, 3),
-            "workflows_per_s": round(n / wall, 1), "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
-            "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1), "worker_peak_rss_mb": round(rss, 1),
-            "machine_busy_cores": round(busy, 2), "workflows_per_s_per_busy_core": round(n / wall / busy, 1)
-            if busy else None,
-            "e2e_ms": [round(x * 1000, 2) for x in e2e]}
+    return {
+        "system": "temporal",
+        "shape": shape,
+        "n": n,
+        "wall_s": round(wall, 3),
+        "workflows_per_s": round(n / wall, 1),
+        "e2e_p50_ms": round(statistics.median(e2e) * 1000, 1),
+        "e2e_p99_ms": round(_pct(e2e, 0.99) * 1000, 1),
+        "worker_peak_rss_mb": round(rss, 1),
+        "machine_busy_cores": round(busy, 2),
+        "workflows_per_s_per_busy_core": round(n / wall / busy, 1) if busy else None,
+        "e2e_ms": [round(x * 1000, 2) for x in e2e],
+    }
 
 
 def effect_overhead_ms(effect_ms: list[float], target_url: str) -> float | None:
     """p50 of the effect step's duration (from the decide row to the effect row) minus p50 of the
     target's own processing time (its access log), in ms: what a gated effect adds."""
     log = http_json("GET", f"{target_url}/access_log")[1]["entries"]
-    target_ms = [(e["t_done_mono"] - e["t_mono"]) * 1000 for e in log
-                 if e.get("path") == "/refunds" and e.get("method") == "POST" and e.get("t_done_mono")]
+    target_ms = [
+        (e["t_done_mono"] - e["t_mono"]) * 1000
+        for e in log
+        if e.get("path") == "/refunds" and e.get("method") == "POST" and e.get("t_done_mono")
+    ]
     if not effect_ms or not target_ms:
         return None
     return round(statistics.median(effect_ms) - statistics.median(target_ms), 2)
-
-
 
 
 def _policy_grant(dsn: str) -> str:

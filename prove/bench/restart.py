@@ -47,8 +47,14 @@ def restart_waiting(ctx, input):
     return ctx.wait_signal("go")
 
 
-def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: float = 5.0, poll: float = 1.0,
-        out=sys.stdout) -> dict:
+def run(
+    waiting: int = 40,
+    inflight: int = 4,
+    concurrency: int = 8,
+    lease_ttl: float = 5.0,
+    poll: float = 1.0,
+    out=sys.stdout,
+) -> dict:
     """Run the measurement once; returns the figures (also written to ``out`` as JSON).
 
     Raises:
@@ -72,24 +78,58 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
     ids_in = [f"in{i}" for i in range(inflight)]
     ids_wait = [f"wait{i}" for i in range(waiting)]
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "r1", "--import", "prove.bench.restart",
-         "--only", "restart_inflight@1,restart_waiting@1", "--lease-ttl", str(lease_ttl), "--poll", str(poll),
-         "--concurrency", str(concurrency)],
-        cwd=ROOT, env=env, stdout=open(log_dir / "restart_r1.log", "wb"), stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "ilr_worker",
+            "--id",
+            "r1",
+            "--import",
+            "prove.bench.restart",
+            "--only",
+            "restart_inflight@1,restart_waiting@1",
+            "--lease-ttl",
+            str(lease_ttl),
+            "--poll",
+            str(poll),
+            "--concurrency",
+            str(concurrency),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log_dir / "restart_r1.log", "wb"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         with db.connect(dsn) as conn:
             for d in (restart_inflight, restart_waiting):
-                conn.execute("insert into ilr.deployments (name, version, code_sha256) values (%s, '1', %s) "
-                             "on conflict do nothing", (d.__ilr_workflow__.name, d.__ilr_workflow__.code_sha256))
+                conn.execute(
+                    "insert into ilr.deployments (name, version, code_sha256) values (%s, '1', %s) "
+                    "on conflict do nothing",
+                    (d.__ilr_workflow__.name, d.__ilr_workflow__.code_sha256),
+                )
             for wf_id in ids_in:
-                conn.execute("insert into ilr.workflows (id, name, version, input) values "
-                             "(%s, 'restart_inflight', '1', %s::jsonb)", (wf_id, json.dumps({"path": str(gate)})))
-            conn.execute("insert into ilr.workflows (id, name, version, input) "
-                         "select x, 'restart_waiting', '1', '{}' from unnest(%s::text[]) x", (ids_wait,))
-            status = "select count(*) filter (where status = 'running' and name = 'restart_inflight') as running, " \
-                     "count(*) filter (where status = 'sleeping') as sleeping from ilr.workflows"
-            until(lambda: (lambda r: r["running"] == inflight and r["sleeping"] == waiting)(
-                conn.execute(status).fetchone()), 60, "every workflow in place")
+                conn.execute(
+                    "insert into ilr.workflows (id, name, version, input) values "
+                    "(%s, 'restart_inflight', '1', %s::jsonb)",
+                    (wf_id, json.dumps({"path": str(gate)})),
+                )
+            conn.execute(
+                "insert into ilr.workflows (id, name, version, input) "
+                "select x, 'restart_waiting', '1', '{}' from unnest(%s::text[]) x",
+                (ids_wait,),
+            )
+            status = (
+                "select count(*) filter (where status = 'running' and name = 'restart_inflight') as running, "
+                "count(*) filter (where status = 'sleeping') as sleeping from ilr.workflows"
+            )
+            until(
+                lambda: (lambda r: r["running"] == inflight and r["sleeping"] == waiting)(
+                    conn.execute(status).fetchone()
+                ),
+                60,
+                "every workflow in place",
+            )
         cluster.stop()  # pg_ctl stop -m fast: every session, the worker's included, is terminated
         cluster.start()  # returns once the server accepts connections
         up = time.monotonic()
@@ -104,8 +144,11 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
             left = set(ids_in + ids_wait)
 
             def progressed() -> bool:
-                rows = conn.execute("select id, status from ilr.workflows where id = any(%s) and status in "
-                                    "('completed','stuck','failed')", (list(left),)).fetchall()
+                rows = conn.execute(
+                    "select id, status from ilr.workflows where id = any(%s) and status in "
+                    "('completed','stuck','failed')",
+                    (list(left),),
+                ).fetchall()
                 now = time.monotonic() - up
                 for r in rows:
                     done[r["id"]] = now
@@ -116,7 +159,8 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
             summary = conn.execute(
                 "select (select count(*) from ilr.claims where prev_status = 'running') as takeovers, "
                 "(select count(*) from ilr.workflows where status = 'stuck') as stuck, "
-                "(select count(*) from ilr.workflows where status = 'completed') as completed").fetchone()
+                "(select count(*) from ilr.workflows where status = 'completed') as completed"
+            ).fetchone()
     finally:
         gate.touch()  # a worker drains its in-flight runs before it exits: let the step bodies return
         if proc.poll() is None:
@@ -130,12 +174,19 @@ def run(waiting: int = 40, inflight: int = 4, concurrency: int = 8, lease_ttl: f
         gate_dir.rmdir()
     times = sorted(done.values())
     result = {
-        "waiting": waiting, "inflight": inflight, "concurrency": concurrency, "lease_ttl_s": lease_ttl, "poll_s": poll,
-        "recovery_max_s": round(times[-1], 3), "recovery_p50_s": round(statistics.median(times), 3),
+        "waiting": waiting,
+        "inflight": inflight,
+        "concurrency": concurrency,
+        "lease_ttl_s": lease_ttl,
+        "poll_s": poll,
+        "recovery_max_s": round(times[-1], 3),
+        "recovery_p50_s": round(statistics.median(times), 3),
         "inflight_recovery_max_s": round(max(done[i] for i in ids_in), 3) if ids_in else None,
-        "completed": summary["completed"], "stuck": summary["stuck"], "takeover_claims": summary["takeovers"],
+        "completed": summary["completed"],
+        "stuck": summary["stuck"],
+        "takeover_claims": summary["takeovers"],
         "measured": "monotonic time from pg_ctl start returning (server accepts connections) to each workflow's "
-                    "terminal status being visible, polled every 20 ms",
+        "terminal status being visible, polled every 20 ms",
     }
     out.write(json.dumps(result, indent=2) + "\n")
     return result
@@ -153,22 +204,32 @@ def write_results(result: dict, command: str) -> None:
         result: ``run``'s figures.
         command: the command line that made them.
     """
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True, check=False).stdout.strip() or "unknown"
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+        or "unknown"
+    )
     row = {**result, "command": command, "commit": commit, "machine": f"{os.cpu_count()} cores"}
     path = RESULTS.with_suffix(".json")
     rows = json.loads(path.read_text()) if path.exists() else []
     key = tuple(row[k] for k in CONFIG_KEYS)
     rows = [r for r in rows if tuple(r[k] for k in CONFIG_KEYS) != key] + [row]
     path.write_text(json.dumps(rows, indent=2) + "\n")
-    lines = ["# Database restart: time to progress", "",
-             "Made by `manage.py bench_restart` (each row's command below); one worker, the embedded "
-             "PostgreSQL stopped (`pg_ctl stop -m fast`) and started under it. Time: " + rows[-1]["measured"] + ".",
-             "", "| waiting | in a step | concurrency | lease (s) | poll (s) | slowest (s) | median (s) | "
-             "in-step slowest (s) | completed | stuck | takeover claims | commit | command |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "# Database restart: time to progress",
+        "",
+        "Made by `manage.py bench_restart` (each row's command below); one worker, the embedded "
+        "PostgreSQL stopped (`pg_ctl stop -m fast`) and started under it. Time: " + rows[-1]["measured"] + ".",
+        "",
+        "| waiting | in a step | concurrency | lease (s) | poll (s) | slowest (s) | median (s) | "
+        "in-step slowest (s) | completed | stuck | takeover claims | commit | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['waiting']} | {r['inflight']} | {r['concurrency']} | {r['lease_ttl_s']} | {r['poll_s']} | "
-                     f"{r['recovery_max_s']} | {r['recovery_p50_s']} | {r['inflight_recovery_max_s']} | "
-                     f"{r['completed']} | {r['stuck']} | {r['takeover_claims']} | {r['commit']} | `{r['command']}` |")
+        lines.append(
+            f"| {r['waiting']} | {r['inflight']} | {r['concurrency']} | {r['lease_ttl_s']} | {r['poll_s']} | "
+            f"{r['recovery_max_s']} | {r['recovery_p50_s']} | {r['inflight_recovery_max_s']} | "
+            f"{r['completed']} | {r['stuck']} | {r['takeover_claims']} | {r['commit']} | `{r['command']}` |"
+        )
     RESULTS.with_suffix(".md").write_text("\n".join(lines) + "\n")

@@ -41,10 +41,12 @@ def _client(base_url: str):
 def decide(case: dict) -> dict:
     """One model call through the real anthropic SDK at the local stub (EMULATED model)."""
     response = _client(case["model_url"]).messages.create(
-            model="claude-haiku-4-5-20251001", max_tokens=300,
-        messages=[{"role": "user", "content": f"case_id: {case['id']}\nHow many cents should be refunded?"}])
+        model="claude-haiku-4-5-20251001",
+        max_tokens=300,
+        messages=[{"role": "user", "content": f"case_id: {case['id']}\nHow many cents should be refunded?"}],
+    )
     text = "".join(b.text for b in response.content if getattr(b, "type", None) == "text")
-    return json.loads(text[text.find("{"): text.rfind("}") + 1])
+    return json.loads(text[text.find("{") : text.rfind("}") + 1])
 
 
 @activity.defn
@@ -55,8 +57,12 @@ def refund(req: dict) -> dict:
     url = urllib.parse.urlsplit(req["target_url"])
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     try:
-        conn.request("POST", "/refunds", body=json.dumps({"payment": req["payment"], "amount": req["amount"]}),
-                     headers={"Content-Type": "application/json", "Idempotency-Key": key})
+        conn.request(
+            "POST",
+            "/refunds",
+            body=json.dumps({"payment": req["payment"], "amount": req["amount"]}),
+            headers={"Content-Type": "application/json", "Idempotency-Key": key},
+        )
         resp = conn.getresponse()
         body = json.loads(resp.read() or b"{}")
     finally:
@@ -70,8 +76,9 @@ def refund(req: dict) -> dict:
 class Steps4:
     @workflow.run
     async def run(self) -> list:
-        return [await workflow.execute_activity(noop, i, start_to_close_timeout=timedelta(seconds=30))
-                for i in range(4)]
+        return [
+            await workflow.execute_activity(noop, i, start_to_close_timeout=timedelta(seconds=30)) for i in range(4)
+        ]
 
 
 @workflow.defn
@@ -80,8 +87,10 @@ class RefundShape:
     async def run(self, case: dict) -> dict:
         d = await workflow.execute_activity(decide, case, start_to_close_timeout=timedelta(seconds=30))
         return await workflow.execute_activity(
-            refund, {"target_url": case["target_url"], "payment": case["payment"], "amount": d["amount"]},
-            start_to_close_timeout=timedelta(seconds=30))
+            refund,
+            {"target_url": case["target_url"], "payment": case["payment"], "amount": d["amount"]},
+            start_to_close_timeout=timedelta(seconds=30),
+        )
 
 
 async def _worker(address: str, task_queue: str, concurrency: int) -> None:
@@ -92,9 +101,15 @@ async def _worker(address: str, task_queue: str, concurrency: int) -> None:
 
     client = await Client.connect(address)
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        worker = Worker(client, task_queue=task_queue, workflows=[Steps4, RefundShape],
-                        activities=[noop, decide, refund], activity_executor=pool,
-                        max_concurrent_activities=concurrency, max_concurrent_workflow_tasks=concurrency)
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[Steps4, RefundShape],
+            activities=[noop, decide, refund],
+            activity_executor=pool,
+            max_concurrent_activities=concurrency,
+            max_concurrent_workflow_tasks=concurrency,
+        )
         await worker.run()
 
 

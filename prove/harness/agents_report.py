@@ -30,8 +30,13 @@ from prove.harness.waiting import until
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "agents.md"
 REPORT_DB = "ilr_agents_report"
-POINTS = ("decide_after_response@2", "step_after_record@2", "effect_after_dispatch", "effect_after_send",
-          "effect_after_commit")
+POINTS = (
+    "decide_after_response@2",
+    "step_after_record@2",
+    "effect_after_dispatch",
+    "effect_after_send",
+    "effect_after_commit",
+)
 """The kill points of a cell (``@2``: the turn that proposes the refund; the lookup step, the
 agent's key step being the first)."""
 TIERS = (1, 2, 3)
@@ -53,10 +58,28 @@ class Matrix:
     def _worker(self, name: str, **env) -> subprocess.Popen:
         with open(self.work / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", name, "--import",
-                 "prove.agent_refund", "--only", "agent_refund@1", "--lease-ttl", "2", "--poll", "0.1",
-                 "--concurrency", "2"],
-                cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT)
+                [
+                    sys.executable,
+                    str(ROOT / "manage.py"),
+                    "ilr_worker",
+                    "--id",
+                    name,
+                    "--import",
+                    "prove.agent_refund",
+                    "--only",
+                    "agent_refund@1",
+                    "--lease-ttl",
+                    "2",
+                    "--poll",
+                    "0.1",
+                    "--concurrency",
+                    "2",
+                ],
+                cwd=ROOT,
+                env={**self.env, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.procs.append(proc)
         return proc
 
@@ -86,10 +109,12 @@ class Matrix:
                         for point in self.points:
                             cell = self._cell(url, tier, point)
                             cells.append(cell)
-                            self.say(f"tier {tier} {point:24s} {cell['status']:22s} applications "
-                                     f"{cell['applications']} duplicates {cell['duplicates']} unapproved "
-                                     f"{cell['unapproved_sends']} discarded {cell['discarded_model_calls']} "
-                                     f"transcript {'same' if cell['transcript_replayed'] else 'DIFFERENT'}")
+                            self.say(
+                                f"tier {tier} {point:24s} {cell['status']:22s} applications "
+                                f"{cell['applications']} duplicates {cell['duplicates']} unapproved "
+                                f"{cell['unapproved_sends']} discarded {cell['discarded_model_calls']} "
+                                f"transcript {'same' if cell['transcript_replayed'] else 'DIFFERENT'}"
+                            )
                         from prove.peers.targets_client import http_json
 
                         evidence["ledger"] += http_json("GET", f"{url}/ledger")[1]["rows"]
@@ -103,8 +128,12 @@ class Matrix:
             for proc in self.procs:
                 self._stop(proc)
             self.rt.close()
-        return {"cells": cells, "violations": bad, "seconds": round(time.monotonic() - t0, 1),
-                "work_dir": str(self.work)}
+        return {
+            "cells": cells,
+            "violations": bad,
+            "seconds": round(time.monotonic() - t0, 1),
+            "work_dir": str(self.work),
+        }
 
     def _cell(self, url: str, tier: int, point: str) -> dict:
         from prove.agent_refund import refund_agent
@@ -115,8 +144,14 @@ class Matrix:
         payment = f"pay_{wf_id}"
         assert http_json("POST", f"{url}/admin/payments", {"id": payment, "paid": 10_000})[0] in (200, 201)
         assert http_json("POST", f"{self.model_url}/admin/script", {"agent": "refund"})[0] == 200
-        input = {"url": url, "tier": tier, "queryable": tier != 3, "case_id": wf_id, "payment": payment,
-                 "policy": "approval"}
+        input = {
+            "url": url,
+            "tier": tier,
+            "queryable": tier != 3,
+            "case_id": wf_id,
+            "payment": payment,
+            "policy": "approval",
+        }
         w1 = self._worker(f"{wf_id}-w1", ILR_KILL_AT=point)
         rt.start("agent_refund", wf_id, input)
         approved: list[dict] = []
@@ -142,25 +177,44 @@ class Matrix:
         result = d["result"] or {}
         refund = [o for o in result.get("outcomes", []) if o["tool"] == "issue_refund"]
         ledger = [r for r in http_json("GET", f"{url}/ledger")[1]["rows"] if r["payment"] == payment]
-        posts = [e for e in http_json("GET", f"{url}/access_log")[1]["entries"]
-                 if e["method"] == "POST" and e["path"] == "/refunds" and isinstance(e["body"], dict)
-                 and e["body"].get("payment") == payment]
+        posts = [
+            e
+            for e in http_json("GET", f"{url}/access_log")[1]["entries"]
+            if e["method"] == "POST"
+            and e["path"] == "/refunds"
+            and isinstance(e["body"], dict)
+            and e["body"].get("payment") == payment
+        ]
         payload = approved[0]["payload"] if approved else None
-        unapproved = sum(1 for p in posts if {"payment": p["body"].get("payment"),
-                                              "amount": p["body"].get("amount")} != payload)
+        unapproved = sum(
+            1 for p in posts if {"payment": p["body"].get("payment"), "amount": p["body"].get("amount")} != payload
+        )
         conn = rt.connection()
         calls = conn.execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (wf_id,)).fetchone()["n"]
-        turns = conn.execute("select fingerprint from ilr.steps where workflow_id = %s and kind = 'decide' "
-                             "order by seq", (wf_id,)).fetchall()
+        turns = conn.execute(
+            "select fingerprint from ilr.steps where workflow_id = %s and kind = 'decide' order by seq", (wf_id,)
+        ).fetchall()
         replayed = bool(result) and refund_agent(input).turn_fingerprints(result["transcript"]) == [
-            t["fingerprint"] for t in turns]
-        return {"tier": tier, "point": point, "workflow_id": wf_id, "workflow_status": d["status"],
-                "killed": killed_by_signal, "status": refund[0]["status"] if refund else "none",
-                "applications": len(ledger), "duplicates": max(0, len(ledger) - 1), "sends": len(posts),
-                "unapproved_sends": unapproved, "model_calls": calls, "turns": len(turns),
-                "discarded_model_calls": calls - len(turns), "transcript_replayed": replayed,
-                "model_told": bool(refund) and refund[0]["content"] in result.get("text", ""),
-                "approved_payload": payload}
+            t["fingerprint"] for t in turns
+        ]
+        return {
+            "tier": tier,
+            "point": point,
+            "workflow_id": wf_id,
+            "workflow_status": d["status"],
+            "killed": killed_by_signal,
+            "status": refund[0]["status"] if refund else "none",
+            "applications": len(ledger),
+            "duplicates": max(0, len(ledger) - 1),
+            "sends": len(posts),
+            "unapproved_sends": unapproved,
+            "model_calls": calls,
+            "turns": len(turns),
+            "discarded_model_calls": calls - len(turns),
+            "transcript_replayed": replayed,
+            "model_told": bool(refund) and refund[0]["content"] in result.get("text", ""),
+            "approved_payload": payload,
+        }
 
 
 def render(report: dict) -> str:
@@ -168,46 +222,69 @@ def render(report: dict) -> str:
     lines = [
         "# Agents: kill point x tier",
         "",
-        (f"Command: `{report['command']}` (commit {report['commit']}, {report['machine']}, "
-        f"{report['seconds']} s). Generated by prove/harness/agents_report.py; the model is the local Messages API "
-        "stub (EMULATED tool use: scripted lookup, refund proposal, final answer) through the real "
-        "`anthropic` SDK; the target is the real HTTP payment target of each tier; each cell SIGKILLs the "
-        "first `ilr_worker` at the kill point (ILR_KILL_AT) and a second recovers. `@2`: the second hit "
-        "(the turn that proposes the refund; the lookup step)."),
+        (
+            f"Command: `{report['command']}` (commit {report['commit']}, {report['machine']}, "
+            f"{report['seconds']} s). Generated by prove/harness/agents_report.py; the model is the local Messages API "
+            "stub (EMULATED tool use: scripted lookup, refund proposal, final answer) through the real "
+            "`anthropic` SDK; the target is the real HTTP payment target of each tier; each cell SIGKILLs the "
+            "first `ilr_worker` at the kill point (ILR_KILL_AT) and a second recovers. `@2`: the second hit "
+            "(the turn that proposes the refund; the lookup step)."
+        ),
         "",
-        ("| tier | kill point | refund status | applications | duplicates | sends | unapproved sends | "
-         "model calls | discarded model calls | transcript replayed | model told |"),
+        (
+            "| tier | kill point | refund status | applications | duplicates | sends | unapproved sends | "
+            "model calls | discarded model calls | transcript replayed | model told |"
+        ),
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        lines.append(f"| {c['tier']} | `{c['point']}` | {c['status']} | {c['applications']} | {c['duplicates']} | "
-                     f"{c['sends']} | {c['unapproved_sends']} | {c['model_calls']} | {c['discarded_model_calls']} | "
-                     f"{'yes' if c['transcript_replayed'] else 'NO'} | {'yes' if c['model_told'] else 'NO'} |")
+        lines.append(
+            f"| {c['tier']} | `{c['point']}` | {c['status']} | {c['applications']} | {c['duplicates']} | "
+            f"{c['sends']} | {c['unapproved_sends']} | {c['model_calls']} | {c['discarded_model_calls']} | "
+            f"{'yes' if c['transcript_replayed'] else 'NO'} | {'yes' if c['model_told'] else 'NO'} |"
+        )
     total = {k: sum(c[k] for c in cells) for k in ("duplicates", "unapproved_sends", "discarded_model_calls")}
     lines += [
         "",
-        (f"Totals: {total['duplicates']} duplicates, {total['unapproved_sends']} unapproved sends, "
-         f"{total['discarded_model_calls']} discarded model calls (counted in ilr.llm_calls, never recorded as "
-         f"turns), {sum(1 for c in cells if not c['killed'])} cells whose first worker was not SIGKILLed."),
-        "Invariants registry over the run: " + ("no violation." if not report["violations"] else
-                                               f"VIOLATED: {json.dumps(report['violations'], default=str)}"),
+        (
+            f"Totals: {total['duplicates']} duplicates, {total['unapproved_sends']} unapproved sends, "
+            f"{total['discarded_model_calls']} discarded model calls (counted in ilr.llm_calls, never recorded as "
+            f"turns), {sum(1 for c in cells if not c['killed'])} cells whose first worker was not SIGKILLed."
+        ),
+        "Invariants registry over the run: "
+        + (
+            "no violation."
+            if not report["violations"]
+            else f"VIOLATED: {json.dumps(report['violations'], default=str)}"
+        ),
         "",
-        ("Applications are rows in the target's ledger; sends are POST /refunds that reached it (a tier-1 "
-         "resend is a send that applies nothing). Tier 3 never resends: a send whose outcome is unknown is "
-         "AMBIGUOUS (applied once after `effect_after_send`, not at all after `effect_after_dispatch`) and "
-         "the model reads \"outcome unknown; a person will reconcile it\"."),
+        (
+            "Applications are rows in the target's ledger; sends are POST /refunds that reached it (a tier-1 "
+            "resend is a send that applies nothing). Tier 3 never resends: a send whose outcome is unknown is "
+            "AMBIGUOUS (applied once after `effect_after_send`, not at all after `effect_after_dispatch`) and "
+            'the model reads "outcome unknown; a person will reconcile it".'
+        ),
     ]
     return "\n".join(lines)
 
 
 def write_results(report: dict, command: str, out_dir: Path | None = None) -> Path:
     """Write agents.{json,md} to ``out_dir`` (default results/); returns the .md path."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                            check=False).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True, check=False).stdout.strip()
-    report = {**report, "command": command, "commit": commit + ("+uncommitted" if dirty else ""),
-              "machine": f"{os.cpu_count()} cores"}
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+        or "unknown"
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    report = {
+        **report,
+        "command": command,
+        "commit": commit + ("+uncommitted" if dirty else ""),
+        "machine": f"{os.cpu_count()} cores",
+    }
     base = (Path(out_dir) / RESULTS.name) if out_dir is not None else RESULTS
     base.parent.mkdir(parents=True, exist_ok=True)
     base.with_suffix(".json").write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -218,6 +295,10 @@ def write_results(report: dict, command: str, out_dir: Path | None = None) -> Pa
 def failed(report: dict) -> bool:
     """A duplicate, an unapproved send, a transcript that differs, a cell not killed, or a violation."""
     return bool(report["violations"]) or any(
-        c["duplicates"] or c["unapproved_sends"] or not c["transcript_replayed"] or not c["killed"]
-        or c["workflow_status"] != "completed" for c in report["cells"])
-
+        c["duplicates"]
+        or c["unapproved_sends"]
+        or not c["transcript_replayed"]
+        or not c["killed"]
+        or c["workflow_status"] != "completed"
+        for c in report["cells"]
+    )

@@ -23,8 +23,14 @@ def audit_runtime(bundle: dict | None) -> dict:
     from ilr import receipts
 
     if bundle is None:
-        return {"P1": False, "P2": False, "P3": True, "P4": True, "P5": "unknown",
-                "source": "no effect row: nothing was proposed"}
+        return {
+            "P1": False,
+            "P2": False,
+            "P3": True,
+            "P4": True,
+            "P5": "unknown",
+            "source": "no effect row: nothing was proposed",
+        }
     v = receipts.verify(bundle)
     tampered = copy.deepcopy(bundle)
     body = tampered["entries"][-1] if tampered.get("entries") else ""
@@ -32,7 +38,7 @@ def audit_runtime(bundle: dict | None) -> dict:
         # Flip one byte inside the last entry's text (a digit or letter), then re-verify.
         i = len(body) // 2
         ch = body[i]
-        tampered["entries"][-1] = body[:i] + ("x" if ch != "x" else "y") + body[i + 1:]
+        tampered["entries"][-1] = body[:i] + ("x" if ch != "x" else "y") + body[i + 1 :]
     detected = not receipts.verify(tampered)["tamper_evident"]
     p3 = v["authorized_when_fired"]
     if p3 is None:  # nothing was dispatched: vacuously authorized
@@ -43,11 +49,28 @@ def audit_runtime(bundle: dict | None) -> dict:
     # P2 is "unknown" after a reapply that follows an unanswered send (score() counts it 0, never
     # a false claim); P4 counts only the premise checks that accompanied a send, each DISPATCHED
     # and each resend, plus A2 on late results (ilr.receipts.verify's docstring states both rules).
-    return {"P1": v["happened"], "P2": v["happened_once"], "P3": p3,
-            "P4": p4, "P5": bool(v["tamper_evident"] and detected),
-            "source": "receipt verify()", "verify": {k: v[k] for k in (
-                "valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired",
-                "assumptions_held", "sends")}, "problems": v["problems"], "tamper_detected": detected}
+    return {
+        "P1": v["happened"],
+        "P2": v["happened_once"],
+        "P3": p3,
+        "P4": p4,
+        "P5": bool(v["tamper_evident"] and detected),
+        "source": "receipt verify()",
+        "verify": {
+            k: v[k]
+            for k in (
+                "valid",
+                "tamper_evident",
+                "happened",
+                "happened_once",
+                "authorized_when_fired",
+                "assumptions_held",
+                "sends",
+            )
+        },
+        "problems": v["problems"],
+        "tamper_detected": detected,
+    }
 
 
 def audit_temporal(histories: list[dict], attempts: list[dict]) -> dict:
@@ -79,9 +102,17 @@ def audit_temporal(histories: list[dict], attempts: list[dict]) -> dict:
         p2 = False
     else:
         p2 = "unknown"
-    return {"P1": p1, "P2": p2, "P3": "unknown", "P4": "unknown", "P5": False,
-            "source": "workflow history + attempt log", "sends_in_log": len(sends),
-            "runs": len(histories), "retried": retried}
+    return {
+        "P1": p1,
+        "P2": p2,
+        "P3": "unknown",
+        "P4": "unknown",
+        "P5": False,
+        "source": "workflow history + attempt log",
+        "sends_in_log": len(sends),
+        "runs": len(histories),
+        "retried": retried,
+    }
 
 
 def score(answers: dict, truth: dict) -> dict:
@@ -112,8 +143,17 @@ def temporal_history_summary(events) -> dict:
     from temporalio.api.enums.v1 import EventType
 
     scheduled = {}
-    out = {"refund_completed": False, "refund_failed": False, "refund_attempt": 0, "timed_out": 0,
-           "decide_completed": 0, "timer_fired": [], "timer_started": [], "signals": 0, "events": 0}
+    out = {
+        "refund_completed": False,
+        "refund_failed": False,
+        "refund_attempt": 0,
+        "timed_out": 0,
+        "decide_completed": 0,
+        "timer_fired": [],
+        "timer_started": [],
+        "signals": 0,
+        "events": 0,
+    }
     for e in events:
         out["events"] += 1
         t = e.event_time.ToDatetime().timestamp() if e.HasField("event_time") else None

@@ -16,16 +16,27 @@ def observe(target_url: str, payment: str) -> dict:
     _, ledger = http_json("GET", f"{target_url}/ledger", timeout=15)
     _, log = http_json("GET", f"{target_url}/access_log", timeout=15)
     rows = [r for r in ledger.get("rows", []) if r["payment"] == payment]
-    posts = [e for e in log.get("entries", [])
-             if e.get("method") == "POST" and e.get("path") == "/refunds"
-             and isinstance(e.get("body"), dict) and e["body"].get("payment") == payment]
+    posts = [
+        e
+        for e in log.get("entries", [])
+        if e.get("method") == "POST"
+        and e.get("path") == "/refunds"
+        and isinstance(e.get("body"), dict)
+        and e["body"].get("payment") == payment
+    ]
     lookups = [e for e in log.get("entries", []) if e.get("method") == "GET" and e.get("path") == "/refunds"]
     return {"ledger": rows, "posts": posts, "lookups": len(lookups)}
 
 
-def counts(obs: dict, *, approved_amount, revoke_at: float | None = None,
-           revoke_returned: list | None = None, cancel_at: float | None = None,
-           hand_at: float | None = None) -> dict:
+def counts(
+    obs: dict,
+    *,
+    approved_amount,
+    revoke_at: float | None = None,
+    revoke_returned: list | None = None,
+    cancel_at: float | None = None,
+    hand_at: float | None = None,
+) -> dict:
     """The oracle's counters for one run.
 
     Args:
@@ -43,8 +54,11 @@ def counts(obs: dict, *, approved_amount, revoke_at: float | None = None,
         "sends_on_changed_premises", "amounts"}.
     """
     rows = obs["ledger"]
-    approved = None if approved_amount is None else (
-        set(approved_amount) if isinstance(approved_amount, (list, tuple, set)) else {approved_amount})
+    approved = (
+        None
+        if approved_amount is None
+        else (set(approved_amount) if isinstance(approved_amount, (list, tuple, set)) else {approved_amount})
+    )
     ours = [r for r in rows if r["source"] == "api"]
     hand = [r for r in rows if r["source"] == "hand"]
     applied_posts = [e for e in obs["posts"] if e.get("applied")]
@@ -67,7 +81,8 @@ def counts(obs: dict, *, approved_amount, revoke_at: float | None = None,
         "lookups": obs["lookups"],
         "sends_after_revoke": len(after_revoke),
         "sends_after_revoke_unlisted": sum(
-            1 for e in after_revoke if (e.get("body") or {}).get("effect_id") not in listed),
+            1 for e in after_revoke if (e.get("body") or {}).get("effect_id") not in listed
+        ),
         "sends_after_cancel": len(after(cancel_at)),
         "sends_on_changed_premises": len(after(hand_at)),
     }

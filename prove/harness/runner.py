@@ -76,8 +76,13 @@ class Infra:
             conn.execute(f'create database "{name}"')
         self.dbos_url = system_database_url(name)
         self.dbos_dsn = make_conninfo(self.dsn, dbname=name)
-        subprocess.run([sys.executable, "-m", "prove.peers.dbos_baseline", "migrate", "--url", self.dbos_url],
-                       cwd=ROOT, check=True, timeout=120, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "prove.peers.dbos_baseline", "migrate", "--url", self.dbos_url],
+            cwd=ROOT,
+            check=True,
+            timeout=120,
+            stdout=subprocess.DEVNULL,
+        )
 
     def dbos_client(self):
         """One DBOSClient per sweep (its engine reconnects after a PostgreSQL crash)."""
@@ -154,8 +159,9 @@ class Run:
     # -- recording -------------------------------------------------------------------------
 
     def fault(self, what: str, **kw) -> None:
-        self.faults.append({"t": round(time.monotonic() - self.t0, 3), "wall": round(time.time(), 3),
-                            "what": what, **kw})
+        self.faults.append(
+            {"t": round(time.monotonic() - self.t0, 3), "wall": round(time.time(), 3), "what": what, **kw}
+        )
 
     def mark_restart(self) -> None:
         self.t_restart = time.monotonic()
@@ -198,11 +204,18 @@ class Run:
             from django.conf import settings
 
             if Path(settings.DATA_DIR) == ROOT / ".data" and not os.environ.get("PROVE_ALLOW_PG_CRASH"):
-                raise RuntimeError("S10 crashes PostgreSQL (pg_ctl stop -m immediate): run the sweep on a "
-                                   "dedicated embedded cluster (ILR_DATA_DIR=.data/prove-pg) or set "
-                                   "PROVE_ALLOW_PG_CRASH=1")
-            out = subprocess.run([sys.executable, str(ROOT / "manage.py"), "ilr_db", "restart-immediate"],
-                                 cwd=ROOT, capture_output=True, text=True, timeout=120)
+                raise RuntimeError(
+                    "S10 crashes PostgreSQL (pg_ctl stop -m immediate): run the sweep on a "
+                    "dedicated embedded cluster (ILR_DATA_DIR=.data/prove-pg) or set "
+                    "PROVE_ALLOW_PG_CRASH=1"
+                )
+            out = subprocess.run(
+                [sys.executable, str(ROOT / "manage.py"), "ilr_db", "restart-immediate"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             self.fault("pg_restart_immediate", rc=out.returncode, out=out.stdout[-300:], err=out.stderr[-300:])
             self.infra.rt.close()  # the client's connection died with the server
         else:
@@ -217,14 +230,25 @@ class Run:
 
         sc = self.scenario
         started = time.monotonic()
-        record: dict = {"run_id": self.run_id, "system": self.system, "scenario": sc.id, "variant": sc.variant,
-                        "tier": self.tier, "seed": self.seed, "queryable": self.queryable}
+        record: dict = {
+            "run_id": self.run_id,
+            "system": self.system,
+            "scenario": sc.id,
+            "variant": sc.variant,
+            "tier": self.tier,
+            "seed": self.seed,
+            "queryable": self.queryable,
+        }
         s = None
         with contextlib.ExitStack() as stack:
             try:
-                self.target_url = stack.enter_context(target_process(
-                    tier=self.tier, queryable=self.queryable and self.tier == 1,
-                    ledger=self.workdir / "ledger.sqlite"))
+                self.target_url = stack.enter_context(
+                    target_process(
+                        tier=self.tier,
+                        queryable=self.queryable and self.tier == 1,
+                        ledger=self.workdir / "ledger.sqlite",
+                    )
+                )
                 self.worker_target_url = self.target_url
                 self.model_url = stack.enter_context(model_stub_process())
                 if sc.target_delay:
@@ -240,9 +264,14 @@ class Run:
                     self.records = s.records()
                 except Exception as exc:  # noqa: BLE001 - recorded, never fatal
                     self.records = {"error": repr(exc)}
-                c = oracle.counts(obs, approved_amount=self.approved_amounts or None, revoke_at=self.revoke_at,
-                                  revoke_returned=self.revoke_returned, cancel_at=self.cancel_at,
-                                  hand_at=self.hand_at)
+                c = oracle.counts(
+                    obs,
+                    approved_amount=self.approved_amounts or None,
+                    revoke_at=self.revoke_at,
+                    revoke_returned=self.revoke_returned,
+                    cancel_at=self.cancel_at,
+                    hand_at=self.hand_at,
+                )
                 # A system that reported no outcome within the result timeout is not correct,
                 # whatever the ledger shows: nobody could act on the refund.
                 no_outcome = isinstance(outcome, dict) and outcome.get("status") == "timeout"
@@ -260,18 +289,35 @@ class Run:
                     latency["start_to_outcome_s"] = round(t_end - self.t_start, 3)
                 if self.t_restart is not None:
                     latency["resume_s"] = round(t_end - self.t_restart, 3)
-                record.update({
-                    "outcome": outcome, "oracle": c, "correct": correct,
-                    "blocked_never_sent": int(sc.refund_due and c["our_applications"] == 0),
-                    "audit": {"answers": answers, "truth": truth, **sc_score},
-                    "no_outcome": no_outcome, "latency": latency, "extra": self.extra, "ledger": obs["ledger"],
-                    "access_log": obs["posts"], "records": self.records, "error": None,
-                })
+                record.update(
+                    {
+                        "outcome": outcome,
+                        "oracle": c,
+                        "correct": correct,
+                        "blocked_never_sent": int(sc.refund_due and c["our_applications"] == 0),
+                        "audit": {"answers": answers, "truth": truth, **sc_score},
+                        "no_outcome": no_outcome,
+                        "latency": latency,
+                        "extra": self.extra,
+                        "ledger": obs["ledger"],
+                        "access_log": obs["posts"],
+                        "records": self.records,
+                        "error": None,
+                    }
+                )
             except Exception as exc:  # noqa: BLE001 - a harness error is a failed run, recorded
-                record.update({"correct": False, "error": f"{type(exc).__name__}: {exc}",
-                               "traceback": traceback.format_exc(), "outcome": None,
-                               "oracle": None, "blocked_never_sent": 0,
-                               "audit": {"score": None, "false_claims": 0, "per": {}}, "latency": {}})
+                record.update(
+                    {
+                        "correct": False,
+                        "error": f"{type(exc).__name__}: {exc}",
+                        "traceback": traceback.format_exc(),
+                        "outcome": None,
+                        "oracle": None,
+                        "blocked_never_sent": 0,
+                        "audit": {"score": None, "false_claims": 0, "per": {}},
+                        "latency": {},
+                    }
+                )
                 with contextlib.suppress(Exception):
                     record["oracle_partial"] = oracle.observe(self.target_url, self.payment)
         record["faults"] = self.faults
@@ -313,10 +359,14 @@ def versions() -> dict:
         from prove.peers.temporal_server import cli_version
 
         try:
-            git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                 text=True, timeout=10).stdout.strip()
-            dirty = bool(subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True,
-                                        text=True, timeout=10).stdout.strip())
+            git = subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            dirty = bool(
+                subprocess.run(
+                    ["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, timeout=10
+                ).stdout.strip()
+            )
         except Exception:  # noqa: BLE001
             git, dirty = "unknown", None
         try:
@@ -335,13 +385,22 @@ def versions() -> dict:
             pg = None
         from prove.bench.dbos import dbos_version
 
-        _VERSIONS = {"python": sys.version.split()[0], "django": django.get_version(),
-                     "temporalio": temporalio.__version__, "temporal_cli": cli_version(), "dbos": dbos_version(),
-                     "anthropic": anth, "postgresql": pg, "git": git, "dirty_tree": dirty}
+        _VERSIONS = {
+            "python": sys.version.split()[0],
+            "django": django.get_version(),
+            "temporalio": temporalio.__version__,
+            "temporal_cli": cli_version(),
+            "dbos": dbos_version(),
+            "anthropic": anth,
+            "postgresql": pg,
+            "git": git,
+            "dirty_tree": dirty,
+        }
     return _VERSIONS
 
 
 # -- selection and the sweep -----------------------------------------------------------------------
+
 
 def select(scenarios: list[str] | None, tiers: list[int] | None, systems: list[str] | None) -> list[tuple]:
     """The cells to run: [(Scenario, tier, system)] in spec order."""
@@ -373,8 +432,9 @@ def cell_key(sc: Scenario, tier: int, system: str) -> str:
     return f"{sc.key}|t{tier}|{system}"
 
 
-def sweep(cells: list[tuple], seeds: int, *, progress=None, sweep_id: str | None = None,
-          out=sys.stdout, first_seed: int = 1) -> dict:
+def sweep(
+    cells: list[tuple], seeds: int, *, progress=None, sweep_id: str | None = None, out=sys.stdout, first_seed: int = 1
+) -> dict:
     """Run every cell with seeds first_seed..first_seed+seeds-1; returns {"runs": [...], "wall_s",
     "sweep_id"}."""
     sweep_id = sweep_id or time.strftime("%m%d%H%M%S")
@@ -445,8 +505,9 @@ def _create_lane_db(name: str) -> None:
         if conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone() is None:
             conn.execute(f'create database "{name}"')
     env = {**os.environ, "ILR_DB_NAME": name}
-    subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"], cwd=ROOT, env=env,
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"], cwd=ROOT, env=env, check=True, timeout=300
+    )
 
 
 def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out, first_seed: int = 1) -> list[dict]:
@@ -462,6 +523,7 @@ def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out, first_s
     alone = [c for c in cells if _exclusive(c)]
     groups: list[list] = [[] for _ in range(jobs)]
     load = [0.0] * jobs
+
     def cost(c):
         # Temporal runs take longer (a dead worker's attempt times out, then its sticky queue).
         return COST.get(c[0].id, 18) * (1.0 if c[2] == "runtime" else 1.6)
@@ -483,9 +545,26 @@ def lanes(cells: list[tuple], seeds: int, jobs: int, sweep_id: str, out, first_s
         spec = lane_dir / f"lane{i}.json"
         spec.write_text(json.dumps([[c[0].key, c[1], c[2]] for c in group]))
         env = {**os.environ, "ILR_DB_NAME": name, "PYTHONUNBUFFERED": "1"}
-        p = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "prove", "--lane", str(spec), "--seeds",
-                              str(seeds), "--first-seed", str(first_seed), "--sweep-id", f"{sweep_id}L{i}"],
-                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "manage.py"),
+                "prove",
+                "--lane",
+                str(spec),
+                "--seeds",
+                str(seeds),
+                "--first-seed",
+                str(first_seed),
+                "--sweep-id",
+                f"{sweep_id}L{i}",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         procs.append((i, p))
         out.write(f"lane {i}: {len(group)} cells on database {name} (pid {p.pid})\n")
     lock = threading.Lock()
@@ -554,17 +633,33 @@ def _progress(out):
         mark = "ok  " if rec.get("correct") else ("ERR " if rec.get("error") else "FAIL")
         status = (rec.get("outcome") or {}).get("status") if isinstance(rec.get("outcome"), dict) else None
         total_c = (rec.get("oracle") or {}).get("total_refunded")
-        out.write(f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {mark} {rec['run_id']} "
-                  f"{status} ${'?' if total_c is None else format(total_c / 100, 'g')} {rec['wall_s']:.0f}s "
-                  f"(elapsed {elapsed:.0f}s, eta {eta:.0f}s)"
-                  + (f" error: {rec['error']}" if rec.get("error") else "") + "\n")
+        out.write(
+            f"[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {mark} {rec['run_id']} "
+            f"{status} ${'?' if total_c is None else format(total_c / 100, 'g')} {rec['wall_s']:.0f}s "
+            f"(elapsed {elapsed:.0f}s, eta {eta:.0f}s)" + (f" error: {rec['error']}" if rec.get("error") else "") + "\n"
+        )
         out.flush()
+
     return progress
 
 
-def run_command(*, quick: bool, seeds: int | None, scenarios, tiers, systems, results_dir, command: str,
-                out, jobs: int = 1, report_from: list[str] | None = None, first_seed: int = 1,
-                shard: bool = False, from_shards: bool = False, shards_dir: str | None = None) -> int:
+def run_command(
+    *,
+    quick: bool,
+    seeds: int | None,
+    scenarios,
+    tiers,
+    systems,
+    results_dir,
+    command: str,
+    out,
+    jobs: int = 1,
+    report_from: list[str] | None = None,
+    first_seed: int = 1,
+    shard: bool = False,
+    from_shards: bool = False,
+    shards_dir: str | None = None,
+) -> int:
     """``manage.py prove``'s scenario runner. Returns the exit status: 1 when any runtime run was
     not correct (or the report could not be written), else 0.
 
@@ -585,10 +680,15 @@ def run_command(*, quick: bool, seeds: int | None, scenarios, tiers, systems, re
     if from_shards:
         runs, metas = shards.load_shards(shard_dir)
         command = " ; ".join(m["command"] for m in metas) + f"  (report rebuilt by: {command})"
-        result = {"runs": runs, "wall_s": round(sum(m["wall_s"] for m in metas), 1),
-                  "sweep_id": ",".join(m["shard"] for m in metas)}
-        n = max(len({r["seed"] for r in runs if (r["scenario"], r["variant"], r["tier"], r["system"]) == cell})
-                for cell in {(r["scenario"], r["variant"], r["tier"], r["system"]) for r in runs})
+        result = {
+            "runs": runs,
+            "wall_s": round(sum(m["wall_s"] for m in metas), 1),
+            "sweep_id": ",".join(m["shard"] for m in metas),
+        }
+        n = max(
+            len({r["seed"] for r in runs if (r["scenario"], r["variant"], r["tier"], r["system"]) == cell})
+            for cell in {(r["scenario"], r["variant"], r["tier"], r["system"]) for r in runs}
+        )
     elif report_from:
         # A sweep id with a meta.json (written at the end of every sweep) brings its own command
         # line, wall time and lane ids; any other id is taken as a run-id suffix.
@@ -626,20 +726,48 @@ def run_command(*, quick: bool, seeds: int | None, scenarios, tiers, systems, re
             run_ids = [result["sweep_id"]]
         meta_dir = RUNS_DIR.parent / f"sweep-{result['sweep_id']}"
         meta_dir.mkdir(parents=True, exist_ok=True)
-        (meta_dir / "meta.json").write_text(json.dumps({
-            "command": command, "seeds": n, "wall_s": result["wall_s"], "run_sweep_ids": run_ids,
-            "selection": {"scenarios": scenarios, "tiers": tiers, "systems": systems}}, indent=1))
+        (meta_dir / "meta.json").write_text(
+            json.dumps(
+                {
+                    "command": command,
+                    "seeds": n,
+                    "wall_s": result["wall_s"],
+                    "run_sweep_ids": run_ids,
+                    "selection": {"scenarios": scenarios, "tiers": tiers, "systems": systems},
+                },
+                indent=1,
+            )
+        )
         if shard:
-            path = shards.write_shard(result["runs"], sweep_id=result["sweep_id"], command=command,
-                                      seeds=range(first_seed, first_seed + n), wall_s=result["wall_s"],
-                                      versions=versions(), where=shard_dir)
+            path = shards.write_shard(
+                result["runs"],
+                sweep_id=result["sweep_id"],
+                command=command,
+                seeds=range(first_seed, first_seed + n),
+                wall_s=result["wall_s"],
+                versions=versions(),
+                where=shard_dir,
+            )
             out.write(f"wrote the shard {path} ({len(result['runs'])} runs)\n")
     runs = result["runs"]
     copy_failures(runs, where / "runtime_prove_failures")
-    selection = {"scenarios": scenarios, "tiers": tiers, "systems": systems or list(SYSTEMS), "seeds": n,
-                 "sweep_id": result["sweep_id"]}
-    doc = report.build(runs, command=command, seeds=n, wall_s=result["wall_s"], versions=versions(),
-                       selection=selection, out_md=where / "runtime_prove.md", out_json=where / "runtime_prove.json")
+    selection = {
+        "scenarios": scenarios,
+        "tiers": tiers,
+        "systems": systems or list(SYSTEMS),
+        "seeds": n,
+        "sweep_id": result["sweep_id"],
+    }
+    doc = report.build(
+        runs,
+        command=command,
+        seeds=n,
+        wall_s=result["wall_s"],
+        versions=versions(),
+        selection=selection,
+        out_md=where / "runtime_prove.md",
+        out_json=where / "runtime_prove.json",
+    )
     bad_runtime = [r["run_id"] for r in runs if r["system"] == "runtime" and not r.get("correct")]
     out.write(f"wrote {where / 'runtime_prove.md'} and .json ({len(runs)} runs, {result['wall_s']:.0f} s)\n")
     if doc.get("plots_error"):

@@ -89,8 +89,11 @@ def _write(run, lang: str, variant: str, name: str) -> Path:
         change = '    ctx.step("check", mark, ctx.workflow_id, "check")\n' if variant == "unpatched" else ""
         (where / "prove_versioned.py").write_text(RUNTIME_SRC.format(variant=variant, name=name, change=change))
     else:
-        change = ('        await workflow.execute_activity(mark, "check", '
-                  'start_to_close_timeout=timedelta(seconds=10))\n') if variant == "unpatched" else ""
+        change = (
+            ('        await workflow.execute_activity(mark, "check", start_to_close_timeout=timedelta(seconds=10))\n')
+            if variant == "unpatched"
+            else ""
+        )
         (where / "prove_tversioned.py").write_text(TEMPORAL_SRC.format(variant=variant, name=name, change=change))
     return where
 
@@ -107,6 +110,7 @@ def _wait(pred, timeout, what):
 
 # -- runtime ----------------------------------------------------------------------------------------
 
+
 def runtime(run, s) -> dict:
     from prove.peers.systems import LEASE_TTL, POLL, ROOT
 
@@ -118,21 +122,41 @@ def runtime(run, s) -> dict:
     def worker(where: Path, only: str, allow=False):
         wid = s.next_id()
         env = s.worker_env(extra={"PYTHONPATH": os.pathsep.join([str(where), str(ROOT)])})
-        cmd = [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", f"{run.run_id}-{wid}",
-               "--lease-ttl", str(LEASE_TTL), "--poll", str(POLL), "--concurrency", "4",
-               "--import", "prove_versioned", "--only", only] + (["--allow-code-change"] if allow else [])
+        cmd = [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "ilr_worker",
+            "--id",
+            f"{run.run_id}-{wid}",
+            "--lease-ttl",
+            str(LEASE_TTL),
+            "--poll",
+            str(POLL),
+            "--concurrency",
+            "4",
+            "--import",
+            "prove_versioned",
+            "--only",
+            only,
+        ] + (["--allow-code-change"] if allow else [])
         s._spawn(wid, cmd, env)
         return wid
 
     def deployed(version):
         with rt._lock:
-            return rt.connection().execute("select 1 from ilr.deployments where name = %s and version = %s",
-                                           (name, version)).fetchone()
+            return (
+                rt.connection()
+                .execute("select 1 from ilr.deployments where name = %s and version = %s", (name, version))
+                .fetchone()
+            )
 
     def statuses(ids):
         with rt._lock:
-            rows = rt.connection().execute("select id, status, waiting, error from ilr.workflows where id = any(%s)",
-                                           (ids,)).fetchall()
+            rows = (
+                rt.connection()
+                .execute("select id, status, waiting, error from ilr.workflows where id = any(%s)", (ids,))
+                .fetchall()
+            )
         return {r["id"]: r for r in rows}
 
     w1 = worker(orig, f"{name}@1")
@@ -148,9 +172,14 @@ def runtime(run, s) -> dict:
     _wait(lambda: deployed("2"), 60, "the v2 worker registered")
     time.sleep(SLEEP_S + 3)  # every v1 timer is due while only a v2 worker runs
     with rt._lock:
-        wrong = rt.connection().execute(
-            "select workflow_id, owner from ilr.claims where workflow_id = any(%s) and owner = %s",
-            (ids, f"{run.run_id}-{w2}")).fetchall()
+        wrong = (
+            rt.connection()
+            .execute(
+                "select workflow_id, owner from ilr.claims where workflow_id = any(%s) and owner = %s",
+                (ids, f"{run.run_id}-{w2}"),
+            )
+            .fetchall()
+        )
     run.fault("v2_only_window", claims_by_v2=len(wrong))
     worker(orig, f"{name}@1")
     _wait(lambda: all(r["status"] == "completed" for r in statuses(ids).values()), 60, "v1 workflows drained")
@@ -167,23 +196,41 @@ def runtime(run, s) -> dict:
     s.sigkill(w4)
     worker(changed, f"{name}@1", allow=True)
     run.fault("code_change_worker")
-    _wait(lambda: all(r["status"] in ("stuck", "completed", "failed") for r in statuses(cids).values()), 60,
-          "changed-code workflows resolved")
+    _wait(
+        lambda: all(r["status"] in ("stuck", "completed", "failed") for r in statuses(cids).values()),
+        60,
+        "changed-code workflows resolved",
+    )
     st = statuses(cids)
     with rt._lock:
-        steps = rt.connection().execute("select workflow_id, seq, name from ilr.steps where workflow_id = any(%s)",
-                                        (cids,)).fetchall()
+        steps = (
+            rt.connection()
+            .execute("select workflow_id, seq, name from ilr.steps where workflow_id = any(%s)", (cids,))
+            .fetchall()
+        )
     after = [x for x in steps if x["name"] not in ("a",)]
-    stuck = [wf for wf, r in st.items()
-             if r["status"] == "stuck" and (r["error"] or {}).get("type") == "NonDeterminism"]
-    run.extra.update({"claims_by_v2": len(wrong), "drained": drained, "stuck_nondeterminism": len(stuck),
-                      "steps_after_mismatch": len(after)})
-    ok = not wrong and drained == N_SLEEPING and len(stuck) == N_CHANGED and not [
-        x for x in after if x["name"] in ("check", "b")]
+    stuck = [
+        wf for wf, r in st.items() if r["status"] == "stuck" and (r["error"] or {}).get("type") == "NonDeterminism"
+    ]
+    run.extra.update(
+        {
+            "claims_by_v2": len(wrong),
+            "drained": drained,
+            "stuck_nondeterminism": len(stuck),
+            "steps_after_mismatch": len(after),
+        }
+    )
+    ok = (
+        not wrong
+        and drained == N_SLEEPING
+        and len(stuck) == N_CHANGED
+        and not [x for x in after if x["name"] in ("check", "b")]
+    )
     return {"status": "VERSIONING_OK" if ok else "VERSIONING_VIOLATED", "details": run.extra}
 
 
 # -- Temporal ---------------------------------------------------------------------------------------
+
 
 def temporal(run, s) -> dict:
     from temporalio.api.enums.v1 import EventType
@@ -199,10 +246,22 @@ def temporal(run, s) -> dict:
     def worker(where: Path, queue: str, workflow_cls: str):
         wid = s.next_id()
         env = s.worker_env(extra={"PYTHONPATH": os.pathsep.join([str(where), str(ROOT)])})
-        cmd = [sys.executable, "-m", "prove.peers.temporal_baselines", "versioned-worker",
-               "--address", s.server.address, "--task-queue", queue, "--module", "prove_tversioned",
-               "--workflow", workflow_cls,
-               "--id", f"{run.run_id}-{wid}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "prove.peers.temporal_baselines",
+            "versioned-worker",
+            "--address",
+            s.server.address,
+            "--task-queue",
+            queue,
+            "--module",
+            "prove_tversioned",
+            "--workflow",
+            workflow_cls,
+            "--id",
+            f"{run.run_id}-{wid}",
+        ]
         s._spawn(wid, cmd, env)
         s._wait_ready(wid)
         return wid
@@ -218,16 +277,30 @@ def temporal(run, s) -> dict:
         return out
 
     def summary(events):
-        sched = [e.activity_task_scheduled_event_attributes for e in events
-                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+        sched = [
+            e.activity_task_scheduled_event_attributes
+            for e in events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        ]
         done = any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED for e in events)
         timer = any(e.event_type == EventType.EVENT_TYPE_TIMER_STARTED for e in events)
-        failed_wft = [e.workflow_task_failed_event_attributes for e in events
-                      if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED]
-        identities = [e.workflow_task_completed_event_attributes.identity for e in events
-                      if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
-        return {"activities": len(sched), "completed": done, "timer": timer, "failed_wft": failed_wft,
-                "identities": identities}
+        failed_wft = [
+            e.workflow_task_failed_event_attributes
+            for e in events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+        ]
+        identities = [
+            e.workflow_task_completed_event_attributes.identity
+            for e in events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+        ]
+        return {
+            "activities": len(sched),
+            "completed": done,
+            "timer": timer,
+            "failed_wft": failed_wft,
+            "identities": identities,
+        }
 
     bridge = s.infra.bridge
     w1 = worker(orig, q1, "V1")
@@ -254,17 +327,31 @@ def temporal(run, s) -> dict:
     run.fault("code_change_worker")
     # The timer fires, the dead worker's sticky queue times out (5 s), the changed worker replays.
     try:
-        _wait(lambda: all(summary(ev)["failed_wft"] or summary(ev)["completed"]
-                          for ev in bridge.call(histories(cids)).values()), 45, "changed code replayed")
+        _wait(
+            lambda: all(
+                summary(ev)["failed_wft"] or summary(ev)["completed"] for ev in bridge.call(histories(cids)).values()
+            ),
+            45,
+            "changed code replayed",
+        )
     except TimeoutError:
         pass
     time.sleep(1)
     hs = bridge.call(histories(cids))
-    loud = [wf for wf, ev in hs.items() if summary(ev)["failed_wft"] and not summary(ev)["completed"]
-            and summary(ev)["activities"] == 1]
+    loud = [
+        wf
+        for wf, ev in hs.items()
+        if summary(ev)["failed_wft"] and not summary(ev)["completed"] and summary(ev)["activities"] == 1
+    ]
     s.run.extra_wf_ids += ids + cids
-    run.extra.update({"tasks_by_v2": len(by_v2), "drained": drained, "nondeterminism_task_failures": len(loud),
-                      "pinning": "task queue per version (Worker Versioning API not used)"})
+    run.extra.update(
+        {
+            "tasks_by_v2": len(by_v2),
+            "drained": drained,
+            "nondeterminism_task_failures": len(loud),
+            "pinning": "task queue per version (Worker Versioning API not used)",
+        }
+    )
     ok = not by_v2 and drained == N_SLEEPING and len(loud) == N_CHANGED
     for wf in cids:
         try:

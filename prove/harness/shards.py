@@ -17,8 +17,24 @@ from pathlib import Path
 
 SHARDS_DIR = Path(__file__).resolve().parents[2] / "results" / "prove_runs"
 
-RUN_KEYS = ("run_id", "system", "scenario", "variant", "tier", "seed", "queryable", "correct", "oracle",
-            "blocked_never_sent", "audit", "no_outcome", "latency", "extra", "wall_s", "error")
+RUN_KEYS = (
+    "run_id",
+    "system",
+    "scenario",
+    "variant",
+    "tier",
+    "seed",
+    "queryable",
+    "correct",
+    "oracle",
+    "blocked_never_sent",
+    "audit",
+    "no_outcome",
+    "latency",
+    "extra",
+    "wall_s",
+    "error",
+)
 """The fields of a run the report reads (prove/report/cells.py); the rest stays in .data/prove/runs/."""
 
 
@@ -31,8 +47,16 @@ def compact(run: dict) -> dict:
     return line
 
 
-def write_shard(runs: list[dict], *, sweep_id: str, command: str, seeds: range, wall_s: float, versions: dict,
-                where: Path = SHARDS_DIR) -> Path:
+def write_shard(
+    runs: list[dict],
+    *,
+    sweep_id: str,
+    command: str,
+    seeds: range,
+    wall_s: float,
+    versions: dict,
+    where: Path = SHARDS_DIR,
+) -> Path:
     """Write the shard's lines and its meta file; returns the .jsonl path.
 
     The S10 Temporal timer figure is derived from a run's records before they are dropped.
@@ -44,10 +68,22 @@ def write_shard(runs: list[dict], *, sweep_id: str, command: str, seeds: range, 
     path = where / f"{sweep_id}.jsonl"
     ordered = sorted(runs, key=lambda r: (r["scenario"], r["variant"], r["tier"], r["system"], r["seed"]))
     path.write_text("".join(json.dumps(compact(r), sort_keys=True, default=str) + "\n" for r in ordered))
-    (where / f"{sweep_id}.meta.json").write_text(json.dumps({
-        "command": command, "wall_s": wall_s, "first_seed": seeds.start, "last_seed": seeds.stop - 1,
-        "runs": len(runs), "git": versions.get("git"), "dirty_tree": versions.get("dirty_tree"),
-        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}, indent=1) + "\n")
+    (where / f"{sweep_id}.meta.json").write_text(
+        json.dumps(
+            {
+                "command": command,
+                "wall_s": wall_s,
+                "first_seed": seeds.start,
+                "last_seed": seeds.stop - 1,
+                "runs": len(runs),
+                "git": versions.get("git"),
+                "dirty_tree": versions.get("dirty_tree"),
+                "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return path
 
 

@@ -181,11 +181,27 @@ class Soak:
         log = open(self.work_dir / f"worker{slot.index}.log", "ab")
         # prove.harness.worker_shim runs manage.py's ilr_worker with kill-point SIGSTOPs made synchronous.
         slot.proc = subprocess.Popen(
-            [sys.executable, "-m", "prove.harness.worker_shim", "ilr_worker",
-             "--id", f"soak{slot.index}-{slot.generation}", "--import", "prove.harness.soak",
-             "--lease-ttl", str(self.cfg.lease_ttl), "--poll", str(self.cfg.poll),
-             "--concurrency", str(self.cfg.concurrency)],
-            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "prove.harness.worker_shim",
+                "ilr_worker",
+                "--id",
+                f"soak{slot.index}-{slot.generation}",
+                "--import",
+                "prove.harness.soak",
+                "--lease-ttl",
+                str(self.cfg.lease_ttl),
+                "--poll",
+                str(self.cfg.poll),
+                "--concurrency",
+                str(self.cfg.concurrency),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         slot.stopped_until = None
 
@@ -269,8 +285,9 @@ class Soak:
             self._later(self.rng.uniform(3, 12), tier, "/admin/blackhole", {"on": False})
         elif kind == "target_slow":
             self._fault(kind)
-            self._target(tier, "/admin/delay",
-                         {"seconds": round(self.rng.uniform(0.5, 1.5) * self.cfg.send_timeout, 2)})
+            self._target(
+                tier, "/admin/delay", {"seconds": round(self.rng.uniform(0.5, 1.5) * self.cfg.send_timeout, 2)}
+            )
             self._later(self.rng.uniform(5, 15), tier, "/admin/delay", {"seconds": 0})
         else:
             self._fault(kind)
@@ -279,6 +296,7 @@ class Soak:
     def _later(self, seconds: float, tier: int, path: str, body: dict) -> None:
         """End a target fault after ``seconds`` without holding up the next fault (the drain
         turns every target fault off again in any case)."""
+
         def end():
             try:
                 self._target(tier, path, body)
@@ -330,10 +348,21 @@ class Soak:
         tier = 1 if kind == "refund_t1" else 2
         payment = f"pay-{wf_id}"
         self._target(tier, "/admin/payments", {"id": payment, "paid": PAID})
-        case = {"id": wf_id, "payment": payment, "paid": PAID, "reason": "item arrived damaged",
-                "verify_after": 0, "approval_timeout": 3600,
-                "target": {"url": self.targets[tier], "tier": tier, "queryable": True,
-                           "send_timeout": self.cfg.send_timeout, "settle_margin": self.cfg.settle_margin}}
+        case = {
+            "id": wf_id,
+            "payment": payment,
+            "paid": PAID,
+            "reason": "item arrived damaged",
+            "verify_after": 0,
+            "approval_timeout": 3600,
+            "target": {
+                "url": self.targets[tier],
+                "tier": tier,
+                "queryable": True,
+                "send_timeout": self.cfg.send_timeout,
+                "settle_margin": self.cfg.settle_margin,
+            },
+        }
         self._retrying(lambda: rt.start("refund", wf_id, case), "start")
 
     def _approve(self) -> None:
@@ -348,7 +377,7 @@ class Soak:
                 pending = self._retrying(lambda: rt.approval_requests("pending", limit=50), "approver")
                 for req in pending:
                     try:
-                        for by in ("soak-approver", "soak-second")[:req["approvals_needed"]]:
+                        for by in ("soak-approver", "soak-second")[: req["approvals_needed"]]:
                             after = rt.approve_request(req["id"], by=by)
                             if after["status"] == "approved":
                                 self.rec.approvals += 1
@@ -364,8 +393,13 @@ class Soak:
     # -- observation ---------------------------------------------------------------------------
 
     def _statuses(self) -> dict:
-        return self._db(lambda c: {r["status"]: r["n"] for r in c.execute(
-            "select status, count(*) as n from ilr.workflows group by status").fetchall()}, "sample")
+        return self._db(
+            lambda c: {
+                r["status"]: r["n"]
+                for r in c.execute("select status, count(*) as n from ilr.workflows group by status").fetchall()
+            },
+            "sample",
+        )
 
     def _sample(self) -> None:
         while not self.stop.wait(10):
@@ -426,8 +460,9 @@ class Soak:
                 self.ledgers[tier] = self.work_dir / f"ledger-t{tier}.sqlite"
                 for suffix in ("", ".access.jsonl", "-wal", "-shm"):
                     Path(f"{self.ledgers[tier]}{suffix}").unlink(missing_ok=True)
-                self.targets[tier] = stack.enter_context(target_process(
-                    tier=tier, ledger=self.ledgers[tier], queryable=True))
+                self.targets[tier] = stack.enter_context(
+                    target_process(tier=tier, ledger=self.ledgers[tier], queryable=True)
+                )
             self.model_url = stack.enter_context(model_stub_process())
             stack.callback(self._stop_workers)
             with self.slots_lock:
@@ -468,9 +503,16 @@ class Soak:
         unended ones by status)."""
         start = time.monotonic()
         while True:
-            left = self._db(lambda c: {r["status"]: r["n"] for r in c.execute(
-                "select status, count(*) as n from ilr.workflows where status not in "
-                "('completed','failed','cancelled','stuck','continued') group by status").fetchall()}, "drain")
+            left = self._db(
+                lambda c: {
+                    r["status"]: r["n"]
+                    for r in c.execute(
+                        "select status, count(*) as n from ilr.workflows where status not in "
+                        "('completed','failed','cancelled','stuck','continued') group by status"
+                    ).fetchall()
+                },
+                "drain",
+            )
             if not left:
                 return round(time.monotonic() - start, 1), {}
             if time.monotonic() - start > timeout:
@@ -500,16 +542,26 @@ class Soak:
         def body(conn):
             q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
             return {
-                "workflows": {f"{r['name']}:{r['status']}": r["n"] for r in q(
-                    "select name, status, count(*) as n from ilr.workflows group by 1, 2 order by 1, 2")},
-                "effects": {f"t{r['tier']}:{r['state']}": r["n"] for r in q(
-                    "select tier, state, count(*) as n from ilr.effects group by 1, 2 order by 1, 2")},
-                "outcomes": {r["status"] or "none": r["n"] for r in q(
-                    "select result->>'status' as status, count(*) as n from ilr.workflows "
-                    "where name = 'refund' group by 1 order by 1")},
-                "takeovers": q("select count(*) as n, coalesce(max(k), 0) as max_per_workflow from ("
-                               "select workflow_id, count(*) as k from ilr.claims where prev_status = 'running' "
-                               "group by 1) t")[0],
+                "workflows": {
+                    f"{r['name']}:{r['status']}": r["n"]
+                    for r in q("select name, status, count(*) as n from ilr.workflows group by 1, 2 order by 1, 2")
+                },
+                "effects": {
+                    f"t{r['tier']}:{r['state']}": r["n"]
+                    for r in q("select tier, state, count(*) as n from ilr.effects group by 1, 2 order by 1, 2")
+                },
+                "outcomes": {
+                    r["status"] or "none": r["n"]
+                    for r in q(
+                        "select result->>'status' as status, count(*) as n from ilr.workflows "
+                        "where name = 'refund' group by 1 order by 1"
+                    )
+                },
+                "takeovers": q(
+                    "select count(*) as n, coalesce(max(k), 0) as max_per_workflow from ("
+                    "select workflow_id, count(*) as k from ilr.claims where prev_status = 'running' "
+                    "group by 1) t"
+                )[0],
                 "claims": q("select count(*) as n from ilr.claims")[0]["n"],
                 "sends": q("select coalesce(sum(sends), 0) as n from ilr.effects")[0]["n"],
             }
@@ -533,16 +585,28 @@ class Soak:
             prev = (t, done)
         cfg = self.cfg
         return {
-            "config": cfg.__dict__, "feed_seconds": round(feed_end, 1), "drain_seconds": drained,
-            "unended_after_drain": left, "started": dict(self.rec.started),
-            "started_total": sum(self.rec.started.values()), "approvals": self.rec.approvals,
-            "faults": dict(sorted(self.rec.faults.items())), "kill_points_fired": dict(sorted(self.rec.fired.items())),
-            "workflows": db_view["workflows"], "effects": db_view["effects"], "refund_outcomes": db_view["outcomes"],
-            "takeovers": db_view["takeovers"], "claims": db_view["claims"], "sends": db_view["sends"],
-            "ledger_applications": len(ev["ledger"]), "duplicates": {"t1": dups.get("t1", 0), "t2": dups.get("t2", 0)},
+            "config": cfg.__dict__,
+            "feed_seconds": round(feed_end, 1),
+            "drain_seconds": drained,
+            "unended_after_drain": left,
+            "started": dict(self.rec.started),
+            "started_total": sum(self.rec.started.values()),
+            "approvals": self.rec.approvals,
+            "faults": dict(sorted(self.rec.faults.items())),
+            "kill_points_fired": dict(sorted(self.rec.fired.items())),
+            "workflows": db_view["workflows"],
+            "effects": db_view["effects"],
+            "refund_outcomes": db_view["outcomes"],
+            "takeovers": db_view["takeovers"],
+            "claims": db_view["claims"],
+            "sends": db_view["sends"],
+            "ledger_applications": len(ev["ledger"]),
+            "duplicates": {"t1": dups.get("t1", 0), "t2": dups.get("t2", 0)},
             "violations_final": {k: v[:5] for k, v in final.items()},
-            "violations_periodic": [c for c in self.rec.checks if c[1]], "checks_run": len(self.rec.checks) + 1,
-            "throughput_per_min": throughput, "fault_times": self.rec.fault_times,
+            "violations_periodic": [c for c in self.rec.checks if c[1]],
+            "checks_run": len(self.rec.checks) + 1,
+            "throughput_per_min": throughput,
+            "fault_times": self.rec.fault_times,
             "harness_errors": dict(self.rec.harness_errors),
             "work_dir": str(self.work_dir.relative_to(ROOT)),
         }
@@ -555,12 +619,21 @@ def write_results(report: dict, command: str, out_dir: Path | None = None) -> Pa
     Returns:
         the .md path.
     """
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True, check=False).stdout.strip() or "unknown"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                           capture_output=True, text=True, check=False).stdout.strip()
-    report = {**report, "command": command, "commit": commit + ("+uncommitted" if dirty else ""),
-              "machine": f"{os.cpu_count()} cores"}
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+        or "unknown"
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    report = {
+        **report,
+        "command": command,
+        "commit": commit + ("+uncommitted" if dirty else ""),
+        "machine": f"{os.cpu_count()} cores",
+    }
     base = (Path(out_dir) / RESULTS.name) if out_dir is not None else RESULTS
     base.parent.mkdir(parents=True, exist_ok=True)
     base.with_suffix(".json").write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -578,10 +651,14 @@ def render(report: dict) -> str:
     cfg = report["config"]
     stuck = sum(n for k, n in report["workflows"].items() if k.endswith(":stuck"))
     failed = sum(n for k, n in report["workflows"].items() if k.endswith(":failed"))
-    ended = sum(n for k, n in report["workflows"].items()
-                if k.split(":")[1] in ("completed", "failed", "cancelled", "stuck"))
-    drain_note = (report['drain_seconds'] and 'after a drain of ' + str(report['drain_seconds']) + ' s'
-                  or 'when the drain timed out')
+    ended = sum(
+        n for k, n in report["workflows"].items() if k.split(":")[1] in ("completed", "failed", "cancelled", "stuck")
+    )
+    drain_note = (
+        report["drain_seconds"]
+        and "after a drain of " + str(report["drain_seconds"]) + " s"
+        or "when the drain timed out"
+    )
     verdict = [
         f"- invariant violations: **{sum(len(v) for v in report['violations_final'].values())}** at the end, "
         f"{len(report['violations_periodic'])} periodic checks with any (of {report['checks_run']} checks run)",
@@ -591,48 +668,82 @@ def render(report: dict) -> str:
         f"**{_unended(report)}** not ended {drain_note}",
     ]
     lines = [
-        f"# Soak: {cfg['minutes']:g} minutes of work under faults", "",
+        f"# Soak: {cfg['minutes']:g} minutes of work under faults",
+        "",
         f"Made by `{report['command']}` at commit {report['commit']} on {report['machine']} "
         f"(the embedded PostgreSQL; the targets' faults are EMULATED: blackhole, delay, lost answer). "
-        f"Workers' logs and the targets' ledgers: {report['work_dir']}.", "",
-        *verdict, "",
-        "## Configuration", "",
+        f"Workers' logs and the targets' ledgers: {report['work_dir']}.",
+        "",
+        *verdict,
+        "",
+        "## Configuration",
+        "",
         f"{cfg['minutes']} minutes of feed at {cfg['rate']} workflows/s (refund at tier 1, soak_steps, refund at "
         f"tier 2, soak_steps, in turn), {cfg['workers']} workers x concurrency {cfg['concurrency']}, lease "
         f"{cfg['lease_ttl']} s, poll {cfg['poll']} s, send timeout {cfg['send_timeout']} s, settle margin "
         f"{cfg['settle_margin']} s; a worker or target fault every {cfg['fault_every']} s on average, a restarted "
         f"worker armed with a kill or stop point with probability {cfg['arm_probability']}, PostgreSQL crashed "
         f"every {cfg['pg_restart_every']} s, invariants every {cfg['check_every']} s; seed {cfg['seed']}. Feed "
-        f"ran {report['feed_seconds']} s.", "",
-        "## Faults injected", "",
-        "| kind | count |", "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["faults"].items()], "",
-        "Kill and stop points that fired (armed worker reached the point): " +
-        (", ".join(f"{k} x{v}" for k, v in report["kill_points_fired"].items()) or "none") + ".", "",
-        "## Outcomes", "",
-        "| workflow:status | count |", "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["workflows"].items()], "",
-        "| effect tier:state | count |", "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["effects"].items()], "",
-        "Refund results: " + ", ".join(f"{k} {v}" for k, v in report["refund_outcomes"].items()) + ".", "",
+        f"ran {report['feed_seconds']} s.",
+        "",
+        "## Faults injected",
+        "",
+        "| kind | count |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in report["faults"].items()],
+        "",
+        "Kill and stop points that fired (armed worker reached the point): "
+        + (", ".join(f"{k} x{v}" for k, v in report["kill_points_fired"].items()) or "none")
+        + ".",
+        "",
+        "## Outcomes",
+        "",
+        "| workflow:status | count |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in report["workflows"].items()],
+        "",
+        "| effect tier:state | count |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in report["effects"].items()],
+        "",
+        "Refund results: " + ", ".join(f"{k} {v}" for k, v in report["refund_outcomes"].items()) + ".",
+        "",
         f"Approvals given: {report['approvals']}. Claims: {report['claims']}; takeovers (a claim of a running "
         f"workflow whose lease had lapsed): {report['takeovers']['n']} workflows, at most "
         f"{report['takeovers']['max_per_workflow']} for one. Sends: {report['sends']}; ledger applications: "
-        f"{report['ledger_applications']}.", "",
-        "## Throughput", "",
-        "![throughput over time](runtime_soak.png)", "",
+        f"{report['ledger_applications']}.",
+        "",
+        "## Throughput",
+        "",
+        "![throughput over time](runtime_soak.png)",
+        "",
         "Workflows ended per minute, sampled every 10 s (the plot marks PostgreSQL crashes in red and other "
-        "faults as ticks).", "",
+        "faults as ticks).",
+        "",
     ]
     if report["violations_final"] or report["violations_periodic"]:
-        lines += ["## Violations", "", "```", json.dumps({"final": report["violations_final"],
-                                                         "periodic": report["violations_periodic"]},
-                                                        indent=2, default=str), "```", ""]
+        lines += [
+            "## Violations",
+            "",
+            "```",
+            json.dumps(
+                {"final": report["violations_final"], "periodic": report["violations_periodic"]}, indent=2, default=str
+            ),
+            "```",
+            "",
+        ]
     if report["harness_errors"]:
-        lines += ["## Harness retries and errors", "",
-                  "Calls of the harness itself (start, signal, approve, sample) retried after a connection fault "
-                  "or failed; not the runtime's.", "", "| what | count |", "|---|---|",
-                  *[f"| {k} | {v} |" for k, v in sorted(report["harness_errors"].items())], ""]
+        lines += [
+            "## Harness retries and errors",
+            "",
+            "Calls of the harness itself (start, signal, approve, sample) retried after a connection fault "
+            "or failed; not the runtime's.",
+            "",
+            "| what | count |",
+            "|---|---|",
+            *[f"| {k} | {v} |" for k, v in sorted(report["harness_errors"].items())],
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -63,8 +63,14 @@ class AttemptLog:
     def write(self, **entry) -> None:
         if not self.path:
             return
-        entry = {"t_wall": time.time(), "t_mono": time.monotonic(), "pid": os.getpid(),
-                 "workflow_id": DBOS.workflow_id, "step_id": DBOS.step_id, **entry}
+        entry = {
+            "t_wall": time.time(),
+            "t_mono": time.monotonic(),
+            "pid": os.getpid(),
+            "workflow_id": DBOS.workflow_id,
+            "step_id": DBOS.step_id,
+            **entry,
+        }
         line = json.dumps(entry, default=str) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as f:
             f.write(line)
@@ -87,9 +93,12 @@ class HttpTarget:
 
     @classmethod
     def from_env(cls) -> HttpTarget:
-        return cls(os.environ.get("ILR_TARGET_URL"), int(os.environ.get("ILR_TARGET_TIER", "1")),
-                   os.environ.get("ILR_TARGET_QUERYABLE", "1") not in ("0", "false", "no"),
-                   float(os.environ.get("ILR_SEND_TIMEOUT", "3")))
+        return cls(
+            os.environ.get("ILR_TARGET_URL"),
+            int(os.environ.get("ILR_TARGET_TIER", "1")),
+            os.environ.get("ILR_TARGET_QUERYABLE", "1") not in ("0", "false", "no"),
+            float(os.environ.get("ILR_SEND_TIMEOUT", "3")),
+        )
 
     def post_refund(self, payment, amount, idempotency_key):
         """POST /refunds with the Idempotency-Key header; returns the refund JSON. Raises Refused
@@ -98,8 +107,13 @@ class HttpTarget:
         attempt_log.write(event="send", key=idempotency_key, payment=payment, amount=amount)
         killpoints.hit("effect_before_dispatch")
         try:
-            status, answer = http_json("POST", f"{self.url}/refunds", body,
-                                       headers={"Idempotency-Key": idempotency_key}, timeout=self.send_timeout)
+            status, answer = http_json(
+                "POST",
+                f"{self.url}/refunds",
+                body,
+                headers={"Idempotency-Key": idempotency_key},
+                timeout=self.send_timeout,
+            )
         except Exception as exc:
             attempt_log.write(event="send_error", key=idempotency_key, error=f"{type(exc).__name__}: {exc}")
             raise
@@ -138,10 +152,12 @@ class GrantsDB:
         from psycopg.rows import dict_row
 
         with psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
-            row = conn.execute("select id, revoked_at, expires_at, max_cents from ilr.grants where id = %s",
-                               (grant_id,)).fetchone()
-        attempt_log.write(event="grant_check", grant_id=grant_id,
-                          revoked=bool(row and row["revoked_at"]), found=row is not None)
+            row = conn.execute(
+                "select id, revoked_at, expires_at, max_cents from ilr.grants where id = %s", (grant_id,)
+            ).fetchone()
+        attempt_log.write(
+            event="grant_check", grant_id=grant_id, revoked=bool(row and row["revoked_at"]), found=row is not None
+        )
         if row is None:
             raise Refused(f"no grant {grant_id}")
         return row
@@ -157,15 +173,15 @@ def _transient(exc: BaseException) -> bool:
 
 # -- the step and the workflow, quoted verbatim in the report -----------------------------------
 
-@DBOS.step(retries_allowed=True, interval_seconds=1.0, backoff_rate=2.0, max_attempts=10,
-           should_retry=_transient)
+
+@DBOS.step(retries_allowed=True, interval_seconds=1.0, backoff_rate=2.0, max_attempts=10, should_retry=_transient)
 def refund(req):
-    key = f"{DBOS.workflow_id}-refund"                           # the workflow id: stable across recovery
+    key = f"{DBOS.workflow_id}-refund"  # the workflow id: stable across recovery
     if http_target.tier_has_lookup:
-        existing = http_target.find_refund(key)                  # "did my operation already happen?"
+        existing = http_target.find_refund(key)  # "did my operation already happen?"
         if existing:
             return existing
-    g = grants_db.fetch(req["grant_id"])                         # plain SELECT from the same ilr.grants table
+    g = grants_db.fetch(req["grant_id"])  # plain SELECT from the same ilr.grants table
     if g["revoked_at"] or (g["expires_at"] and g["expires_at"] <= now()) or req["amount"] > g["max_cents"]:
         raise Refused("not authorized")
     if req["amount"] != req["approved_amount"]:
@@ -188,8 +204,12 @@ def refund_workflow(case):
         DBOS.set_event(PHASE_EVENT, "sleeping")
         DBOS.sleep(case["sleep_before_effect"])
     DBOS.set_event(PHASE_EVENT, "refunding")
-    req = {"payment": case["payment"], "amount": decision["amount"],
-           "grant_id": approval["grant_id"], "approved_amount": approval["approved_amount"]}
+    req = {
+        "payment": case["payment"],
+        "amount": decision["amount"],
+        "grant_id": approval["grant_id"],
+        "approved_amount": approval["approved_amount"],
+    }
     try:
         result = refund(req)
     except Exception as exc:  # a refusal, or retries exhausted
@@ -207,21 +227,28 @@ def decide(case):
     from prove.peers import model
 
     where = model.endpoint()
-    request = model.build_request({k: case[k] for k in ("id", "payment", "reason", "paid") if k in case}
-                                  | {"case_id": case["id"]})
+    request = model.build_request(
+        {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}
+    )
     attempt_log.write(event="decide_call")
-    with anthropic.Anthropic(base_url=where["base_url"], api_key=where["api_key"], max_retries=0,
-                             timeout=60.0) as client:
+    with anthropic.Anthropic(
+        base_url=where["base_url"], api_key=where["api_key"], max_retries=0, timeout=60.0
+    ) as client:
         response = client.messages.create(**request)
     text = "".join(b.text for b in response.content if getattr(b, "type", None) == "text")
     decision = model.parse_decision(text)
     attempt_log.write(event="decide_response", amount=decision["amount"])
     killpoints.hit("decide_after_response")
-    return {"amount": decision["amount"], "reasoning": decision["reasoning"], "model": response.model,
-            "emulated": where["emulated"]}
+    return {
+        "amount": decision["amount"],
+        "reasoning": decision["reasoning"],
+        "model": response.model,
+        "emulated": where["emulated"],
+    }
 
 
 # -- process entry point ---------------------------------------------------------------------------
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m prove.peers.dbos_baseline")
@@ -233,16 +260,30 @@ def main(argv: list[str] | None = None) -> None:
     m.add_argument("--url", required=True)
     args = parser.parse_args(argv)
     if args.cmd == "migrate":
-        DBOS(config={"name": "ilr-prove", "system_database_url": args.url, "executor_id": "migrate",
-                     "application_version": "prove-1", "run_admin_server": False, "log_level": "WARNING"})
+        DBOS(
+            config={
+                "name": "ilr-prove",
+                "system_database_url": args.url,
+                "executor_id": "migrate",
+                "application_version": "prove-1",
+                "run_admin_server": False,
+                "log_level": "WARNING",
+            }
+        )
         DBOS.launch()
         DBOS.destroy()
         return
     from prove.harness.worker_shim import install
 
     install()  # kill-point SIGSTOPs land at the point (see prove.harness.worker_shim)
-    config: DBOSConfig = {"name": "ilr-prove", "system_database_url": args.url, "executor_id": args.id,
-                          "application_version": "prove-1", "run_admin_server": False, "log_level": "WARNING"}
+    config: DBOSConfig = {
+        "name": "ilr-prove",
+        "system_database_url": args.url,
+        "executor_id": args.id,
+        "application_version": "prove-1",
+        "run_admin_server": False,
+        "log_level": "WARNING",
+    }
     DBOS(config=config)
     DBOS.launch()
     # Registered after launch (DBOS persists a queue's configuration); 0.1 s polling, so a

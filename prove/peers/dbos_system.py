@@ -46,15 +46,32 @@ class DbosSystem(System):
         base, at, n = name.partition("@")
         return {"effect_after_dispatch": "effect_before_dispatch"}.get(base, base) + at + n
 
-    def start_worker(self, kill_at=None, stop_at=None, url: str | None = None, wid: str | None = None,
-                     wait_ready: bool = True):
+    def start_worker(
+        self, kill_at=None, stop_at=None, url: str | None = None, wid: str | None = None, wait_ready: bool = True
+    ):
         wid = wid or self.next_id()
-        env = self.worker_env(kill_at and self.point(kill_at), stop_at and self.point(stop_at), {
-            "ILR_TARGET_URL": self.run.worker_target_url, "ILR_TARGET_TIER": str(self.run.tier),
-            "ILR_TARGET_QUERYABLE": "1" if self.run.queryable else "0", "ILR_SEND_TIMEOUT": str(SEND_TIMEOUT),
-            "ILR_PROVE_DSN": self.infra.dsn, "ILR_ATTEMPT_LOG": str(self.attempt_log)})
-        cmd = [sys.executable, "-m", MODULE, "worker", "--url", url or self.infra.dbos_url,
-               "--id", self._executor_for(wid)]
+        env = self.worker_env(
+            kill_at and self.point(kill_at),
+            stop_at and self.point(stop_at),
+            {
+                "ILR_TARGET_URL": self.run.worker_target_url,
+                "ILR_TARGET_TIER": str(self.run.tier),
+                "ILR_TARGET_QUERYABLE": "1" if self.run.queryable else "0",
+                "ILR_SEND_TIMEOUT": str(SEND_TIMEOUT),
+                "ILR_PROVE_DSN": self.infra.dsn,
+                "ILR_ATTEMPT_LOG": str(self.attempt_log),
+            },
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            MODULE,
+            "worker",
+            "--url",
+            url or self.infra.dbos_url,
+            "--id",
+            self._executor_for(wid),
+        ]
         self._spawn(wid, cmd, env)
         if wait_ready:
             self._wait_ready(wid)
@@ -84,8 +101,10 @@ class DbosSystem(System):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.procs[wid].poll() is not None:
-                raise RuntimeError(f"dbos worker {wid} exited {self.procs[wid].returncode}: "
-                                   f"{self.logs[wid].read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"dbos worker {wid} exited {self.procs[wid].returncode}: "
+                    f"{self.logs[wid].read_text(errors='replace')[-2000:]}"
+                )
             if b"ready" in self.logs[wid].read_bytes():
                 return
             time.sleep(0.05)
@@ -93,16 +112,21 @@ class DbosSystem(System):
 
     def case(self, target_url: str, tier: int, queryable: bool, **extra) -> dict:
         extra.pop("dedup_window", None)
-        return {"id": self.wf_id, "payment": self.run.payment, "paid": self.run.paid,
-                "reason": "item arrived damaged", "send_timeout": SEND_TIMEOUT, **extra}
+        return {
+            "id": self.wf_id,
+            "payment": self.run.payment,
+            "paid": self.run.paid,
+            "reason": "item arrived damaged",
+            "send_timeout": SEND_TIMEOUT,
+            **extra,
+        }
 
     def start(self, case: dict) -> None:
         from dbos import EnqueueOptions
 
         from prove.peers.dbos_baseline import QUEUE_NAME, WORKFLOW_NAME
 
-        options: EnqueueOptions = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME,
-                                   "workflow_id": self.wf_id}
+        options: EnqueueOptions = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": self.wf_id}
         self.client.enqueue(options, case)
         self.run.fault("start", workflow=WORKFLOW_NAME)
 
@@ -188,8 +212,11 @@ class DbosSystem(System):
         from prove.peers.dbos_baseline import QUEUE_NAME
 
         with db.connect(self.infra.dbos_dsn) as conn:
-            step = conn.execute("select min(function_id) as s from dbos.operation_outputs where workflow_uuid = %s "
-                                "and function_name like '%%decide'", (self.wf_id,)).fetchone()["s"]
+            step = conn.execute(
+                "select min(function_id) as s from dbos.operation_outputs where workflow_uuid = %s "
+                "and function_name like '%%decide'",
+                (self.wf_id,),
+            ).fetchone()["s"]
         handle = self.client.fork_workflow(self.wf_id, step, queue_name=QUEUE_NAME)
         self.wf_ids.append(handle.workflow_id)
         self.run.extra_wf_ids.append(handle.workflow_id)
@@ -205,13 +232,23 @@ class DbosSystem(System):
         try:
             with db.connect(self.infra.dbos_dsn) as conn:
                 for wf in self.wf_ids:
-                    rows = conn.execute("select function_name, output, error, started_at_epoch_ms "
-                                        "from dbos.operation_outputs where workflow_uuid = %s order by function_id",
-                                        (wf,)).fetchall()
+                    rows = conn.execute(
+                        "select function_name, output, error, started_at_epoch_ms "
+                        "from dbos.operation_outputs where workflow_uuid = %s order by function_id",
+                        (wf,),
+                    ).fetchall()
                     out.append({"run_id": wf, **dbos_steps_summary(rows)})
         except Exception as exc:  # noqa: BLE001
-            return [{"run_id": None, "error": repr(exc), "refund_completed": False, "refund_failed": False,
-                     "refund_attempt": 0, "timed_out": 0}]
+            return [
+                {
+                    "run_id": None,
+                    "error": repr(exc),
+                    "refund_completed": False,
+                    "refund_failed": False,
+                    "refund_attempt": 0,
+                    "timed_out": 0,
+                }
+            ]
         return out
 
     def attempts(self) -> list[dict]:
@@ -246,6 +283,7 @@ def dbos_steps_summary(rows: list[dict]) -> dict:
       starts; it fired when the workflow's next row started at or after that deadline (a recv's
       timeout is recorded as a sleep too, and does not fire when the message came first).
     """
+
     def named(r, suffix):
         return (r["function_name"] or "").endswith(suffix)
 
@@ -260,12 +298,17 @@ def dbos_steps_summary(rows: list[dict]) -> dict:
             continue
         t = (r["started_at_epoch_ms"] or 0) / 1000
         started.append({"t": t, "seconds": round(deadline - t, 3)})
-        after = [x["started_at_epoch_ms"] / 1000 for x in rows[k + 1:] if x["started_at_epoch_ms"]]
+        after = [x["started_at_epoch_ms"] / 1000 for x in rows[k + 1 :] if x["started_at_epoch_ms"]]
         if after and after[0] >= deadline - 0.001:
             fired.append({"t": after[0]})
-    return {"refund_completed": any(r["error"] is None for r in refund),
-            "refund_failed": any(r["error"] is not None for r in refund),
-            "refund_attempt": 1 if refund else 0, "timed_out": 0,
-            "decide_completed": sum(1 for r in rows if named(r, "decide") and r["error"] is None),
-            "signals": sum(1 for r in rows if r["function_name"] == "DBOS.recv" and r["output"] is not None),
-            "timer_started": started, "timer_fired": fired, "events": len(rows)}
+    return {
+        "refund_completed": any(r["error"] is None for r in refund),
+        "refund_failed": any(r["error"] is not None for r in refund),
+        "refund_attempt": 1 if refund else 0,
+        "timed_out": 0,
+        "decide_completed": sum(1 for r in rows if named(r, "decide") and r["error"] is None),
+        "signals": sum(1 for r in rows if r["function_name"] == "DBOS.recv" and r["output"] is not None),
+        "timer_started": started,
+        "timer_fired": fired,
+        "events": len(rows),
+    }

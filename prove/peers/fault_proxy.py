@@ -232,9 +232,7 @@ class FaultProxy(FaultControl):
         self.port = self._listener.getsockname()[1]
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
-        self._thread = threading.Thread(
-            target=self._loop, name=f"fault-proxy-{self.port}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._loop, name=f"fault-proxy-{self.port}", daemon=True)
         self._thread.start()
         if self._control_port is not None:
             self._control = _control_server(self, self.listen_host, self._control_port)
@@ -373,15 +371,9 @@ class FaultProxy(FaultControl):
             for sock in (conn.client, conn.upstream):
                 mask = 0
                 for flow in conn.flows():
-                    if (
-                        flow.src is sock
-                        and flow.reading
-                        and not (conn.connecting and sock is conn.upstream)
-                    ):
+                    if flow.src is sock and flow.reading and not (conn.connecting and sock is conn.upstream):
                         mask |= select.POLLIN
-                    if flow.dst is sock and (
-                        flow.out or (conn.connecting and sock is conn.upstream)
-                    ):
+                    if flow.dst is sock and (flow.out or (conn.connecting and sock is conn.upstream)):
                         mask |= select.POLLOUT
                 if mask:
                     poller.register(sock, mask)
@@ -427,19 +419,11 @@ class FaultProxy(FaultControl):
             return
         now = time.monotonic()
         for flow in conn.flows():
-            if (
-                flow.src is sock
-                and flow.reading
-                and ev & (select.POLLIN | select.POLLHUP | select.POLLERR)
-            ):
+            if flow.src is sock and flow.reading and ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
                 self._read(conn, flow, now)
             if conn.closed:
                 return
-            if (
-                flow.dst is sock
-                and flow.out
-                and ev & (select.POLLOUT | select.POLLERR | select.POLLHUP)
-            ):
+            if flow.dst is sock and flow.out and ev & (select.POLLOUT | select.POLLERR | select.POLLHUP):
                 self._write(conn, flow)
             if conn.closed:
                 return
@@ -512,9 +496,7 @@ def _control_server(proxy: FaultControl, host: str, port: int) -> ThreadingHTTPS
                 self._send(404, {"error": f"no route POST {self.path}"})
                 return
             try:
-                body = json.loads(
-                    self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}"
-                )
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
                 if not isinstance(body, dict):
                     raise ValueError("body must be a JSON object")
                 mode = body.pop("mode", None)
@@ -582,9 +564,7 @@ def serve(
         upstream: "HOST:PORT" or "unix:/path/to/socket".
         ready: called once with "listening HOST:PORT control HOST:PORT".
     """
-    proxy = FaultProxy(
-        upstream, listen_host=host, listen_port=listen_port, control_port=control_port
-    )
+    proxy = FaultProxy(upstream, listen_host=host, listen_port=listen_port, control_port=control_port)
     proxy.start()
     try:
         ready(f"listening {proxy.address} control {proxy.control_url.removeprefix('http://')}")
@@ -594,9 +574,7 @@ def serve(
 
 
 @contextlib.contextmanager
-def proxy_process(
-    upstream: str, *, listen_port: int = 0, control_port: int = 0
-) -> Iterator[ProxyClient]:
+def proxy_process(upstream: str, *, listen_port: int = 0, control_port: int = 0) -> Iterator[ProxyClient]:
     """Run ``manage.py prove proxy`` as a subprocess for the duration of the block.
 
     Args:

@@ -58,9 +58,7 @@ def build_request(case: dict) -> dict:
         its script on it) and carries the case as canonical JSON.
     """
     prompt = (
-        f"case_id: {case_id_of(case)}\n"
-        f"Case (amounts in cents): {_canonical(case)}\n"
-        "How many cents should be refunded?"
+        f"case_id: {case_id_of(case)}\nCase (amounts in cents): {_canonical(case)}\nHow many cents should be refunded?"
     )
     return {
         "model": MODEL,
@@ -91,10 +89,7 @@ def endpoint() -> dict:
         return {"base_url": base_url, "api_key": api_key or STUB_API_KEY, "emulated": True}
     if api_key:
         return {"base_url": None, "api_key": api_key, "emulated": False}
-    raise RuntimeError(
-        "no model configured: set ILR_MODEL_BASE_URL (the local stub, EMULATED) "
-        "or ANTHROPIC_API_KEY"
-    )
+    raise RuntimeError("no model configured: set ILR_MODEL_BASE_URL (the local stub, EMULATED) or ANTHROPIC_API_KEY")
 
 
 def parse_decision(text: str) -> dict:
@@ -119,9 +114,7 @@ def parse_decision(text: str) -> dict:
         raise ValueError(f"model answer is not valid JSON: {exc}") from None
     amount = decision.get("amount") if isinstance(decision, dict) else None
     if isinstance(amount, bool) or not isinstance(amount, int) or amount < 0:
-        raise ValueError(
-            f"model answer's amount must be non-negative integer cents, not {amount!r}"
-        )
+        raise ValueError(f"model answer's amount must be non-negative integer cents, not {amount!r}")
     return {"amount": amount, "reasoning": str(decision.get("reasoning", ""))}
 
 
@@ -151,9 +144,7 @@ def decide_refund(case: dict, *, timeout: float = 60.0) -> dict:
         base_url=where["base_url"], api_key=where["api_key"], max_retries=0, timeout=timeout
     ) as client:
         response = client.messages.create(**request)
-    text = "".join(
-        block.text for block in response.content if getattr(block, "type", None) == "text"
-    )
+    text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
     decision = parse_decision(text)
     return {
         "model": response.model,

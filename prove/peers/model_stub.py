@@ -89,11 +89,7 @@ def _user_text(messages) -> str:
         if isinstance(content, str):
             parts.append(content)
         elif isinstance(content, list):
-            parts.extend(
-                b.get("text", "")
-                for b in content
-                if isinstance(b, dict) and b.get("type") == "text"
-            )
+            parts.extend(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
     return "\n".join(parts)
 
 
@@ -111,12 +107,18 @@ def _check_tool_results(messages) -> None:
         if not wanted:
             continue
         nxt = messages[i + 1] if i + 1 < len(messages) else None
-        got = {b.get("tool_use_id") for b in _blocks(nxt) if b.get("type") == "tool_result"} \
-            if isinstance(nxt, dict) and nxt.get("role") == "user" else set()
+        got = (
+            {b.get("tool_use_id") for b in _blocks(nxt) if b.get("type") == "tool_result"}
+            if isinstance(nxt, dict) and nxt.get("role") == "user"
+            else set()
+        )
         if wanted - got:
-            raise ApiError(400, "invalid_request_error",
-                           f"messages.{i + 1}: tool_use ids were found without "
-                           f"tool_result blocks immediately after: {sorted(wanted - got)}")
+            raise ApiError(
+                400,
+                "invalid_request_error",
+                f"messages.{i + 1}: tool_use ids were found without "
+                f"tool_result blocks immediately after: {sorted(wanted - got)}",
+            )
 
 
 def _last_result(messages) -> tuple[str, bool]:
@@ -159,8 +161,11 @@ class Script:
         agent, tools = body.get("agent"), body.get("agent_tools")
         if agent is not None and agent not in AGENT_SCRIPTS:
             raise ApiError(400, "invalid_request_error", f"agent must be one of {', '.join(AGENT_SCRIPTS)} or null")
-        if tools is not None and (not isinstance(tools, dict) or set(tools) - set(DEFAULT_AGENT_TOOLS)
-                                  or not all(isinstance(v, str) and v for v in tools.values())):
+        if tools is not None and (
+            not isinstance(tools, dict)
+            or set(tools) - set(DEFAULT_AGENT_TOOLS)
+            or not all(isinstance(v, str) and v for v in tools.values())
+        ):
             raise ApiError(400, "invalid_request_error", "agent_tools must map lookup and refund to tool names")
         if "redecide" in body and not isinstance(redecide, bool):
             raise ApiError(400, "invalid_request_error", "redecide must be true or false")
@@ -169,9 +174,7 @@ class Script:
             or not amounts
             or any(isinstance(a, bool) or not isinstance(a, int) for a in amounts)
         ):
-            raise ApiError(
-                400, "invalid_request_error", "amounts must be a non-empty list of integer cents"
-            )
+            raise ApiError(400, "invalid_request_error", "amounts must be a non-empty list of integer cents")
         with self._lock:
             if "redecide" in body:
                 self.redecide = redecide
@@ -215,17 +218,28 @@ class Script:
                 call = (UNKNOWN_TOOL, {"payment": payment, "amount": FIRST_AMOUNT})
             elif script == "bad_args" and turn == 0:
                 call = (names["refund"], {"payment": payment, "amount": "all of it"})
-            self.calls.append({"case_id": case_id, "n": n, "turn": turn,
-                               "amount": (call or (None, {}))[1].get("amount"),
-                               "tool": call[0] if call else None, "model": model, **client,
-                               "t_mono": time.monotonic(), "t_wall": time.time()})
+            self.calls.append(
+                {
+                    "case_id": case_id,
+                    "n": n,
+                    "turn": turn,
+                    "amount": (call or (None, {}))[1].get("amount"),
+                    "tool": call[0] if call else None,
+                    "model": model,
+                    **client,
+                    "t_mono": time.monotonic(),
+                    "t_wall": time.time(),
+                }
+            )
         if call is None:
             content, is_error = _last_result(messages)
             text = "Final answer: " + ("error: " if is_error else "") + content
             return [{"type": "text", "text": text}], "end_turn"
         digest = hashlib.sha256(f"{case_id}\x00{turn}\x00{n}".encode()).hexdigest()[:20]
-        return [{"type": "text", "text": f"Calling {call[0]}."},
-                {"type": "tool_use", "id": f"toolu_stub{digest}", "name": call[0], "input": call[1]}], "tool_use"
+        return [
+            {"type": "text", "text": f"Calling {call[0]}."},
+            {"type": "tool_use", "id": f"toolu_stub{digest}", "name": call[0], "input": call[1]},
+        ], "tool_use"
 
     def next_amount(self, case_id: str, model: str, client: dict) -> tuple[int, int]:
         """Count a call for ``case_id``; return (amount in cents, n from 0).
@@ -325,9 +339,7 @@ class StubHandler(BaseHTTPRequestHandler):
                 raise ApiError(404, "not_found_error", f"no route {self.command} {path}")
             handler()
         except ApiError as exc:
-            self._send(
-                exc.status, {"type": "error", "error": {"type": exc.kind, "message": exc.message}}
-            )
+            self._send(exc.status, {"type": "error", "error": {"type": exc.kind, "message": exc.message}})
 
     def do_GET(self):
         self._route({"/admin/calls": lambda: self._send(200, self.server.script.report())})
@@ -336,9 +348,7 @@ class StubHandler(BaseHTTPRequestHandler):
         self._route(
             {
                 "/v1/messages": self._messages,
-                "/admin/script": lambda: self._send(
-                    200, self.server.script.configure(self._body())
-                ),
+                "/admin/script": lambda: self._send(200, self.server.script.configure(self._body())),
                 "/admin/reset": self._reset,
             }
         )
@@ -363,9 +373,7 @@ class StubHandler(BaseHTTPRequestHandler):
         if not isinstance(model, str) or not model:
             raise ApiError(400, "invalid_request_error", "model: field required")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ApiError(
-                400, "invalid_request_error", "max_tokens: a positive integer is required"
-            )
+            raise ApiError(400, "invalid_request_error", "max_tokens: a positive integer is required")
         if not isinstance(messages, list) or not messages:
             raise ApiError(400, "invalid_request_error", "messages: a non-empty list is required")
         if body.get("stream"):
@@ -393,8 +401,7 @@ class StubHandler(BaseHTTPRequestHandler):
         text = json.dumps(
             {
                 "amount": amount,
-                "reasoning": f"Scripted decision {n + 1} for case {case_id}: "
-                f"refund {amount} cents.",
+                "reasoning": f"Scripted decision {n + 1} for case {case_id}: refund {amount} cents.",
             }
         )
         self._message(model, [{"type": "text", "text": text}], "end_turn", prompt)

@@ -65,11 +65,13 @@ class Cluster:
         self.user = "postgres" if os.geteuid() == 0 else None
 
     def _run(self, *args, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-        done = subprocess.run([str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout,
-                              user=self.user)
+        done = subprocess.run(
+            [str(a) for a in args], check=False, capture_output=True, text=True, timeout=timeout, user=self.user
+        )
         if check and done.returncode != 0:
-            raise RuntimeError(f"{' '.join(str(a) for a in args)} exited {done.returncode}: "
-                               f"{(done.stderr or done.stdout).strip()}")
+            raise RuntimeError(
+                f"{' '.join(str(a) for a in args)} exited {done.returncode}: {(done.stderr or done.stdout).strip()}"
+            )
         return done
 
     @property
@@ -101,12 +103,19 @@ class Cluster:
         Args:
             listen: False: no TCP listener, only the socket directory (a server nobody else may reach).
         """
-        opts = {"listen_addresses": "127.0.0.1" if listen else "", "port": self.port,
-                "unix_socket_directories": self.sock, "fsync": "on", "synchronous_commit": "on",
-                "max_connections": 200, **(settings or {})}
+        opts = {
+            "listen_addresses": "127.0.0.1" if listen else "",
+            "port": self.port,
+            "unix_socket_directories": self.sock,
+            "fsync": "on",
+            "synchronous_commit": "on",
+            "max_connections": 200,
+            **(settings or {}),
+        }
         text = " ".join(f"-c {k}={_quote(v)}" for k, v in opts.items())
-        self._run(self.bin / "pg_ctl", "-w", "-t", "60", "-D", self.data, "-l", self.log, "-o", text, "start",
-                  timeout=90)
+        self._run(
+            self.bin / "pg_ctl", "-w", "-t", "60", "-D", self.data, "-l", self.log, "-o", text, "start", timeout=90
+        )
 
     def createdb(self, name: str = DB_NAME) -> None:
         self._run(self.bin / "createdb", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", name)
@@ -120,8 +129,21 @@ class Cluster:
     def psql(self, sql: str, dbname: str = DB_NAME, *, socket_only: bool = False) -> str:
         """One statement through psql; returns its unaligned, tuples-only output."""
         host = str(self.sock) if socket_only else "127.0.0.1"
-        return self._run(self.bin / "psql", "-h", host, "-p", str(self.port), "-U", "postgres", "-At",
-                         "-v", "ON_ERROR_STOP=1", "-c", sql, dbname).stdout.strip()
+        return self._run(
+            self.bin / "psql",
+            "-h",
+            host,
+            "-p",
+            str(self.port),
+            "-U",
+            "postgres",
+            "-At",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+            dbname,
+        ).stdout.strip()
 
     def version(self) -> str:
         return self.psql("select version()")
@@ -144,8 +166,9 @@ class Cluster:
     def stop(self, mode: str = "fast") -> None:
         """``pg_ctl stop -m MODE`` when it runs; a server already gone is fine."""
         if self.running():
-            self._run(self.bin / "pg_ctl", "-w", "-t", "60", "-D", self.data, "-m", mode, "stop", timeout=90,
-                      check=False)
+            self._run(
+                self.bin / "pg_ctl", "-w", "-t", "60", "-D", self.data, "-m", mode, "stop", timeout=90, check=False
+            )
 
     def kill(self) -> list[int]:
         """SIGKILL the postmaster and every child of it at once (a machine that dies): no
@@ -173,11 +196,31 @@ class Cluster:
         physical replication slot, with ``application_name`` (what synchronous_standby_names
         names) in primary_conninfo. Does not start it (``launch``)."""
         self._fresh_root()
-        self._run(self.bin / "pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
-                  "-D", self.data, "-R", "-C", "-S", slot, "-X", "stream", "-c", "fast", timeout=300)
+        self._run(
+            self.bin / "pg_basebackup",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(primary.port),
+            "-U",
+            "postgres",
+            "-D",
+            self.data,
+            "-R",
+            "-C",
+            "-S",
+            slot,
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            timeout=300,
+        )
         with open(self.data / "postgresql.auto.conf", "a") as conf:
-            conf.write(f"primary_conninfo = 'host=127.0.0.1 port={primary.port} user=postgres "
-                       f"application_name={application_name}'\nprimary_slot_name = '{slot}'\n")
+            conf.write(
+                f"primary_conninfo = 'host=127.0.0.1 port={primary.port} user=postgres "
+                f"application_name={application_name}'\nprimary_slot_name = '{slot}'\n"
+            )
 
     def promote(self) -> None:
         """``pg_ctl promote -w``: returns once the standby accepts writes."""

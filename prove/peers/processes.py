@@ -51,9 +51,7 @@ def spawn_subcommand(
                 line = proc.stdout.readline()
                 if not line:
                     code = proc.wait(timeout=5)
-                    raise RuntimeError(
-                        f"prove {subcommand} exited with code {code} before it was ready"
-                    )
+                    raise RuntimeError(f"prove {subcommand} exited with code {code} before it was ready")
                 return proc, line.strip()
     except BaseException:
         stop_process(proc)

@@ -71,12 +71,14 @@ class System:
     def _spawn(self, wid: str, cmd: list[str], env: dict) -> subprocess.Popen:
         log_path = self.run.workdir / f"{wid}.log"
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         self.procs[wid] = proc
         self.logs[wid] = log_path
-        self.run.fault("worker_start", worker=wid, pid=proc.pid,
-                       kill_at=env.get("ILR_KILL_AT"), stop_at=env.get("ILR_STOP_AT"))
+        self.run.fault(
+            "worker_start", worker=wid, pid=proc.pid, kill_at=env.get("ILR_KILL_AT"), stop_at=env.get("ILR_STOP_AT")
+        )
         return proc
 
     def next_id(self) -> str:
@@ -179,26 +181,53 @@ class RuntimeSystem(System):
         self.proposal = None
         self.facts = None
 
-    def start_worker(self, kill_at=None, stop_at=None, db_url: str | None = None, wid: str | None = None,
-                     concurrency: int = 2):
+    def start_worker(
+        self, kill_at=None, stop_at=None, db_url: str | None = None, wid: str | None = None, concurrency: int = 2
+    ):
         wid = wid or self.next_id()
         extra = {}
         if db_url:
             extra["DATABASE_URL"] = db_url
         # prove.harness.worker_shim runs manage.py's ilr_worker with kill-point SIGSTOPs made synchronous.
-        cmd = [sys.executable, "-m", "prove.harness.worker_shim", "ilr_worker", "--id", f"{self.run.run_id}-{wid}",
-               "--lease-ttl", str(LEASE_TTL), "--poll", str(POLL), "--concurrency", str(concurrency),
-               "--import", "prove.harness.prove_flows", "--allow-code-change"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "prove.harness.worker_shim",
+            "ilr_worker",
+            "--id",
+            f"{self.run.run_id}-{wid}",
+            "--lease-ttl",
+            str(LEASE_TTL),
+            "--poll",
+            str(POLL),
+            "--concurrency",
+            str(concurrency),
+            "--import",
+            "prove.harness.prove_flows",
+            "--allow-code-change",
+        ]
         self._spawn(wid, cmd, self.worker_env(kill_at, stop_at, extra))
         return wid
 
     def case(self, target_url: str, tier: int, queryable: bool, **extra) -> dict:
-        target = {"url": target_url, "tier": tier, "queryable": queryable, "send_timeout": SEND_TIMEOUT,
-                  "settle_margin": SETTLE_MARGIN}
+        target = {
+            "url": target_url,
+            "tier": tier,
+            "queryable": queryable,
+            "send_timeout": SEND_TIMEOUT,
+            "settle_margin": SETTLE_MARGIN,
+        }
         if extra.pop("dedup_window", None):
             target["dedup_window"] = self.run.dedup_window
-        return {"id": self.wf_id, "payment": self.run.payment, "paid": self.run.paid,
-                "reason": "item arrived damaged", "verify_after": 0, "target": target, **extra}
+        return {
+            "id": self.wf_id,
+            "payment": self.run.payment,
+            "paid": self.run.paid,
+            "reason": "item arrived damaged",
+            "verify_after": 0,
+            "target": target,
+            **extra,
+        }
 
     def start(self, case: dict) -> None:
         self.rt.start(self.workflow, self.wf_id, case)
@@ -238,8 +267,12 @@ class RuntimeSystem(System):
         payload = {"payment": self.run.payment, "amount": amount}
         self.grant_id = self.rt._tx(grant_in, self.wf_id, "refund", by=APPROVER, max_cents=amount)
         facts = {"payment": self.run.payment, "eligible": True, "refunded_by_others": 0}
-        self.rt.signal(self.wf_id, "approve", {"grant_id": self.grant_id, "payload": payload,
-                                               "facts_seen": facts, "approved_by": APPROVER}, sender=APPROVER)
+        self.rt.signal(
+            self.wf_id,
+            "approve",
+            {"grant_id": self.grant_id, "payload": payload, "facts_seen": facts, "approved_by": APPROVER},
+            sender=APPROVER,
+        )
         self.run.approved_amount = amount
         self.run.approved_amounts.append(amount)
         self.run.approved_at = time.time()
@@ -258,18 +291,21 @@ class RuntimeSystem(System):
             r = self.rt.result(wf_id, timeout=timeout)
             return {"status": r.get("status") if isinstance(r, dict) else str(r), "result": r}
         except WorkflowFailed as exc:
-            return {"status": f"workflow {exc.status}" if hasattr(exc, "status") else "workflow failed",
-                    "error": str(exc)}
+            return {
+                "status": f"workflow {exc.status}" if hasattr(exc, "status") else "workflow failed",
+                "error": str(exc),
+            }
         except TimeoutError as exc:
             d = self.rt.describe(wf_id)
-            return {"status": "timeout", "error": str(exc), "workflow_status": d["status"],
-                    "waiting": d["waiting"]}
+            return {"status": "timeout", "error": str(exc), "workflow_status": d["status"], "waiting": d["waiting"]}
 
     def effect_ids(self) -> list[str]:
         conn = self.rt.connection()
         with self.rt._lock:
-            rows = conn.execute("select effect_id from ilr.effects where workflow_id = any(%s) order by effect_id",
-                                ([self.wf_id] + self.run.extra_wf_ids,)).fetchall()
+            rows = conn.execute(
+                "select effect_id from ilr.effects where workflow_id = any(%s) order by effect_id",
+                ([self.wf_id] + self.run.extra_wf_ids,),
+            ).fetchall()
         return sorted({r["effect_id"] for r in rows})
 
     def records(self) -> dict:
@@ -280,13 +316,19 @@ class RuntimeSystem(System):
             q = lambda sql: conn.execute(sql, (ids,)).fetchall()  # noqa: E731
             out = {
                 "workflows": q("select id, status, epoch, error, result from ilr.workflows where id = any(%s)"),
-                "steps": q("select workflow_id, seq, name, kind, output, epoch, created_at, "
-                           "extract(epoch from created_at)::float8 as ts from ilr.steps "
-                           "where workflow_id = any(%s) order by workflow_id, seq"),
-                "claims": q("select workflow_id, epoch, owner, claimed_at, prev_status from ilr.claims "
-                            "where workflow_id = any(%s) order by workflow_id, epoch"),
-                "effects": q("select effect_id, state, sends, late_result is not null as late, dispatch_epoch "
-                             "from ilr.effects where workflow_id = any(%s)"),
+                "steps": q(
+                    "select workflow_id, seq, name, kind, output, epoch, created_at, "
+                    "extract(epoch from created_at)::float8 as ts from ilr.steps "
+                    "where workflow_id = any(%s) order by workflow_id, seq"
+                ),
+                "claims": q(
+                    "select workflow_id, epoch, owner, claimed_at, prev_status from ilr.claims "
+                    "where workflow_id = any(%s) order by workflow_id, epoch"
+                ),
+                "effects": q(
+                    "select effect_id, state, sends, late_result is not null as late, dispatch_epoch "
+                    "from ilr.effects where workflow_id = any(%s)"
+                ),
                 "signals": q("select workflow_id, name, consumed_seq from ilr.signals where workflow_id = any(%s)"),
             }
             try:
@@ -345,16 +387,36 @@ class TemporalSystem(System):
         base, at, n = name.partition("@")
         return {"effect_after_dispatch": "effect_before_dispatch"}.get(base, base) + at + n
 
-    def start_worker(self, kill_at=None, stop_at=None, address: str | None = None, wid: str | None = None,
-                     wait_ready: bool = True):
+    def start_worker(
+        self, kill_at=None, stop_at=None, address: str | None = None, wid: str | None = None, wait_ready: bool = True
+    ):
         wid = wid or self.next_id()
-        env = self.worker_env(kill_at and self.point(kill_at), stop_at and self.point(stop_at), {
-            "ILR_TARGET_URL": self.run.worker_target_url, "ILR_TARGET_TIER": str(self.run.tier),
-            "ILR_TARGET_QUERYABLE": "1" if self.run.queryable else "0", "ILR_SEND_TIMEOUT": str(SEND_TIMEOUT),
-            "ILR_PROVE_DSN": self.infra.dsn, "ILR_ATTEMPT_LOG": str(self.attempt_log)})
-        cmd = [sys.executable, "-m", "prove.peers.temporal_baselines", "worker", "--address",
-               address or self.server.address, "--task-queue", self.task_queue, "--mode", self.mode,
-               "--id", f"{self.run.run_id}-{wid}"]
+        env = self.worker_env(
+            kill_at and self.point(kill_at),
+            stop_at and self.point(stop_at),
+            {
+                "ILR_TARGET_URL": self.run.worker_target_url,
+                "ILR_TARGET_TIER": str(self.run.tier),
+                "ILR_TARGET_QUERYABLE": "1" if self.run.queryable else "0",
+                "ILR_SEND_TIMEOUT": str(SEND_TIMEOUT),
+                "ILR_PROVE_DSN": self.infra.dsn,
+                "ILR_ATTEMPT_LOG": str(self.attempt_log),
+            },
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "prove.peers.temporal_baselines",
+            "worker",
+            "--address",
+            address or self.server.address,
+            "--task-queue",
+            self.task_queue,
+            "--mode",
+            self.mode,
+            "--id",
+            f"{self.run.run_id}-{wid}",
+        ]
         self._spawn(wid, cmd, env)
         if wait_ready:
             self._wait_ready(wid)
@@ -364,8 +426,10 @@ class TemporalSystem(System):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.procs[wid].poll() is not None:
-                raise RuntimeError(f"temporal worker {wid} exited {self.procs[wid].returncode}: "
-                                   f"{self.logs[wid].read_text(errors='replace')[-2000:]}")
+                raise RuntimeError(
+                    f"temporal worker {wid} exited {self.procs[wid].returncode}: "
+                    f"{self.logs[wid].read_text(errors='replace')[-2000:]}"
+                )
             if b"ready" in self.logs[wid].read_bytes():
                 return
             time.sleep(0.05)
@@ -373,8 +437,14 @@ class TemporalSystem(System):
 
     def case(self, target_url: str, tier: int, queryable: bool, **extra) -> dict:
         extra.pop("dedup_window", None)
-        return {"id": self.wf_id, "payment": self.run.payment, "paid": self.run.paid,
-                "reason": "item arrived damaged", "send_timeout": SEND_TIMEOUT, **extra}
+        return {
+            "id": self.wf_id,
+            "payment": self.run.payment,
+            "paid": self.run.paid,
+            "reason": "item arrived damaged",
+            "send_timeout": SEND_TIMEOUT,
+            **extra,
+        }
 
     @property
     def client(self):
@@ -382,8 +452,8 @@ class TemporalSystem(System):
 
     def start(self, case: dict) -> None:
         async def go():
-            return await self.client.start_workflow("RefundWorkflow", case, id=self.wf_id,
-                                                    task_queue=self.task_queue)
+            return await self.client.start_workflow("RefundWorkflow", case, id=self.wf_id, task_queue=self.task_queue)
+
         self.handle = self.infra.bridge.call(go())
         self.run_ids.append(self.handle.result_run_id or self.handle.run_id)
         self.run.fault("start", workflow="RefundWorkflow")
@@ -412,6 +482,7 @@ class TemporalSystem(System):
     def phase(self) -> str | None:
         async def q():
             return await self._handle().query("phase")
+
         try:
             return self.infra.bridge.call(q(), timeout=10)
         except Exception:  # noqa: BLE001
@@ -438,6 +509,7 @@ class TemporalSystem(System):
     def _signal(self, payload: dict) -> None:
         async def go():
             await self._handle().signal("approve", payload)
+
         self.infra.bridge.call(go())
 
     def revoke(self) -> list[str]:
@@ -449,6 +521,7 @@ class TemporalSystem(System):
     def result(self, timeout: float = 90.0, **_) -> dict:
         async def go():
             return await self._handle().result(follow_runs=True)
+
         try:
             r = self.infra.bridge.call(asyncio.wait_for(go(), timeout), timeout=timeout + 5)
             return {"status": r.get("status"), "result": r}
@@ -466,14 +539,20 @@ class TemporalSystem(System):
         async def go():
             h = self._handle()
             history = await h.fetch_history()
-            first_wft = next(e.event_id for e in history.events
-                             if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)
-            resp = await self.client.workflow_service.reset_workflow_execution(ResetWorkflowExecutionRequest(
-                namespace=self.client.namespace,
-                workflow_execution=WorkflowExecution(workflow_id=self.wf_id, run_id=history.run_id),
-                reason="prove S05: re-decide", workflow_task_finish_event_id=first_wft,
-                request_id=str(uuid.uuid4())))
+            first_wft = next(
+                e.event_id for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+            )
+            resp = await self.client.workflow_service.reset_workflow_execution(
+                ResetWorkflowExecutionRequest(
+                    namespace=self.client.namespace,
+                    workflow_execution=WorkflowExecution(workflow_id=self.wf_id, run_id=history.run_id),
+                    reason="prove S05: re-decide",
+                    workflow_task_finish_event_id=first_wft,
+                    request_id=str(uuid.uuid4()),
+                )
+            )
             return resp.run_id, first_wft
+
         run_id, event = self.infra.bridge.call(go())
         self.run_ids.append(run_id)
         self.run.fault("reset", to_event=event, new_run_id=run_id)
@@ -487,11 +566,20 @@ class TemporalSystem(System):
                 hist = await h.fetch_history()
                 out.append({"run_id": rid, **audit.temporal_history_summary(hist.events)})
             return out
+
         try:
             return self.infra.bridge.call(go(), timeout=30)
         except Exception as exc:  # noqa: BLE001
-            return [{"run_id": None, "error": repr(exc), "refund_completed": False, "refund_failed": False,
-                     "refund_attempt": 0, "timed_out": 0}]
+            return [
+                {
+                    "run_id": None,
+                    "error": repr(exc),
+                    "refund_completed": False,
+                    "refund_failed": False,
+                    "refund_attempt": 0,
+                    "timed_out": 0,
+                }
+            ]
 
     def attempts(self) -> list[dict]:
         return audit.read_attempt_log(self.attempt_log, self.wf_id)
@@ -508,6 +596,7 @@ class TemporalSystem(System):
                 await self._handle().terminate("prove cleanup")
             except Exception:  # noqa: BLE001 - already closed
                 pass
+
         try:
             self.infra.bridge.call(term(), timeout=10)
         except Exception:  # noqa: BLE001

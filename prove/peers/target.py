@@ -94,9 +94,6 @@ class Refused(Exception):
         super().__init__(f"{status}: {error}")
 
 
-
-
-
 @contextlib.contextmanager
 def target_process(
     *,

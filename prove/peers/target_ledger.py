@@ -178,14 +178,11 @@ class Ledger:
         row = db.execute("select paid from payments where id = ?", (pid,)).fetchone()
         if row is None:
             raise Refused(400, f"no payment {pid}")
-        refunded = db.execute(
-            "select coalesce(sum(amount), 0) from refunds where payment = ?", (pid,)
-        ).fetchone()[0]
+        refunded = db.execute("select coalesce(sum(amount), 0) from refunds where payment = ?", (pid,)).fetchone()[0]
         if refunded + amount > row["paid"]:
             raise Refused(
                 402,
-                f"amount {amount} exceeds what is left to refund on {pid} "
-                f"({row['paid'] - refunded})",
+                f"amount {amount} exceeds what is left to refund on {pid} ({row['paid'] - refunded})",
             )
         now, mono = time.time(), time.monotonic()
         cur = db.execute(
@@ -263,8 +260,7 @@ class Ledger:
             refund = self._insert_refund(db, pid, _amount(amount), key, effect_id, "api")
             if dedup and key is not None:
                 db.execute(
-                    "insert into idem_keys (key, refund_id, request_hash, stored_at)"
-                    " values (?, ?, ?, ?)",
+                    "insert into idem_keys (key, refund_id, request_hash, stored_at) values (?, ?, ?, ?)",
                     (key, refund["id"], _request_hash(pid, amount), time.time()),
                 )
             return refund, True
@@ -276,9 +272,7 @@ class Ledger:
             Refused: 400 or 402 as for an API refund; nothing applied.
         """
         with self._tx() as db:
-            return self._insert_refund(
-                db, _payment_id(payment_id), _amount(amount), None, None, "hand"
-            )
+            return self._insert_refund(db, _payment_id(payment_id), _amount(amount), None, None, "hand")
 
     def lookup(self, key: str) -> dict | None:
         """The first refund carrying ``key`` plus ``"matches"``, or None."""
@@ -299,12 +293,7 @@ class Ledger:
     def rows(self) -> list[dict]:
         """Every refund row, in application order."""
         with self._lock:
-            return [
-                dict(r)
-                for r in self._db.execute(
-                    f"select {', '.join(REFUND_COLUMNS)} from refunds order by seq"
-                )
-            ]
+            return [dict(r) for r in self._db.execute(f"select {', '.join(REFUND_COLUMNS)} from refunds order by seq")]
 
     def payments(self) -> list[dict]:
         with self._lock:

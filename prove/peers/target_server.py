@@ -116,7 +116,6 @@ class TargetServer(ThreadingHTTPServer):
         self.log.close()
 
 
-
 def serve(
     *,
     host: str = "127.0.0.1",

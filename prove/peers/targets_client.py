@@ -176,9 +176,7 @@ class LocalRefunds:
         if status == 200:
             return answer
         if 400 <= status < 500 and status not in NOT_DEFINITE_4XX:
-            exc = TargetRejected(
-                f"{self.name} refused the refund: HTTP {status}: {answer.get('error', answer)}"
-            )
+            exc = TargetRejected(f"{self.name} refused the refund: HTTP {status}: {answer.get('error', answer)}")
             exc.status, exc.body = status, answer
             raise exc
         raise TargetHTTPError(status, answer, f"{self.name} POST /refunds")

@@ -57,6 +57,7 @@ def now():
 
 # -- the worker's attempt log (read by prove.harness.audit) ----------------------------------------------
 
+
 class AttemptLog:
     """JSON lines, flushed and fsynced per line, so a line written before a SIGKILL survives."""
 
@@ -69,9 +70,14 @@ class AttemptLog:
             return
         try:
             info = activity.info()
-            entry = {"workflow_id": info.workflow_id, "run_id": info.workflow_run_id,
-                     "activity_id": info.activity_id, "activity": info.activity_type,
-                     "attempt": info.attempt, **entry}
+            entry = {
+                "workflow_id": info.workflow_id,
+                "run_id": info.workflow_run_id,
+                "activity_id": info.activity_id,
+                "activity": info.activity_type,
+                "attempt": info.attempt,
+                **entry,
+            }
         except RuntimeError:
             pass
         entry = {"t_wall": time.time(), "t_mono": time.monotonic(), "pid": os.getpid(), **entry}
@@ -86,6 +92,7 @@ attempt_log = AttemptLog(os.environ.get("ILR_ATTEMPT_LOG"))
 
 
 # -- the two names the activity bodies use -------------------------------------------------------
+
 
 class HttpTarget:
     """The local payment target as the activities see it (prove.peers.target's HTTP API).
@@ -102,9 +109,12 @@ class HttpTarget:
 
     @classmethod
     def from_env(cls) -> HttpTarget:
-        return cls(os.environ.get("ILR_TARGET_URL"), int(os.environ.get("ILR_TARGET_TIER", "1")),
-                   os.environ.get("ILR_TARGET_QUERYABLE", "1") not in ("0", "false", "no"),
-                   float(os.environ.get("ILR_SEND_TIMEOUT", "3")))
+        return cls(
+            os.environ.get("ILR_TARGET_URL"),
+            int(os.environ.get("ILR_TARGET_TIER", "1")),
+            os.environ.get("ILR_TARGET_QUERYABLE", "1") not in ("0", "false", "no"),
+            float(os.environ.get("ILR_SEND_TIMEOUT", "3")),
+        )
 
     def post_refund(self, payment, amount, idempotency_key):
         """POST /refunds with the Idempotency-Key header; returns the refund JSON.
@@ -116,8 +126,13 @@ class HttpTarget:
         attempt_log.write(event="send", key=idempotency_key, payment=payment, amount=amount)
         killpoints.hit("effect_before_dispatch")
         try:
-            status, answer = http_json("POST", f"{self.url}/refunds", body,
-                                       headers={"Idempotency-Key": idempotency_key}, timeout=self.send_timeout)
+            status, answer = http_json(
+                "POST",
+                f"{self.url}/refunds",
+                body,
+                headers={"Idempotency-Key": idempotency_key},
+                timeout=self.send_timeout,
+            )
         except Exception as exc:
             attempt_log.write(event="send_error", key=idempotency_key, error=f"{type(exc).__name__}: {exc}")
             raise
@@ -156,10 +171,12 @@ class GrantsDB:
         from psycopg.rows import dict_row
 
         with psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
-            row = conn.execute("select id, revoked_at, expires_at, max_cents from ilr.grants where id = %s",
-                               (grant_id,)).fetchone()
-        attempt_log.write(event="grant_check", grant_id=grant_id,
-                          revoked=bool(row and row["revoked_at"]), found=row is not None)
+            row = conn.execute(
+                "select id, revoked_at, expires_at, max_cents from ilr.grants where id = %s", (grant_id,)
+            ).fetchone()
+        attempt_log.write(
+            event="grant_check", grant_id=grant_id, revoked=bool(row and row["revoked_at"]), found=row is not None
+        )
         if row is None:
             raise ApplicationError(f"no grant {grant_id}", non_retryable=True)
         return row
@@ -171,22 +188,23 @@ grants_db = GrantsDB(os.environ.get("ILR_PROVE_DSN"))
 
 # -- the activities (docs/protocol.md §16.1), quoted verbatim in the report ---------------------
 
+
 @activity.defn(name="refund")
 def refund_idem(req):
     info = activity.info()
-    key = f"{info.workflow_run_id}-{info.activity_id}"          # Temporal's recommended key
+    key = f"{info.workflow_run_id}-{info.activity_id}"  # Temporal's recommended key
     return http_target.post_refund(req["payment"], req["amount"], idempotency_key=key)
 
 
 @activity.defn(name="refund")
 def refund_check(req):
     info = activity.info()
-    key = f"{info.workflow_id}-refund"                           # stable across retry and reset
+    key = f"{info.workflow_id}-refund"  # stable across retry and reset
     if http_target.tier_has_lookup:
-        existing = http_target.find_refund(key)                  # "did my operation already happen?"
+        existing = http_target.find_refund(key)  # "did my operation already happen?"
         if existing:
             return existing
-    g = grants_db.fetch(req["grant_id"])                         # plain SELECT from the same ilr.grants table
+    g = grants_db.fetch(req["grant_id"])  # plain SELECT from the same ilr.grants table
     if g["revoked_at"] or (g["expires_at"] and g["expires_at"] <= now()) or req["amount"] > g["max_cents"]:
         raise ApplicationError("not authorized", non_retryable=True)
     if req["amount"] != req["approved_amount"]:
@@ -208,21 +226,28 @@ def decide(case):
     from prove.peers import model
 
     where = model.endpoint()
-    request = model.build_request({k: case[k] for k in ("id", "payment", "reason", "paid") if k in case}
-                                  | {"case_id": case["id"]})
+    request = model.build_request(
+        {k: case[k] for k in ("id", "payment", "reason", "paid") if k in case} | {"case_id": case["id"]}
+    )
     attempt_log.write(event="decide_call")
-    with anthropic.Anthropic(base_url=where["base_url"], api_key=where["api_key"], max_retries=0,
-                             timeout=60.0) as client:
+    with anthropic.Anthropic(
+        base_url=where["base_url"], api_key=where["api_key"], max_retries=0, timeout=60.0
+    ) as client:
         response = client.messages.create(**request)
     text = "".join(b.text for b in response.content if getattr(b, "type", None) == "text")
     decision = model.parse_decision(text)
     attempt_log.write(event="decide_response", amount=decision["amount"])
     killpoints.hit("decide_after_response")
-    return {"amount": decision["amount"], "reasoning": decision["reasoning"], "model": response.model,
-            "emulated": where["emulated"]}
+    return {
+        "amount": decision["amount"],
+        "reasoning": decision["reasoning"],
+        "model": response.model,
+        "emulated": where["emulated"],
+    }
 
 
 # -- the workflow -----------------------------------------------------------------------------------
+
 
 @workflow.defn(name=WORKFLOW_NAME)
 class RefundWorkflow:
@@ -255,24 +280,33 @@ class RefundWorkflow:
     @workflow.run
     async def run(self, case: dict) -> dict:
         decision = await workflow.execute_activity(
-            "decide", case, start_to_close_timeout=timedelta(seconds=DECIDE_TIMEOUT))
+            "decide", case, start_to_close_timeout=timedelta(seconds=DECIDE_TIMEOUT)
+        )
         self._proposal = {"payment": case["payment"], "amount": decision["amount"]}
         self._phase = "waiting_approval"
         try:
-            await workflow.wait_condition(lambda: self._approval is not None,
-                                          timeout=case.get("approval_timeout", 24 * 3600))
+            await workflow.wait_condition(
+                lambda: self._approval is not None, timeout=case.get("approval_timeout", 24 * 3600)
+            )
         except TimeoutError:
             return {"status": "approval expired"}
         if case.get("sleep_before_effect"):
             self._phase = "sleeping"
             await workflow.sleep(case["sleep_before_effect"])
         self._phase = "refunding"
-        req = {"payment": case["payment"], "amount": self._proposal["amount"],
-               "grant_id": self._approval["grant_id"], "approved_amount": self._approval["approved_amount"]}
+        req = {
+            "payment": case["payment"],
+            "amount": self._proposal["amount"],
+            "grant_id": self._approval["grant_id"],
+            "approved_amount": self._approval["approved_amount"],
+        }
         try:
             result = await workflow.execute_activity(
-                "refund", req, start_to_close_timeout=timedelta(seconds=case.get("send_timeout", 3.0) + 2),
-                retry_policy=RetryPolicy())
+                "refund",
+                req,
+                start_to_close_timeout=timedelta(seconds=case.get("send_timeout", 3.0) + 2),
+                retry_policy=RetryPolicy(),
+            )
         except Exception as exc:  # an ActivityError: the non-retryable refusal of (b), or a definite no
             self._phase = "done"
             cause = getattr(exc, "cause", None)
@@ -282,6 +316,7 @@ class RefundWorkflow:
 
 
 # -- worker entry point ---------------------------------------------------------------------------
+
 
 async def _run_worker(address: str, task_queue: str, mode: str, worker_id: str) -> None:
     from temporalio.client import Client
@@ -293,16 +328,21 @@ async def _run_worker(address: str, task_queue: str, mode: str, worker_id: str) 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        worker = Worker(client, task_queue=task_queue, workflows=[RefundWorkflow],
-                        activities=[decide, ACTIVITIES[mode]], activity_executor=pool,
-                        identity=worker_id, graceful_shutdown_timeout=timedelta(seconds=2))
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[RefundWorkflow],
+            activities=[decide, ACTIVITIES[mode]],
+            activity_executor=pool,
+            identity=worker_id,
+            graceful_shutdown_timeout=timedelta(seconds=2),
+        )
         async with worker:
             print(f"ready {worker_id}", flush=True)
             await stop.wait()
 
 
-async def _run_versioned_worker(address: str, task_queue: str, module: str, workflow_cls: str,
-                                worker_id: str) -> None:
+async def _run_versioned_worker(address: str, task_queue: str, module: str, workflow_cls: str, worker_id: str) -> None:
     """S14: a worker for a generated workflow module (prove.harness.s14) on one version's task queue."""
     import importlib
 
@@ -316,9 +356,15 @@ async def _run_versioned_worker(address: str, task_queue: str, module: str, work
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        worker = Worker(client, task_queue=task_queue, workflows=[getattr(mod, workflow_cls)],
-                        activities=[mod.mark], activity_executor=pool, identity=worker_id,
-                        graceful_shutdown_timeout=timedelta(seconds=2))
+        worker = Worker(
+            client,
+            task_queue=task_queue,
+            workflows=[getattr(mod, workflow_cls)],
+            activities=[mod.mark],
+            activity_executor=pool,
+            identity=worker_id,
+            graceful_shutdown_timeout=timedelta(seconds=2),
+        )
         async with worker:
             print(f"ready {worker_id}", flush=True)
             await stop.wait()

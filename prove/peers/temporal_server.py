@@ -67,10 +67,27 @@ class TemporalServer:
         log = open(self.log_file, "ab")  # noqa: SIM115 - the child keeps its own copy
         try:
             self.proc = subprocess.Popen(
-                [temporal_cli(), "server", "start-dev", "--headless", "--db-filename", str(self.db_file),
-                 "--ip", "127.0.0.1", "--port", str(self.port), "--http-port", str(self.http_port),
-                 "--log-level", "warn"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                [
+                    temporal_cli(),
+                    "server",
+                    "start-dev",
+                    "--headless",
+                    "--db-filename",
+                    str(self.db_file),
+                    "--ip",
+                    "127.0.0.1",
+                    "--port",
+                    str(self.port),
+                    "--http-port",
+                    str(self.http_port),
+                    "--log-level",
+                    "warn",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         finally:
             log.close()
         deadline = time.monotonic() + timeout
@@ -90,7 +107,8 @@ class TemporalServer:
 
             client = await Client.connect(self.address, connect_timeout=None)
             await client.workflow_service.get_system_info(
-                __import__("temporalio.api.workflowservice.v1", fromlist=["x"]).GetSystemInfoRequest())
+                __import__("temporalio.api.workflowservice.v1", fromlist=["x"]).GetSystemInfoRequest()
+            )
             return True
 
         try:

@@ -47,20 +47,35 @@ def aggregate(runs: list[dict]) -> dict:
             for key, val in (r.get("oracle") or {}).items():
                 if isinstance(val, (int, float)) and not isinstance(val, bool):
                     sums[key] += val
-        lat = [r["latency"].get("approve_to_outcome_s") for r in rs
-               if r.get("latency", {}).get("approve_to_outcome_s") is not None]
+        lat = [
+            r["latency"].get("approve_to_outcome_s")
+            for r in rs
+            if r.get("latency", {}).get("approve_to_outcome_s") is not None
+        ]
         resume = [r["latency"].get("resume_s") for r in rs if r.get("latency", {}).get("resume_s") is not None]
         scores = [r["audit"].get("score") for r in rs if r["audit"].get("score") is not None]
         cells[f"{sid}|{var}|{tier}|{system}"] = {
-            "scenario": sid, "variant": var, "tier": tier, "system": system, "n": n, "correct": k,
-            "rate": k / n if n else None, "wilson95": [round(lo, 3), round(hi, 3)],
-            "sums": dict(sums), "blocked_never_sent": sum(r.get("blocked_never_sent", 0) for r in rs),
-            "duplicates": sums.get("duplicates", 0), "errors": sum(1 for r in rs if r.get("error")),
+            "scenario": sid,
+            "variant": var,
+            "tier": tier,
+            "system": system,
+            "n": n,
+            "correct": k,
+            "rate": k / n if n else None,
+            "wilson95": [round(lo, 3), round(hi, 3)],
+            "sums": dict(sums),
+            "blocked_never_sent": sum(r.get("blocked_never_sent", 0) for r in rs),
+            "duplicates": sums.get("duplicates", 0),
+            "errors": sum(1 for r in rs if r.get("error")),
             "can_prove_mean": round(statistics.mean(scores), 2) if scores else None,
             "false_claims": sum(r["audit"].get("false_claims", 0) for r in rs),
             "false_claims_per_1000": round(1000 * sum(r["audit"].get("false_claims", 0) for r in rs) / n, 1),
-            "latency_approve_to_outcome_s": {"p50": pct(lat, 50), "p99": pct(lat, 99), "count": len(lat),
-                                             "values": lat},
+            "latency_approve_to_outcome_s": {
+                "p50": pct(lat, 50),
+                "p99": pct(lat, 99),
+                "count": len(lat),
+                "values": lat,
+            },
             "latency_resume_s": {"p50": pct(resume, 50), "p99": pct(resume, 99), "count": len(resume)},
             "_resume_values": resume,
             "outcomes": sorted({str((r.get("outcome") or {}).get("status")) for r in rs}),
@@ -99,9 +114,11 @@ def _cell_text(c: dict | None) -> str:
         return "not run"
     rate = 100 * c["correct"] / c["n"]
     err = f", {c['errors']} harness err" if c["errors"] else ""
-    return (f"{rate:.0f}% ({c['n']}) dup {c['duplicates']} blk {c['blocked_never_sent']} "
-            f"prove {'-' if c['can_prove_mean'] is None else c['can_prove_mean']}/5{err}<br>"
-            f"${_totals(c)} {', '.join(c['outcomes'])}")
+    return (
+        f"{rate:.0f}% ({c['n']}) dup {c['duplicates']} blk {c['blocked_never_sent']} "
+        f"prove {'-' if c['can_prove_mean'] is None else c['can_prove_mean']}/5{err}<br>"
+        f"${_totals(c)} {', '.join(c['outcomes'])}"
+    )
 
 
 def _totals(c):
@@ -140,11 +157,14 @@ def per_thousand(doc) -> str:
 
         def k(name, cs=cs, n=n):
             return round(1000 * sum(c["sums"].get(name, 0) for c in cs) / n, 1)
+
         blocked = round(1000 * sum(c["blocked_never_sent"] for c in cs) / n, 1)
         fc = round(1000 * sum(c["false_claims"] for c in cs) / n, 1)
-        parts.append(f"{LABEL[s]}: duplicates {k('duplicates')}, wrong amounts {k('wrong_amounts')}, "
-                     f"sends after revoke {k('sends_after_revoke')}, sends on changed premises "
-                     f"{k('sends_on_changed_premises')}, blocked_never_sent {blocked}, false claims {fc} (n={n})")
+        parts.append(
+            f"{LABEL[s]}: duplicates {k('duplicates')}, wrong amounts {k('wrong_amounts')}, "
+            f"sends after revoke {k('sends_after_revoke')}, sends on changed premises "
+            f"{k('sends_on_changed_premises')}, blocked_never_sent {blocked}, false claims {fc} (n={n})"
+        )
     return "; ".join(parts)
 
 
@@ -173,8 +193,11 @@ def derive_s10_temporal(runs: list[dict]) -> None:
     (the worker's attempt log). Lateness after the workers' return = that moment minus the later
     of the timer's due time and the restart. Derived from each run's stored records."""
     for r in runs:
-        if (r.get("scenario") != "S10" or r.get("system") not in ("temporal", "temporal_check")
-                or not isinstance(r.get("records"), dict)):
+        if (
+            r.get("scenario") != "S10"
+            or r.get("system") not in ("temporal", "temporal_check")
+            or not isinstance(r.get("records"), dict)
+        ):
             continue
         hs = r["records"].get("histories") or []
         st = [t for t in (hs[-1].get("timer_started", []) if hs else []) if abs(t["seconds"] - 20) < 1]
@@ -182,4 +205,5 @@ def derive_s10_temporal(runs: list[dict]) -> None:
         restart = next((f["wall"] for f in r.get("faults", []) if f["what"] == "restart"), None)
         if st and first is not None and restart is not None:
             r.setdefault("extra", {})["timer_lateness_after_return_s"] = round(
-                first - max(st[0]["t"] + st[0]["seconds"], restart), 3)
+                first - max(st[0]["t"] + st[0]["seconds"], restart), 3
+            )

@@ -29,36 +29,59 @@ def _name(scenario: str, variant: str) -> str:
 
 
 def _main_rows(doc: dict) -> list[dict]:
-    return [{"name": _name(row["scenario"], row["variant"]), "title": row["title"], "tier": str(row["tier"]),
-             "cells": " | ".join(_cell_text(row["cells"][s]) for s in SYSTEMS),
-             "verdict_a": row["verdict_a"], "verdict_b": row["verdict_b"], "verdict_c": row.get("verdict_c", "-"),
-             "preds": " / ".join((p["text"] if p else "-") for p in row["predicted"].values())}
-            for row in doc["rows"]]
+    return [
+        {
+            "name": _name(row["scenario"], row["variant"]),
+            "title": row["title"],
+            "tier": str(row["tier"]),
+            "cells": " | ".join(_cell_text(row["cells"][s]) for s in SYSTEMS),
+            "verdict_a": row["verdict_a"],
+            "verdict_b": row["verdict_b"],
+            "verdict_c": row.get("verdict_c", "-"),
+            "preds": " / ".join((p["text"] if p else "-") for p in row["predicted"].values()),
+        }
+        for row in doc["rows"]
+    ]
 
 
 def _scenarios(doc: dict) -> list[dict]:
     """Each scenario (and variant) once, in the main table's order."""
     seen: dict = {}
     for row in doc["rows"]:
-        seen.setdefault((row["scenario"], row["variant"]), {
-            "name": _name(row["scenario"], row["variant"]), "fault": row["fault"], "oracle": row["oracle"]})
+        seen.setdefault(
+            (row["scenario"], row["variant"]),
+            {"name": _name(row["scenario"], row["variant"]), "fault": row["fault"], "oracle": row["oracle"]},
+        )
     return list(seen.values())
 
 
 def _disagreements(doc: dict) -> list[dict]:
-    return [{"name": _name(d["scenario"], d["variant"]), "tier": str(d["tier"]), "system": LABEL[d["system"]],
-             "predicted": d["predicted"], "correct": "correct" if d["predicted_correct"] else "incorrect",
-             "measured": d["measured"], "diagnosis": d["diagnosis"],
-             "failing": ", ".join(d["failing_runs"][:5]) or "-"}
-            for d in doc["disagreements"]]
+    return [
+        {
+            "name": _name(d["scenario"], d["variant"]),
+            "tier": str(d["tier"]),
+            "system": LABEL[d["system"]],
+            "predicted": d["predicted"],
+            "correct": "correct" if d["predicted_correct"] else "incorrect",
+            "measured": d["measured"],
+            "diagnosis": d["diagnosis"],
+            "failing": ", ".join(d["failing_runs"][:5]) or "-",
+        }
+        for d in doc["disagreements"]
+    ]
 
 
 def _latency_rows(doc: dict) -> list[tuple[str, str]]:
     """(measure, its p50 / p99 (count) column per system joined) for the latency table."""
     rows = []
-    for label, metric, filt in (("no-fault approve→outcome (L0, tier 1, 20 ms service delay)",
-                                 "latency_approve_to_outcome_s", lambda c: c["scenario"] == "L0"),
-                                ("resume after SIGKILL (all crash runs)", "latency_resume_s", lambda c: True)):
+    for label, metric, filt in (
+        (
+            "no-fault approve→outcome (L0, tier 1, 20 ms service delay)",
+            "latency_approve_to_outcome_s",
+            lambda c: c["scenario"] == "L0",
+        ),
+        ("resume after SIGKILL (all crash runs)", "latency_resume_s", lambda c: True),
+    ):
         cols = []
         for s in SYSTEMS:
             vals = []
@@ -79,20 +102,31 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
     bench = RESULTS / "runtime_bench_core.md"
     est = full_sweep_estimate(doc)
     context = {
-        "h": h, "seeds": str(h["seeds_per_cell"]), "runs": str(h["runs"]), "wall_s": f"{h['wall_s']:.0f}",
+        "h": h,
+        "seeds": str(h["seeds_per_cell"]),
+        "runs": str(h["runs"]),
+        "wall_s": f"{h['wall_s']:.0f}",
         "summed": " (the sum over the commands above)" if " ; " in h["command"] else "",
         "v": {k: str(v.get(k)) for k in VERSION_KEYS},
         "dirty": " (uncommitted changes)" if v.get("dirty_tree") else "",
         "t": {k: str(x) for k, x in h["timeouts"].items()},
-        "n_not_run": str(len(h["not_run"])), "not_run": "; ".join(h["not_run"]),
-        "main_rows": _main_rows(doc), "per_thousand": per_thousand(doc), "scenarios": _scenarios(doc),
-        "disagreements": _disagreements(doc), "latency_rows": _latency_rows(doc),
+        "n_not_run": str(len(h["not_run"])),
+        "not_run": "; ".join(h["not_run"]),
+        "main_rows": _main_rows(doc),
+        "per_thousand": per_thousand(doc),
+        "scenarios": _scenarios(doc),
+        "disagreements": _disagreements(doc),
+        "latency_rows": _latency_rows(doc),
         "timer_cols": " | ".join(fmt_lat(timer.get(s, [])) for s in SYSTEMS),
         "bench": str(bench.relative_to(ROOT)) if bench.exists() else "",
         "sweep_rows": [(name, per, str(runs), f"{hours:.2f}") for name, per, runs, hours in est["rows"]],
-        "sweep_total": f"{est['total_h']:.1f}", "sweep_jobs3": f"{est['total_h'] / 2.5:.1f}",
-        "tlc_present": tlc_present, "xref_rows": xref_rows(doc, tlc_present),
+        "sweep_total": f"{est['total_h']:.1f}",
+        "sweep_jobs3": f"{est['total_h'] / 2.5:.1f}",
+        "tlc_present": tlc_present,
+        "xref_rows": xref_rows(doc, tlc_present),
         "assumption_rows": assumption_rows(doc) if tlc_present else [],
-        "a_src": a_src.rstrip(), "b_src": b_src.rstrip(), "c_src": c_src.rstrip(),
+        "a_src": a_src.rstrip(),
+        "b_src": b_src.rstrip(),
+        "c_src": c_src.rstrip(),
     }
     return ENGINE.get_template("runtime_prove.md").render(Context(context, autoescape=False))

@@ -39,8 +39,10 @@ def make_plots(doc: dict, where: Path) -> None:
     plt.close(fig)
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, metric, title in ((axes[0], "latency_approve_to_outcome_s", "approve → outcome, every run (s)"),
-                              (axes[1], "resume", "resume after crash (s)")):
+    for ax, metric, title in (
+        (axes[0], "latency_approve_to_outcome_s", "approve → outcome, every run (s)"),
+        (axes[1], "resume", "resume after crash (s)"),
+    ):
         data, names = [], []
         for s in SYSTEMS:
             vals = []

@@ -36,44 +36,61 @@ EMULATED = [
 
 # Diagnoses of measured-vs-predicted disagreements, written after reading the run JSON.
 # Key: (scenario, variant, tier, system). Filled from the committed sweep.
-S07_A = ("the owner was SIGKILLed after the target applied the refund and Temporal scheduled exactly one "
-         "retry (no race: the server owns the retry), but that retry is a second send; at tier 2 the "
-         "run-id + activity-id key is not deduplicated by the target and at tier 3 nothing can be looked "
-         "up, so it applies again, exactly as in S01. The predicted 'equal' is right about the race and wrong "
-         "about the outcome: (a) $20 / $40 / $40 at tiers 1 / 2 / 3.")
-S07_B = ("as for (a), the one retry is a second send; (b)'s lookup saves it at tiers 1 and 2, and at "
-         "tier 3 there is no lookup, so it applies again: (b) $20 / $20 / $40 at tiers 1 / 2 / 3.")
-S13L_B = ("$20 in some runs where the prediction conceded $40, for two Temporal reasons measured in the "
-          "attempt logs: the "
-          "frozen worker keeps its long poll open, so the server hands the retry to the frozen worker rather "
-          "than the live one, and the retry runs only after SIGCONT; and the SDK enforces start_to_close "
-          "locally, so on SIGCONT the stale attempt is cancelled (CancelledError in its thread) before it "
-          "sends. The retry then sends once, and a later attempt's lookup (b) or the key at tier 1 dedupes. "
-          "Where the stale attempt's send wins the race with the local cancel, tier 2 pays $40.")
-S13L_RT = ("the pause is at effect_after_dispatch, before the send-deadline check (docs/protocol.md §6.3): "
-           "on SIGCONT the "
-           "sender's stopwatch shows 11 s > send_timeout and it skips the send; the successor queried at "
-           "send_deadline + settle_margin, found nothing and reapplied: one application. A1 is exposed only "
-           "by a pause after that check and before the bytes leave, which this scenario does not target "
-           "(before the harness made kill-point SIGSTOPs synchronous, the stop landed late, inside that "
-           "window, and the runtime paid $40; see prove/harness/worker_shim.py). Revised: runtime $20 at tier 2; A1 "
-           "stays conceded for a pause inside the check-to-send window.")
-S12_B = ("(b) checks the grant before the send point, so a revoke anywhere in the window is missed unless the "
-         "send finished before the revoke returned (a positive offset larger than the send time); the count "
-         "per run is 0 or 1 by offset, not 'many'.")
-S12_A = ("(a) never reads the grant; a send processed before the revoke returned is not a violation by the "
-         "oracle's definition (offset > 0 and the send done first), so some runs count 0.")
+S07_A = (
+    "the owner was SIGKILLed after the target applied the refund and Temporal scheduled exactly one "
+    "retry (no race: the server owns the retry), but that retry is a second send; at tier 2 the "
+    "run-id + activity-id key is not deduplicated by the target and at tier 3 nothing can be looked "
+    "up, so it applies again, exactly as in S01. The predicted 'equal' is right about the race and wrong "
+    "about the outcome: (a) $20 / $40 / $40 at tiers 1 / 2 / 3."
+)
+S07_B = (
+    "as for (a), the one retry is a second send; (b)'s lookup saves it at tiers 1 and 2, and at "
+    "tier 3 there is no lookup, so it applies again: (b) $20 / $20 / $40 at tiers 1 / 2 / 3."
+)
+S13L_B = (
+    "$20 in some runs where the prediction conceded $40, for two Temporal reasons measured in the "
+    "attempt logs: the "
+    "frozen worker keeps its long poll open, so the server hands the retry to the frozen worker rather "
+    "than the live one, and the retry runs only after SIGCONT; and the SDK enforces start_to_close "
+    "locally, so on SIGCONT the stale attempt is cancelled (CancelledError in its thread) before it "
+    "sends. The retry then sends once, and a later attempt's lookup (b) or the key at tier 1 dedupes. "
+    "Where the stale attempt's send wins the race with the local cancel, tier 2 pays $40."
+)
+S13L_RT = (
+    "the pause is at effect_after_dispatch, before the send-deadline check (docs/protocol.md §6.3): "
+    "on SIGCONT the "
+    "sender's stopwatch shows 11 s > send_timeout and it skips the send; the successor queried at "
+    "send_deadline + settle_margin, found nothing and reapplied: one application. A1 is exposed only "
+    "by a pause after that check and before the bytes leave, which this scenario does not target "
+    "(before the harness made kill-point SIGSTOPs synchronous, the stop landed late, inside that "
+    "window, and the runtime paid $40; see prove/harness/worker_shim.py). Revised: runtime $20 at tier 2; A1 "
+    "stays conceded for a pause inside the check-to-send window."
+)
+S12_B = (
+    "(b) checks the grant before the send point, so a revoke anywhere in the window is missed unless the "
+    "send finished before the revoke returned (a positive offset larger than the send time); the count "
+    "per run is 0 or 1 by offset, not 'many'."
+)
+S12_A = (
+    "(a) never reads the grant; a send processed before the revoke returned is not a violation by the "
+    "oracle's definition (offset > 0 and the send done first), so some runs count 0."
+)
 
 # Diagnoses of measured-vs-predicted disagreements, written after reading the run JSON.
 # Key: (scenario, variant, tier, system).
 DIAGNOSES: dict = {
-    ("S07", "", 2, "temporal"): S07_A, ("S07", "", 3, "temporal"): S07_A,
+    ("S07", "", 2, "temporal"): S07_A,
+    ("S07", "", 3, "temporal"): S07_A,
     ("S07", "", 3, "temporal_check"): S07_B,
-    ("S13", "long", 2, "temporal_check"): S13L_B, ("S13", "long", 2, "temporal"): S13L_B,
+    ("S13", "long", 2, "temporal_check"): S13L_B,
+    ("S13", "long", 2, "temporal"): S13L_B,
     ("S13", "long", 2, "runtime"): S13L_RT,
-    ("S12", "", 1, "temporal_check"): S12_B, ("S12", "", 2, "temporal_check"): S12_B,
+    ("S12", "", 1, "temporal_check"): S12_B,
+    ("S12", "", 2, "temporal_check"): S12_B,
     ("S12", "", 3, "temporal_check"): S12_B,
-    ("S12", "", 1, "temporal"): S12_A, ("S12", "", 2, "temporal"): S12_A, ("S12", "", 3, "temporal"): S12_A,
+    ("S12", "", 1, "temporal"): S12_A,
+    ("S12", "", 2, "temporal"): S12_A,
+    ("S12", "", 3, "temporal"): S12_A,
 }
 
 
@@ -87,13 +104,29 @@ def activity_sources() -> tuple[str, str, str]:
     from prove.peers import dbos_baseline as db
     from prove.peers import temporal_baselines as tb
 
-    return (_source(tb.refund_idem), _source(tb.refund_check),
-            inspect.getsource(db).split("# -- the step and the workflow, quoted verbatim in the report")[1]
-            .split("\n", 1)[1].split("\n\n@DBOS.step()\ndef decide")[0].strip())
+    return (
+        _source(tb.refund_idem),
+        _source(tb.refund_check),
+        inspect.getsource(db)
+        .split("# -- the step and the workflow, quoted verbatim in the report")[1]
+        .split("\n", 1)[1]
+        .split("\n\n@DBOS.step()\ndef decide")[0]
+        .strip(),
+    )
 
 
-def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions: dict,
-          selection: dict, out_md: Path | None = None, out_json: Path | None = None, plots: bool = True) -> dict:
+def build(
+    runs: list[dict],
+    *,
+    command: str,
+    seeds: int,
+    wall_s: float,
+    versions: dict,
+    selection: dict,
+    out_md: Path | None = None,
+    out_json: Path | None = None,
+    plots: bool = True,
+) -> dict:
     """Write the report; returns the JSON document."""
     out_md = out_md or RESULTS / "runtime_prove.md"
     out_json = out_json or RESULTS / "runtime_prove.json"
@@ -107,8 +140,16 @@ def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions
         for tier in sc.tiers:
             if (sc.id, sc.variant, tier) not in ran_keys:
                 continue
-            row = {"scenario": sc.id, "variant": sc.variant, "tier": tier, "title": sc.title, "fault": sc.fault,
-                   "oracle": sc.oracle, "cells": {}, "predicted": {}}
+            row = {
+                "scenario": sc.id,
+                "variant": sc.variant,
+                "tier": tier,
+                "title": sc.title,
+                "fault": sc.fault,
+                "oracle": sc.oracle,
+                "cells": {},
+                "predicted": {},
+            }
             for system in SYSTEMS:
                 c = cells.get(f"{sc.id}|{sc.variant}|{tier}|{system}")
                 row["cells"][system] = c
@@ -118,13 +159,20 @@ def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions
                     measured_ok = c["correct"] == c["n"]
                     measured_bad = c["correct"] == 0
                     if (pred[0] and not measured_ok) or (not pred[0] and not measured_bad):
-                        d = {"scenario": sc.id, "variant": sc.variant, "tier": tier, "system": system,
-                             "predicted": pred[1], "predicted_correct": pred[0],
-                             "measured": f"{c['correct']}/{c['n']} correct; totals ${_totals(c)}; "
-                                         f"outcomes {', '.join(c['outcomes'])}; duplicates {c['duplicates']}",
-                             "failing_runs": c["failing_runs"],
-                             "diagnosis": DIAGNOSES.get((sc.id, sc.variant, tier, system),
-                                                        "not yet diagnosed: see the failing runs' JSON")}
+                        d = {
+                            "scenario": sc.id,
+                            "variant": sc.variant,
+                            "tier": tier,
+                            "system": system,
+                            "predicted": pred[1],
+                            "predicted_correct": pred[0],
+                            "measured": f"{c['correct']}/{c['n']} correct; totals ${_totals(c)}; "
+                            f"outcomes {', '.join(c['outcomes'])}; duplicates {c['duplicates']}",
+                            "failing_runs": c["failing_runs"],
+                            "diagnosis": DIAGNOSES.get(
+                                (sc.id, sc.variant, tier, system), "not yet diagnosed: see the failing runs' JSON"
+                            ),
+                        }
                         disagreements.append(d)
             row["verdict_a"] = verdict(row["cells"]["runtime"], row["cells"]["temporal"])
             row["verdict_b"] = verdict(row["cells"]["runtime"], row["cells"]["temporal_check"])
@@ -132,23 +180,50 @@ def build(runs: list[dict], *, command: str, seeds: int, wall_s: float, versions
             rows.append(row)
     not_run = []
     for sc in SCENARIOS:
-        missing = [f"t{tier} {LABEL[system]}" for tier in sc.tiers for system in SYSTEMS
-                   if f"{sc.id}|{sc.variant}|{tier}|{system}" not in cells]
+        missing = [
+            f"t{tier} {LABEL[system]}"
+            for tier in sc.tiers
+            for system in SYSTEMS
+            if f"{sc.id}|{sc.variant}|{tier}|{system}" not in cells
+        ]
         if len(missing) == len(sc.tiers) * len(SYSTEMS):
             not_run.append(f"{sc.key} (every tier and system)")
         elif missing:
             not_run.append(f"{sc.key} ({', '.join(missing)})")
     tlc_text, tlc_data = load_tlc()
     a_src, b_src, c_src = activity_sources()
-    doc = {"header": {"command": command, "seeds_per_cell": seeds, "wall_s": wall_s, "versions": versions,
-                      "selection": selection, "emulated": EMULATED, "runs": len(runs),
-                      "timeouts": {"lease_ttl": 5, "poll": 0.5, "send_timeout": 3, "settle_margin": 5,
-                                   "temporal_start_to_close": 5, "temporal_retry": "default (1 s, x2, cap 100 s)"},
-                      "not_run": not_run, "s14": S14_NOTE},
-           "rows": rows, "cells": cells, "disagreements": disagreements,
-           "tlc": {sid: {mode: {inv: tlc_status(inv, mode, tlc_outcomes(tlc_data), tlc_text) for inv in invs}
-                         for mode in TLC_MODES.values()} for sid, invs in TLC_MAP.items()},
-           "tlc_present": {"md": tlc_text is not None, "json": tlc_data is not None}}
+    doc = {
+        "header": {
+            "command": command,
+            "seeds_per_cell": seeds,
+            "wall_s": wall_s,
+            "versions": versions,
+            "selection": selection,
+            "emulated": EMULATED,
+            "runs": len(runs),
+            "timeouts": {
+                "lease_ttl": 5,
+                "poll": 0.5,
+                "send_timeout": 3,
+                "settle_margin": 5,
+                "temporal_start_to_close": 5,
+                "temporal_retry": "default (1 s, x2, cap 100 s)",
+            },
+            "not_run": not_run,
+            "s14": S14_NOTE,
+        },
+        "rows": rows,
+        "cells": cells,
+        "disagreements": disagreements,
+        "tlc": {
+            sid: {
+                mode: {inv: tlc_status(inv, mode, tlc_outcomes(tlc_data), tlc_text) for inv in invs}
+                for mode in TLC_MODES.values()
+            }
+            for sid, invs in TLC_MAP.items()
+        },
+        "tlc_present": {"md": tlc_text is not None, "json": tlc_data is not None},
+    }
     out_json.write_text(json.dumps(doc, indent=1, default=str))
     md = render_md(doc, a_src, b_src, c_src, tlc_present=tlc_text is not None or tlc_data is not None)
     out_md.write_text(md)

@@ -31,6 +31,7 @@ TLC_MAP = {
     "S14": ["VersionPinned", "NonDeterminismLoud"],
 }
 
+
 def load_tlc() -> tuple[str | None, dict | None]:
     md = RESULTS / "runtime_tlc.md"
     js = RESULTS / "runtime_tlc.json"
@@ -44,12 +45,18 @@ def load_tlc() -> tuple[str | None, dict | None]:
     return text, data
 
 
-ASSUMPTION_MAP = {("S08c", ""): ("ServerSlow", ("EffectAtMostOnceTier12", "Tier3NeverResends"), "A2"),
-                  ("S13", "long"): ("Pause", ("EffectAtMostOnceTier12", "Tier3NeverResends"), "A1")}
+ASSUMPTION_MAP = {
+    ("S08c", ""): ("ServerSlow", ("EffectAtMostOnceTier12", "Tier3NeverResends"), "A2"),
+    ("S13", "long"): ("Pause", ("EffectAtMostOnceTier12", "Tier3NeverResends"), "A1"),
+}
 
 # TLC has no DBOS mode: (c) is checked against (b)'s, the same pre-send check (scenarios.DBOS_EXPECTED_AS).
-TLC_MODES = {"runtime": "interlock", "temporal": "temporal_idem", "temporal_check": "temporal_precheck",
-             "dbos": "temporal_precheck"}
+TLC_MODES = {
+    "runtime": "interlock",
+    "temporal": "temporal_idem",
+    "temporal_check": "temporal_precheck",
+    "dbos": "temporal_precheck",
+}
 
 
 def tlc_outcomes(data) -> dict:
@@ -120,8 +127,16 @@ def xref_rows(doc: dict, tlc_present: bool) -> list[dict[str, str]]:
                 k = sum(c["correct"] for c in rs)
                 n = sum(c["n"] for c in rs)
                 meas, agree = f"{k}/{n}", _agreement(sid, k, n, tl, tlc_present)
-            rows.append({"sid": sid, "invariants": ", ".join(invs), "system": LABEL[system],
-                         "tlc": "; ".join(f"{i}: {st}" for i, st in tl.items()), "measured": meas, "agree": agree})
+            rows.append(
+                {
+                    "sid": sid,
+                    "invariants": ", ".join(invs),
+                    "system": LABEL[system],
+                    "tlc": "; ".join(f"{i}: {st}" for i, st in tl.items()),
+                    "measured": meas,
+                    "agree": agree,
+                }
+            )
     return rows
 
 
@@ -136,8 +151,11 @@ def assumption_rows(doc: dict) -> list[dict[str, str]]:
             for inv in invs:
                 for k, v in outcomes.get((f"assumption:{stem}:{mode}", inv), {}).items():
                     per[k] = "V" if "V" in (v, per.get(k)) else v
-            cs = {c["tier"]: c for c in doc["cells"].values()
-                  if c["scenario"] == sid and c["variant"] == var and c["system"] == system}
+            cs = {
+                c["tier"]: c
+                for c in doc["cells"].values()
+                if c["scenario"] == sid and c["variant"] == var and c["system"] == system
+            }
             if not cs:
                 continue
             verdicts = []
@@ -150,9 +168,17 @@ def assumption_rows(doc: dict) -> list[dict[str, str]]:
                     verdicts.append("yes" if ok else f"NO at t{t} (see the notes above)")
                 else:
                     verdicts.append("yes" if not ok else f"consistent at t{t} (trace not produced)")
-            rows.append({"sid": sid, "variant": var, "stem": stem, "which": which, "system": LABEL[system],
-                         "invariant": " or ".join(invs),
-                         "tlc": "; ".join(f"{k}: {v}" for k, v in per.items()) or "not checked",
-                         "measured": ", ".join(f"t{t} {cs[t]['correct']}/{cs[t]['n']}" for t in sorted(cs)),
-                         "agree": ", ".join(dict.fromkeys(verdicts)) or "unchecked"})
+            rows.append(
+                {
+                    "sid": sid,
+                    "variant": var,
+                    "stem": stem,
+                    "which": which,
+                    "system": LABEL[system],
+                    "invariant": " or ".join(invs),
+                    "tlc": "; ".join(f"{k}: {v}" for k, v in per.items()) or "not checked",
+                    "measured": ", ".join(f"t{t} {cs[t]['correct']}/{cs[t]['n']}" for t in sorted(cs)),
+                    "agree": ", ".join(dict.fromkeys(verdicts)) or "unchecked",
+                }
+            )
     return rows

@@ -35,8 +35,14 @@ from prove.tlc.tool import TlcRun, TraceStep, run_tlc
 
 def read_cfg(path: Path) -> dict[str, Any]:
     """Read a TLC config file: constants (ordered), specification, symmetry, view, lists."""
-    cfg: dict[str, Any] = {"constants": {}, "specification": None, "symmetry": None,
-                           "view": None, "invariants": [], "properties": []}
+    cfg: dict[str, Any] = {
+        "constants": {},
+        "specification": None,
+        "symmetry": None,
+        "view": None,
+        "invariants": [],
+        "properties": [],
+    }
     section = None
     for raw in path.read_text().splitlines():
         line = raw.split("\\*", 1)[0].strip()
@@ -45,7 +51,7 @@ def read_cfg(path: Path) -> dict[str, Any]:
         word = line.split()[0]
         if word in ("CONSTANT", "CONSTANTS"):
             section = "constants"
-            line = line[len(word):].strip()
+            line = line[len(word) :].strip()
             if not line:
                 continue
         elif word in ("INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES"):
@@ -91,9 +97,9 @@ class Check:
     """One thing to check: a module and config, constant overrides, what to check, and why."""
 
     id: str
-    kind: str                      # mode | broken | control | assumption | liveness | signals | witness
+    kind: str  # mode | broken | control | assumption | liveness | signals | witness
     module: str
-    cfg: str                       # path relative to spec/
+    cfg: str  # path relative to spec/
     overrides: dict[str, str] = dataclasses.field(default_factory=dict)
     invariants: list[str] = dataclasses.field(default_factory=list)
     properties: list[str] = dataclasses.field(default_factory=list)
@@ -111,10 +117,10 @@ class CheckResult:
 
     check: Check
     constants: dict[str, str]
-    outcome: dict[str, str]                       # name -> "hold" | "V" | "error"
+    outcome: dict[str, str]  # name -> "hold" | "V" | "error"
     traces: dict[str, list[TraceStep]]
     runs: list[TlcRun]
-    distinct: int | None = None                   # of the final, complete exploration
+    distinct: int | None = None  # of the final, complete exploration
     depth: int | None = None
     wall_s: float = 0.0
     errors: list[str] = dataclasses.field(default_factory=list)
@@ -131,21 +137,18 @@ def effective_cfg(check: Check) -> dict[str, Any]:
     return cfg
 
 
-def run_check(check: Check, java: str, jar: Path,
-              log: Callable[[str], None] = lambda s: None) -> CheckResult:
+def run_check(check: Check, java: str, jar: Path, log: Callable[[str], None] = lambda s: None) -> CheckResult:
     """Run one check, peeling violated invariants until the rest hold (see module docstring).
 
     Temporal properties, if any, are checked afterwards, each in a run of its own (TLC does not
     say which property a liveness counterexample violates).
     """
     cfg = effective_cfg(check)
-    result = CheckResult(check=check, constants=dict(cfg["constants"]), outcome={}, traces={},
-                         runs=[])
+    result = CheckResult(check=check, constants=dict(cfg["constants"]), outcome={}, traces={}, runs=[])
     safe_id = re.sub(r"[^A-Za-z0-9_.-]+", "_", check.id)
 
     def one(invariants: list[str], properties: list[str], tag: str) -> TlcRun:
-        run = run_tlc(check.module, render_cfg(cfg, invariants, properties),
-                      f"{safe_id}-{tag}", java, jar)
+        run = run_tlc(check.module, render_cfg(cfg, invariants, properties), f"{safe_id}-{tag}", java, jar)
         result.runs.append(run)
         result.wall_s += run.wall_s
         return run
@@ -156,8 +159,7 @@ def run_check(check: Check, java: str, jar: Path,
                 result.outcome[name] = "hold"
             result.distinct, result.depth = run.distinct, run.depth
         else:
-            result.errors.append("; ".join(run.errors)
-                                 or f"TLC exited {run.returncode} without a verdict")
+            result.errors.append("; ".join(run.errors) or f"TLC exited {run.returncode} without a verdict")
             for name in names:
                 result.outcome[name] = "error"
 
@@ -170,8 +172,7 @@ def run_check(check: Check, java: str, jar: Path,
             result.outcome[run.violated] = "V"
             result.traces[run.violated] = run.trace
             pending.remove(run.violated)
-            log(f"    {check.id}: {run.violated} violated ({len(run.trace)} states, "
-                f"{run.wall_s:.1f} s)")
+            log(f"    {check.id}: {run.violated} violated ({len(run.trace)} states, {run.wall_s:.1f} s)")
             continue
         settle(run, pending)
         break
@@ -187,8 +188,7 @@ def run_check(check: Check, java: str, jar: Path,
             settle(run, [prop])
     if result.distinct is None and result.runs:
         result.distinct, result.depth = result.runs[-1].distinct, result.runs[-1].depth
-    log(f"  {check.id}: " + ", ".join(f"{k}={v}" for k, v in result.outcome.items())
-        + f"  [{result.wall_s:.1f} s]")
+    log(f"  {check.id}: " + ", ".join(f"{k}={v}" for k, v in result.outcome.items()) + f"  [{result.wall_s:.1f} s]")
     return result
 
 
@@ -205,71 +205,153 @@ def build_checks(quick: bool) -> list[Check]:
     checks: list[Check] = []
     for name, invariants in BROKEN.items():
         module = "Signals" if name == "WakeOnlyIfSleeping" else "Runtime"
-        checks.append(Check(id=f"broken/{name}", kind="broken", module=module,
-                            cfg=f"broken/{name}.cfg", invariants=list(invariants),
-                            must_violate=list(invariants), title=name))
+        checks.append(
+            Check(
+                id=f"broken/{name}",
+                kind="broken",
+                module=module,
+                cfg=f"broken/{name}.cfg",
+                invariants=list(invariants),
+                must_violate=list(invariants),
+                title=name,
+            )
+        )
     if not quick:
         for name, invariants in BROKEN.items():
             module = "Signals" if name == "WakeOnlyIfSleeping" else "Runtime"
-            checks.append(Check(id=f"control/{name}", kind="control", module=module,
-                                cfg=f"broken/{name}.cfg", overrides={"BROKEN": '"none"'},
-                                invariants=list(invariants), must_hold=list(invariants),
-                                title=name))
-    checks.append(Check(id="signals", kind="signals", module="Signals", cfg="Signals.cfg",
-                        invariants=list(SIGNALS), must_hold=list(SIGNALS), title="Signals.tla"))
+            checks.append(
+                Check(
+                    id=f"control/{name}",
+                    kind="control",
+                    module=module,
+                    cfg=f"broken/{name}.cfg",
+                    overrides={"BROKEN": '"none"'},
+                    invariants=list(invariants),
+                    must_hold=list(invariants),
+                    title=name,
+                )
+            )
+    checks.append(
+        Check(
+            id="signals",
+            kind="signals",
+            module="Signals",
+            cfg="Signals.cfg",
+            invariants=list(SIGNALS),
+            must_hold=list(SIGNALS),
+            title="Signals.tla",
+        )
+    )
     if not quick:
-        checks.append(Check(id="signals/witness", kind="witness", module="Signals",
-                            cfg="Signals.cfg", invariants=list(SIGNALS_WITNESSES),
-                            must_violate=list(SIGNALS_WITNESSES),
-                            title="Signals.tla reachability"))
+        checks.append(
+            Check(
+                id="signals/witness",
+                kind="witness",
+                module="Signals",
+                cfg="Signals.cfg",
+                invariants=list(SIGNALS_WITNESSES),
+                must_violate=list(SIGNALS_WITNESSES),
+                title="Signals.tla reachability",
+            )
+        )
         for tier in TIERS:
-            checks.append(Check(id=f"interlock/{tier}/witness", kind="witness", module="Runtime",
-                                cfg=TIER_CFG[tier], overrides={"MaxCrashes": "1"},
-                                invariants=list(WITNESSES[tier]),
-                                must_violate=list(WITNESSES[tier]), mode="interlock", tier=tier,
-                                title=f"interlock, {TIER_TEXT[tier]}"))
+            checks.append(
+                Check(
+                    id=f"interlock/{tier}/witness",
+                    kind="witness",
+                    module="Runtime",
+                    cfg=TIER_CFG[tier],
+                    overrides={"MaxCrashes": "1"},
+                    invariants=list(WITNESSES[tier]),
+                    must_violate=list(WITNESSES[tier]),
+                    mode="interlock",
+                    tier=tier,
+                    title=f"interlock, {TIER_TEXT[tier]}",
+                )
+            )
     for tier in TIERS:
-        checks.append(Check(id=f"interlock/{tier}", kind="mode", module="Runtime",
-                            cfg=TIER_CFG[tier], invariants=list(SAFETY),
-                            must_hold=list(SAFETY), mode="interlock", tier=tier))
+        checks.append(
+            Check(
+                id=f"interlock/{tier}",
+                kind="mode",
+                module="Runtime",
+                cfg=TIER_CFG[tier],
+                invariants=list(SAFETY),
+                must_hold=list(SAFETY),
+                mode="interlock",
+                tier=tier,
+            )
+        )
     for mode in MODES if not quick else ["interlock"]:
         for tier, tier_constants in TIERS.items():
-            checks.append(Check(id=f"{mode}/{tier}/liveness", kind="liveness", module="Runtime",
-                                cfg="RuntimeLive.cfg",
-                                overrides={"MODE": f'"{mode}"', **tier_constants},
-                                properties=list(LIVENESS), must_hold=list(LIVENESS),
-                                mode=mode, tier=tier))
+            checks.append(
+                Check(
+                    id=f"{mode}/{tier}/liveness",
+                    kind="liveness",
+                    module="Runtime",
+                    cfg="RuntimeLive.cfg",
+                    overrides={"MODE": f'"{mode}"', **tier_constants},
+                    properties=list(LIVENESS),
+                    must_hold=list(LIVENESS),
+                    mode=mode,
+                    tier=tier,
+                )
+            )
     if quick:
         return checks
-    checks.append(Check(id="interlock/t2/liveness-without-fairness", kind="sanity",
-                        module="Runtime", cfg="RuntimeLive.cfg",
-                        overrides={"SPECIFICATION": "Spec"}, properties=["Termination"],
-                        must_violate=["Termination"], mode="interlock", tier="t2",
-                        title="Spec without fairness must violate Termination"))
+    checks.append(
+        Check(
+            id="interlock/t2/liveness-without-fairness",
+            kind="sanity",
+            module="Runtime",
+            cfg="RuntimeLive.cfg",
+            overrides={"SPECIFICATION": "Spec"},
+            properties=["Termination"],
+            must_violate=["Termination"],
+            mode="interlock",
+            tier="t2",
+            title="Spec without fairness must violate Termination",
+        )
+    )
     for mode in MODES[1:]:
         for tier, tier_constants in TIERS.items():
             for group, group_overrides in TEMPORAL_GROUPS.items():
                 if tier not in TEMPORAL_GROUP_TIERS.get(group, TIERS):
                     continue
-                checks.append(Check(id=f"{mode}/{tier}/{group}", kind="mode", module="Runtime",
-                                    cfg=MODE_CFG[mode],
-                                    overrides={**tier_constants, **group_overrides},
-                                    invariants=[i for i in SAFETY if i not in NOT_APPLICABLE],
-                                    mode=mode, tier=tier, group=group))
-    for cfg, extra in (("assumptions/Pause.cfg", {"interlock": ["NoRerunAfterComplete"]}),
-                       ("assumptions/ServerSlow.cfg",
-                        {"interlock": ["Witness_LateAfterDuplicate"]})):
+                checks.append(
+                    Check(
+                        id=f"{mode}/{tier}/{group}",
+                        kind="mode",
+                        module="Runtime",
+                        cfg=MODE_CFG[mode],
+                        overrides={**tier_constants, **group_overrides},
+                        invariants=[i for i in SAFETY if i not in NOT_APPLICABLE],
+                        mode=mode,
+                        tier=tier,
+                        group=group,
+                    )
+                )
+    for cfg, extra in (
+        ("assumptions/Pause.cfg", {"interlock": ["NoRerunAfterComplete"]}),
+        ("assumptions/ServerSlow.cfg", {"interlock": ["Witness_LateAfterDuplicate"]}),
+    ):
         toggle = "PAUSE" if "Pause" in cfg else "SERVER_SLOW"
         for mode in MODES:
             for tier, tier_constants in TIERS.items():
-                checks.append(Check(
-                    id=f"{toggle}/{mode}/{tier}", kind="assumption", module="Runtime", cfg=cfg,
-                    overrides={"MODE": f'"{mode}"', **tier_constants},
-                    invariants=["EffectAtMostOnceTier12", *extra.get(mode, [])],
-                    mode=mode, tier=tier, title=toggle))
+                checks.append(
+                    Check(
+                        id=f"{toggle}/{mode}/{tier}",
+                        kind="assumption",
+                        module="Runtime",
+                        cfg=cfg,
+                        overrides={"MODE": f'"{mode}"', **tier_constants},
+                        invariants=["EffectAtMostOnceTier12", *extra.get(mode, [])],
+                        mode=mode,
+                        tier=tier,
+                        title=toggle,
+                    )
+                )
     return checks
-
-
 
 
 def filter_witnesses(check: Check, constants: dict[str, str]) -> None:
@@ -279,8 +361,7 @@ def filter_witnesses(check: Check, constants: dict[str, str]) -> None:
     it is reachable only when MaxClock exceeds that (the quick profile's MaxClock does not).
     """
     if "Witness_Pruned" in check.invariants:
-        need = int(constants["DedupAge"]) + int(constants["SendTimeout"]) + int(
-            constants["SettleMargin"])
+        need = int(constants["DedupAge"]) + int(constants["SendTimeout"]) + int(constants["SettleMargin"])
         if int(constants["MaxClock"]) <= need:
             check.invariants.remove("Witness_Pruned")
             check.must_violate.remove("Witness_Pruned")

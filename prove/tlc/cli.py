@@ -44,14 +44,18 @@ def main(argv: list[str] | None = None, command: str | None = None) -> int:
 
 def add_arguments(parser: Any) -> None:
     """The command-line options shared by ``manage.py tlc`` and ``python -m prove.tlc``."""
-    parser.add_argument("--quick", action="store_true",
-                        help="smaller constants (CI); writes to .data/tlc/quick unless "
-                             "--results-dir is given")
-    parser.add_argument("--only", default=None,
-                        help="run only checks whose id contains this text (no publishing)")
-    parser.add_argument("--results-dir", default=None,
-                        help="where to write runtime_tlc.md/.json (default: results/ for the "
-                             "full profile, .data/tlc/quick for --quick)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smaller constants (CI); writes to .data/tlc/quick unless --results-dir is given",
+    )
+    parser.add_argument("--only", default=None, help="run only checks whose id contains this text (no publishing)")
+    parser.add_argument(
+        "--results-dir",
+        default=None,
+        help="where to write runtime_tlc.md/.json (default: results/ for the "
+        "full profile, .data/tlc/quick for --quick)",
+    )
 
 
 def run_from_args(args: Any, command: str, stream: Any = None) -> int:

@@ -15,12 +15,27 @@ LABEL = "model check for the stated constants, not a proof of the Python or SQL"
 
 #: Safety invariants marked "M" in docs/protocol.md §11 (Runtime.tla), in that table's order.
 SAFETY = [
-    "NoRerunAfterComplete", "StepResultUnique", "FencedWrites", "LeaseMutex",
-    "TakeoverOnlyAfterExpiry", "AtMostOneCommit", "EffectAtMostOnceTier12", "Tier3NeverResends",
-    "NoOverlappingSends", "CommittedImpliesApplied", "AmbiguousOnlyWhenUnknowable",
-    "EffectCheckpointAtomic", "SendRequiresLiveClaim", "NoSendUnderRevokedGrant",
-    "RevokeLinearizable", "NoSendOnStalePremise", "RecoveryRechecks", "PayloadBound",
-    "NoSendAfterCancel", "LateResultPreserved", "ReceiptChainLinear",
+    "NoRerunAfterComplete",
+    "StepResultUnique",
+    "FencedWrites",
+    "LeaseMutex",
+    "TakeoverOnlyAfterExpiry",
+    "AtMostOneCommit",
+    "EffectAtMostOnceTier12",
+    "Tier3NeverResends",
+    "NoOverlappingSends",
+    "CommittedImpliesApplied",
+    "AmbiguousOnlyWhenUnknowable",
+    "EffectCheckpointAtomic",
+    "SendRequiresLiveClaim",
+    "NoSendUnderRevokedGrant",
+    "RevokeLinearizable",
+    "NoSendOnStalePremise",
+    "RecoveryRechecks",
+    "PayloadBound",
+    "NoSendAfterCancel",
+    "LateResultPreserved",
+    "ReceiptChainLinear",
 ]
 LIVENESS = ["Termination", "EffectResolved"]
 SIGNALS = ["TimerNotEarly", "SignalExactlyOnceConsumed", "NoLostWakeup"]
@@ -37,10 +52,8 @@ TIERS = {
     "t2": {"Tier": "2", "Queryable": "TRUE"},
     "t3": {"Tier": "3", "Queryable": "FALSE"},
 }
-TIER_CFG = {"t1q": "RuntimeT1.cfg", "t1n": "RuntimeT1NoLookup.cfg", "t2": "RuntimeT2.cfg",
-            "t3": "RuntimeT3.cfg"}
-TIER_TEXT = {"t1q": "tier 1 with lookup", "t1n": "tier 1 without lookup", "t2": "tier 2",
-             "t3": "tier 3"}
+TIER_CFG = {"t1q": "RuntimeT1.cfg", "t1n": "RuntimeT1NoLookup.cfg", "t2": "RuntimeT2.cfg", "t3": "RuntimeT3.cfg"}
+TIER_TEXT = {"t1q": "tier 1 with lookup", "t1n": "tier 1 without lookup", "t2": "tier 2", "t3": "tier 3"}
 
 #: Invariants that do not apply to the Temporal baselines, with the reason.
 NOT_APPLICABLE = {
@@ -60,17 +73,19 @@ TEMPORAL_NOTES = {
 #: Invariants whose hold at some tiers is vacuous by their definition, in every mode.
 TIER_SCOPE = {
     "EffectAtMostOnceTier12": "covers tiers 1 and 2 only (and tier 1 without lookup only until "
-                              "its keys are pruned), so tier 3 holds vacuously",
-    "Tier3NeverResends": "covers tier 3 and tier 1 without lookup past its window, so t1q and t2 "
-                         "hold vacuously",
+    "its keys are pruned), so tier 3 holds vacuously",
+    "Tier3NeverResends": "covers tier 3 and tier 1 without lookup past its window, so t1q and t2 hold vacuously",
 }
 
 #: The base constants every Runtime config starts from.
 BASE_CONSTANTS = {
-    "MaxClock": "12", "LeaseTTL": "3", "SendTimeout": "2", "SettleMargin": "2", "DedupAge": "6",
+    "MaxClock": "12",
+    "LeaseTTL": "3",
+    "SendTimeout": "2",
+    "SettleMargin": "2",
+    "DedupAge": "6",
     "MaxCrashes": "2",
-    "Events": '{"revoke", "hand_refund_full", "hand_refund_partial", "cancel", "prune_keys", '
-              '"redecide"}',
+    "Events": '{"revoke", "hand_refund_full", "hand_refund_partial", "cancel", "prune_keys", "redecide"}',
 }
 
 #: The prediction per invariant, written before the model was checked: (interlock,
@@ -117,37 +132,70 @@ BROKEN = {
     "ThinDedupMargin": ["EffectAtMostOnceTier12"],
     "WakeOnlyIfSleeping": ["NoLostWakeup"],
 }
-BROKEN_SOURCE = {"NoLocalLeaseCheck": "finding: the local lease (docs/protocol.md §14)",
-                 "ThinDedupMargin": "finding: the dedup margin (docs/protocol.md §14)"}
+BROKEN_SOURCE = {
+    "NoLocalLeaseCheck": "finding: the local lease (docs/protocol.md §14)",
+    "ThinDedupMargin": "finding: the dedup margin (docs/protocol.md §14)",
+}
 
 #: The two findings' traces (docs/protocol.md §14), as the action sequence each broken config
 #: must reproduce.  The first is the whole 11-state trace (compared up to renaming workers); the
 #: second is the order of the key steps of a 26-state trace.
 FINDINGS_TRACES = {
-    "NoLocalLeaseCheck": ("exact", ["Init", "Claim(w1)", "Tick", "Tick", "Tick", "Replay(w1)",
-                                    "Claim(w2)", "Replay(w2)", "RunPlain(w2)", "RecordPlain(w2)",
-                                    "RunPlain(w1)"]),
-    "ThinDedupMargin": ("subsequence", ["Claim", "TDispatchCommit", "Send", "Next", "Claim",
-                                        "BeginRecovery", "TResolve", "Send", "Prune", "Next"]),
+    "NoLocalLeaseCheck": (
+        "exact",
+        [
+            "Init",
+            "Claim(w1)",
+            "Tick",
+            "Tick",
+            "Tick",
+            "Replay(w1)",
+            "Claim(w2)",
+            "Replay(w2)",
+            "RunPlain(w2)",
+            "RecordPlain(w2)",
+            "RunPlain(w1)",
+        ],
+    ),
+    "ThinDedupMargin": (
+        "subsequence",
+        ["Claim", "TDispatchCommit", "Send", "Next", "Claim", "BeginRecovery", "TResolve", "Send", "Prune", "Next"],
+    ),
 }
 
 #: Reachability witnesses per tier (interlock): each must be violated, or a "hold" of the
 #: invariants along that path would be vacuous.
 WITNESSES = {
-    "t1q": ["Witness_Completed", "Witness_Takeover", "Witness_RecoveryResend",
-            "Witness_RefusedAtRecovery", "Witness_LateResult", "Witness_Pruned",
-            "Witness_Cancelled"],
+    "t1q": [
+        "Witness_Completed",
+        "Witness_Takeover",
+        "Witness_RecoveryResend",
+        "Witness_RefusedAtRecovery",
+        "Witness_LateResult",
+        "Witness_Pruned",
+        "Witness_Cancelled",
+    ],
     # No Witness_Pruned at t1n: the model offers Prune only while a request is in flight (an
     # exact reduction, see Runtime.tla), and without a lookup nothing is sent past the window.
-    "t1n": ["Witness_Completed", "Witness_Takeover", "Witness_RecoveryResend",
-            "Witness_Ambiguous", "Witness_LateResult", "Witness_Cancelled"],
-    "t2": ["Witness_Completed", "Witness_Takeover", "Witness_RecoveryResend",
-           "Witness_RefusedAtRecovery", "Witness_LateResult", "Witness_Cancelled"],
-    "t3": ["Witness_Completed", "Witness_Takeover", "Witness_Ambiguous", "Witness_LateResult",
-           "Witness_Cancelled"],
+    "t1n": [
+        "Witness_Completed",
+        "Witness_Takeover",
+        "Witness_RecoveryResend",
+        "Witness_Ambiguous",
+        "Witness_LateResult",
+        "Witness_Cancelled",
+    ],
+    "t2": [
+        "Witness_Completed",
+        "Witness_Takeover",
+        "Witness_RecoveryResend",
+        "Witness_RefusedAtRecovery",
+        "Witness_LateResult",
+        "Witness_Cancelled",
+    ],
+    "t3": ["Witness_Completed", "Witness_Takeover", "Witness_Ambiguous", "Witness_LateResult", "Witness_Cancelled"],
 }
-SIGNALS_WITNESSES = ["Witness_Completed", "Witness_Timeout", "Witness_BothConsumed",
-                     "Witness_WokenBySignal"]
+SIGNALS_WITNESSES = ["Witness_Completed", "Witness_Timeout", "Witness_BothConsumed", "Witness_WokenBySignal"]
 
 #: Constants the quick profile overrides (see :func:`quick_overrides`); the config files hold
 #: the full profile's values.
@@ -164,8 +212,10 @@ QUICK_OVERRIDES = {"MaxClock": "7", "MaxCrashes": "1"}
 #: violates it, hold only if every group run at that tier holds.
 TEMPORAL_GROUPS = {
     "G1": {"Events": BASE_CONSTANTS["Events"], "MaxCrashes": "0"},
-    "G2": {"Events": '{"revoke", "hand_refund_full", "hand_refund_partial", "cancel", '
-                     '"prune_keys"}', "MaxCrashes": "0"},
+    "G2": {
+        "Events": '{"revoke", "hand_refund_full", "hand_refund_partial", "cancel", "prune_keys"}',
+        "MaxCrashes": "0",
+    },
     "G3": {"Events": "{}", "MaxCrashes": BASE_CONSTANTS["MaxCrashes"]},
 }
 #: The tiers each group runs at (all tiers when not listed).

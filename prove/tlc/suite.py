@@ -53,8 +53,7 @@ class Suite:
     results: list[CheckResult]
 
 
-def run_suite(quick: bool, only: str | None = None,
-              log: Callable[[str], None] = lambda s: None) -> Suite:
+def run_suite(quick: bool, only: str | None = None, log: Callable[[str], None] = lambda s: None) -> Suite:
     """Run every check of the profile (optionally only ids containing ``only``)."""
     java = find_java()
     jar = find_jar()
@@ -76,9 +75,18 @@ def run_suite(quick: bool, only: str | None = None,
         shutil.rmtree(WORK_DIR / "work" / str(os.getpid()), ignore_errors=True)
     cpu = os.cpu_count() or 0
     host = f"{platform.system()} {platform.machine()}, {cpu} cores"
-    return Suite(profile="quick" if quick else "full", command="", started=started,
-                 wall_s=time.monotonic() - t0, tlc_version=version, java=java,
-                 java_version=java_version(java), jar=str(jar), host=host, results=results)
+    return Suite(
+        profile="quick" if quick else "full",
+        command="",
+        started=started,
+        wall_s=time.monotonic() - t0,
+        tlc_version=version,
+        java=java,
+        java_version=java_version(java),
+        jar=str(jar),
+        host=host,
+        results=results,
+    )
 
 
 def failures(suite: Suite) -> list[str]:
@@ -155,18 +163,34 @@ def summary_rows(suite: Suite) -> list[dict[str, Any]]:
                 note = TEMPORAL_NOTES[name]
             if mode != "interlock" and name in NOT_APPLICABLE:
                 note = NOT_APPLICABLE[name]
-            rows.append({
-                "invariant": name, "mode": mode, "per_tier": per_tier, "measured": measured,
-                "predicted": pred, "agreement": agree, "note": note,
-                "diagnosis": diagnose(mode, name, measured, agree)
-                if agree in ("disagrees", "partly", "error") else "",
-            })
+            rows.append(
+                {
+                    "invariant": name,
+                    "mode": mode,
+                    "per_tier": per_tier,
+                    "measured": measured,
+                    "predicted": pred,
+                    "agreement": agree,
+                    "note": note,
+                    "diagnosis": diagnose(mode, name, measured, agree)
+                    if agree in ("disagrees", "partly", "error")
+                    else "",
+                }
+            )
     return rows
 
 
 def _steps_json(steps: list[TraceStep]) -> list[dict[str, Any]]:
-    return [{"n": s.number, "action": s.action, "label": s.label, "changes": s.changes,
-             **({"back_to": s.back_to} if s.back_to else {})} for s in steps]
+    return [
+        {
+            "n": s.number,
+            "action": s.action,
+            "label": s.label,
+            "changes": s.changes,
+            **({"back_to": s.back_to} if s.back_to else {}),
+        }
+        for s in steps
+    ]
 
 
 def _shortest(traces: dict[str, list[TraceStep]]) -> tuple[str, list[TraceStep]] | None:
@@ -195,14 +219,19 @@ def findings_match(name: str, steps: list[TraceStep]) -> tuple[bool, str]:
     if kind == "exact":
         normal = normal_labels(steps)
         ok = normal == expected
-        return ok, ("the same 11 steps as the findings trace (workers named in order of "
-                    "appearance)" if ok else "differs from the findings trace: "
-                    + " ; ".join(normal))
+        return ok, (
+            "the same 11 steps as the findings trace (workers named in order of appearance)"
+            if ok
+            else "differs from the findings trace: " + " ; ".join(normal)
+        )
     actions = [s.action for s in steps]
     it = iter(actions)
     ok = all(any(a == e for a in it) for e in expected)
-    return ok, ("contains the findings trace's key steps in order: " + ", ".join(expected)
-                if ok else "does not contain the findings trace's key steps in order")
+    return ok, (
+        "contains the findings trace's key steps in order: " + ", ".join(expected)
+        if ok
+        else "does not contain the findings trace's key steps in order"
+    )
 
 
 def _toggle_adds_nothing(suite: Suite, toggle: str, mode: str, name: str) -> bool:
@@ -212,9 +241,11 @@ def _toggle_adds_nothing(suite: Suite, toggle: str, mode: str, name: str) -> boo
     for r in suite.results:
         c = r.check
         if c.kind == "assumption" and c.title == toggle and c.mode == mode and name in r.traces:
-            own = [normal_labels(x.traces[name]) for x in suite.results
-                   if x.check.kind == "mode" and x.check.mode == mode
-                   and x.check.tier == c.tier and name in x.traces]
+            own = [
+                normal_labels(x.traces[name])
+                for x in suite.results
+                if x.check.kind == "mode" and x.check.mode == mode and x.check.tier == c.tier and name in x.traces
+            ]
             if normal_labels(r.traces[name]) not in own:
                 return False
             found = True
@@ -231,20 +262,28 @@ def assumption_rows(suite: Suite) -> list[dict[str, Any]]:
     rows = []
     for (toggle, mode, name), per in amat.items():
         meas = summarize(per)
-        pred = {"EffectAtMostOnceTier12": "V@t2",
-                "Witness_LateAfterDuplicate": "V"}.get(name)
+        pred = {"EffectAtMostOnceTier12": "V@t2", "Witness_LateAfterDuplicate": "V"}.get(name)
         ok = agreement(pred, per, {}) if pred else "not predicted"
         text = ""
         note = ASSUMPTION_NOTES.get((toggle, mode, name))
-        if (toggle, mode, name) in BASELINE_NOTES and _toggle_adds_nothing(suite, toggle, mode,
-                                                                          name):
+        if (toggle, mode, name) in BASELINE_NOTES and _toggle_adds_nothing(suite, toggle, mode, name):
             note = BASELINE_NOTES[(toggle, mode, name)]
         if ok in ("disagrees", "partly", "error"):
             text = diagnose(f"{toggle}/{mode}", name, meas, ok)
         elif note and note[0] == meas:
             text = note[1]
-        rows.append({"toggle": toggle, "mode": mode, "invariant": name, "per_tier": per,
-                     "measured": meas, "predicted": pred, "agreement": ok, "diagnosis": text})
+        rows.append(
+            {
+                "toggle": toggle,
+                "mode": mode,
+                "invariant": name,
+                "per_tier": per,
+                "measured": meas,
+                "predicted": pred,
+                "agreement": ok,
+                "diagnosis": text,
+            }
+        )
     return rows
 
 
@@ -255,44 +294,84 @@ def suite_json(suite: Suite) -> dict[str, Any]:
     counterexamples = []
     for r in suite.results:
         c = r.check
-        checks.append({
-            "id": c.id, "kind": c.kind, "module": c.module, "config": f"spec/{c.cfg}",
-            "mode": c.mode, "tier": c.tier, "overrides": c.overrides,
-            "constants": r.constants, "invariants": c.invariants, "properties": c.properties,
-            "must_violate": c.must_violate, "must_hold": c.must_hold, "outcome": r.outcome,
-            "distinct_states": r.distinct, "diameter": r.depth, "wall_s": round(r.wall_s, 2),
-            "tlc_runs": [{"command": shlex.join(run.command), "wall_s": round(run.wall_s, 2),
-                          "violated": run.violated, "distinct_states": run.distinct,
-                          "generated_states": run.generated, "depth": run.depth,
-                          "completed": run.completed, "errors": run.errors}
-                         for run in r.runs],
-            "errors": r.errors,
-        })
+        checks.append(
+            {
+                "id": c.id,
+                "kind": c.kind,
+                "module": c.module,
+                "config": f"spec/{c.cfg}",
+                "mode": c.mode,
+                "tier": c.tier,
+                "overrides": c.overrides,
+                "constants": r.constants,
+                "invariants": c.invariants,
+                "properties": c.properties,
+                "must_violate": c.must_violate,
+                "must_hold": c.must_hold,
+                "outcome": r.outcome,
+                "distinct_states": r.distinct,
+                "diameter": r.depth,
+                "wall_s": round(r.wall_s, 2),
+                "tlc_runs": [
+                    {
+                        "command": shlex.join(run.command),
+                        "wall_s": round(run.wall_s, 2),
+                        "violated": run.violated,
+                        "distinct_states": run.distinct,
+                        "generated_states": run.generated,
+                        "depth": run.depth,
+                        "completed": run.completed,
+                        "errors": run.errors,
+                    }
+                    for run in r.runs
+                ],
+                "errors": r.errors,
+            }
+        )
         for name, steps in r.traces.items():
-            counterexamples.append({"check": c.id, "kind": c.kind, "mode": c.mode,
-                                    "tier": c.tier, "invariant": name, "states": len(steps),
-                                    "steps": _steps_json(steps)})
+            counterexamples.append(
+                {
+                    "check": c.id,
+                    "kind": c.kind,
+                    "mode": c.mode,
+                    "tier": c.tier,
+                    "invariant": name,
+                    "states": len(steps),
+                    "steps": _steps_json(steps),
+                }
+            )
     broken = []
     for r in suite.results:
         if r.check.kind == "broken":
             name = r.check.title
-            entry = {"config": f"spec/{r.check.cfg}", "name": name,
-                     "source": BROKEN_SOURCE.get(name, "predicted design mistake"),
-                     "must_violate": r.check.must_violate,
-                     "outcome": {k: r.outcome.get(k) for k in r.check.must_violate},
-                     "trace_states": {k: len(r.traces[k]) for k in r.traces}}
+            entry = {
+                "config": f"spec/{r.check.cfg}",
+                "name": name,
+                "source": BROKEN_SOURCE.get(name, "predicted design mistake"),
+                "must_violate": r.check.must_violate,
+                "outcome": {k: r.outcome.get(k) for k in r.check.must_violate},
+                "trace_states": {k: len(r.traces[k]) for k in r.traces},
+            }
             if name in FINDINGS_TRACES and name in BROKEN and BROKEN[name][0] in r.traces:
                 ok, text = findings_match(name, r.traces[BROKEN[name][0]])
                 entry["reproduces_findings_trace"] = ok
                 entry["findings_comparison"] = text
             broken.append(entry)
     return {
-        "label": LABEL, "profile": suite.profile, "command": suite.command,
-        "started": suite.started, "wall_s": round(suite.wall_s, 1),
-        "tlc_version": suite.tlc_version, "java_version": suite.java_version,
-        "jar": suite.jar, "host": suite.host,
+        "label": LABEL,
+        "profile": suite.profile,
+        "command": suite.command,
+        "started": suite.started,
+        "wall_s": round(suite.wall_s, 1),
+        "tlc_version": suite.tlc_version,
+        "java_version": suite.java_version,
+        "jar": suite.jar,
+        "host": suite.host,
         "tiers": {t: TIER_TEXT[t] for t in TIERS},
-        "summary": rows, "assumptions": assumption_rows(suite), "broken": broken,
+        "summary": rows,
+        "assumptions": assumption_rows(suite),
+        "broken": broken,
         "checks": checks,
-        "counterexamples": counterexamples, "failures": failures(suite),
+        "counterexamples": counterexamples,
+        "failures": failures(suite),
     }

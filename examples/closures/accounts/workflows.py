@@ -32,8 +32,7 @@ def close_account(ctx, case):
         approval's status ("rejected", "expired") with the reason, or "not_closable" /
         "already_closed" when the facts rule a closure out.
     """
-    facts = ctx.step("facts", closures.capture, case["account"],
-                     retry=RetryPolicy(non_retryable=("DoesNotExist",)))
+    facts = ctx.step("facts", closures.capture, case["account"], retry=RetryPolicy(non_retryable=("DoesNotExist",)))
     if facts["closed"]:
         return {"status": "already_closed"}
     if facts["open_disputes"]:
@@ -43,10 +42,14 @@ def close_account(ctx, case):
     key = f"close:{facts['account']}"
     payload = {"account": facts["account"], "owner": facts["owner"], "amount": facts["balance_cents"]}
     approval = ctx.request_approval(
-        closures, key, payload, premises=facts, timeout=APPROVAL_TIMEOUT,
-        summary=f"Close account {facts['account']} of {facts['owner']} and refund {euros(facts['balance_cents'])}")
+        closures,
+        key,
+        payload,
+        premises=facts,
+        timeout=APPROVAL_TIMEOUT,
+        summary=f"Close account {facts['account']} of {facts['owner']} and refund {euros(facts['balance_cents'])}",
+    )
     if approval is None:
         return {"status": ctx.last_approval["status"], "reason": ctx.last_approval["reason"]}
-    r = ctx.effect(closures, key=key, payload=approval.payload, premises=approval.facts_seen,
-                   grant=approval.grant_id)
+    r = ctx.effect(closures, key=key, payload=approval.payload, premises=approval.facts_seen, grant=approval.grant_id)
     return {"status": r.status, "effect_id": r.effect_id, "result": r.result}

@@ -85,8 +85,10 @@ def load_target_evidence(ledger: str | None, access_log: str | None = None) -> d
 
 
 class Command(BaseCommand):
-    help = ("Check every invariant (docs/protocol.md section 11) over this database. "
-            "Exit 0 all held, 1 a violation, 2 bad usage (e.g. a --ledger that is missing or not SQLite).")
+    help = (
+        "Check every invariant (docs/protocol.md section 11) over this database. "
+        "Exit 0 all held, 1 a violation, 2 bad usage (e.g. a --ledger that is missing or not SQLite)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--ledger", help="the payment target's SQLite ledger file")
@@ -119,17 +121,23 @@ class Command(BaseCommand):
             # (docs/protocol.md §8).
             # With --json, on stderr, so stdout stays the invariants' JSON.
             out = self.stderr if json else self.stdout
-            out.write(f"\n{len(orphans)} orphaned dispatch(es): effects still dispatched under a workflow that "
-                      "ended; rt.recover_orphans({name: target}) resolves them")
+            out.write(
+                f"\n{len(orphans)} orphaned dispatch(es): effects still dispatched under a workflow that "
+                "ended; rt.recover_orphans({name: target}) resolves them"
+            )
             for eff in orphans[:10]:
-                out.write(f"    {eff['effect_id']}  workflow {eff['dispatch_workflow_id']} ({eff['wf_status']}), "
-                          f"target {eff['target']}")
+                out.write(
+                    f"    {eff['effect_id']}  workflow {eff['dispatch_workflow_id']} ({eff['wf_status']}), "
+                    f"target {eff['target']}"
+                )
             if len(orphans) > 10:
                 out.write(f"    ... and {len(orphans) - 10} more")
         if unserved:
             out = self.stderr if json else self.stdout
-            out.write(f"\n{len(unserved)} version(s) with due work and no live worker: start a worker that "
-                      "registers it (ilr_worker --only name@version), or rt.migrate the workflows")
+            out.write(
+                f"\n{len(unserved)} version(s) with due work and no live worker: start a worker that "
+                "registers it (ilr_worker --only name@version), or rt.migrate the workflows"
+            )
             for u in unserved:
                 seen = f"last seen {u['last_seen']:%Y-%m-%d %H:%M:%S %Z}" if u["last_seen"] else "no worker seen"
                 out.write(f"    {u['name']}@{u['version']}  {u['due']} due, no live worker serves it ({seen})")

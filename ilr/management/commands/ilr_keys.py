@@ -25,8 +25,9 @@ class Command(BaseCommand):
             path = keys.key_path()
             if path is None:
                 raise CommandError("no signing key: run `manage.py ilr_keys generate`")
-            self.stdout.write(f"{path}\nkey id {keys.key_id(keys.public_key())}\n"
-                              f"{keys.public_key_pem(keys.public_key())}")
+            self.stdout.write(
+                f"{path}\nkey id {keys.key_id(keys.public_key())}\n{keys.public_key_pem(keys.public_key())}"
+            )
             return
         if settings.SIGNING_KEY and not dir:
             raise CommandError(f"settings name a key already (ILR_SIGNING_KEY={settings.SIGNING_KEY})")

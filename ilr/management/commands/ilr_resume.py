@@ -16,8 +16,10 @@ from ilr.errors import InvalidInput, WorkflowNotFound
 
 
 class Command(BaseCommand):
-    help = ("Resume a stuck workflow: pending and due now, takeovers reset, error cleared; every recorded "
-            "step is kept and the first step without a row runs again.")
+    help = (
+        "Resume a stuck workflow: pending and due now, takeovers reset, error cleared; every recorded "
+        "step is kept and the first step without a row runs again."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("workflow_id")

@@ -37,25 +37,46 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, default=4, help="runs in flight at once (default 4)")
         parser.add_argument("--poll", type=float, default=1.0, help="idle poll interval in seconds (default 1.0)")
         parser.add_argument("--only", default="", help="comma list of name@version to register (default all)")
-        parser.add_argument("--import", dest="imports", action="append", default=[],
-                            help="extra module defining workflows (repeatable)")
+        parser.add_argument(
+            "--import", dest="imports", action="append", default=[], help="extra module defining workflows (repeatable)"
+        )
         parser.add_argument("--max-takeovers", type=int, default=None, help="crash-loop guard (default 5)")
-        parser.add_argument("--allow-code-change", action="store_true",
-                            help="accept a changed code_sha256 for an existing (name, version)")
-        parser.add_argument("--deployment-refresh", type=float, default=None,
-                            help="seconds between refreshes of this worker's ilr.worker_deployments rows "
-                                 "(default ILR_DEPLOYMENT_REFRESH, else max(lease TTL, 5)); live for 3 periods")
+        parser.add_argument(
+            "--allow-code-change",
+            action="store_true",
+            help="accept a changed code_sha256 for an existing (name, version)",
+        )
+        parser.add_argument(
+            "--deployment-refresh",
+            type=float,
+            default=None,
+            help="seconds between refreshes of this worker's ilr.worker_deployments rows "
+            "(default ILR_DEPLOYMENT_REFRESH, else max(lease TTL, 5)); live for 3 periods",
+        )
 
-    def handle(self, *args, worker_id, lease_ttl, concurrency, poll, only, imports, max_takeovers,
-               allow_code_change, deployment_refresh, **options):
+    def handle(
+        self,
+        *args,
+        worker_id,
+        lease_ttl,
+        concurrency,
+        poll,
+        only,
+        imports,
+        max_takeovers,
+        allow_code_change,
+        deployment_refresh,
+        **options,
+    ):
         from ilr.conf import settings
 
         self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
         if deployment_refresh is None:
             deployment_refresh = settings.DEPLOYMENT_REFRESH
         if deployment_refresh is not None and not codec.is_seconds(deployment_refresh, positive=True):
-            raise CommandError(f"--deployment-refresh: must be a positive number of seconds, got "
-                               f"{deployment_refresh:g}", returncode=2)
+            raise CommandError(
+                f"--deployment-refresh: must be a positive number of seconds, got {deployment_refresh:g}", returncode=2
+            )
         for module in imports:
             self._import(module)
         self._refuse_pending_migrations()
@@ -75,12 +96,19 @@ class Command(BaseCommand):
                 raise CommandError(f"--only: {only!r} names no name@version", returncode=2)
             definitions = pairs
         if not definitions:
-            raise CommandError("no workflows are registered: install an app with a workflows module or pass "
-                               "--import MODULE", returncode=2)
+            raise CommandError(
+                "no workflows are registered: install an app with a workflows module or pass --import MODULE",
+                returncode=2,
+            )
         worker = Worker(
-            worker_id, definitions, concurrency=concurrency, lease_ttl=lease_ttl, poll=poll,
+            worker_id,
+            definitions,
+            concurrency=concurrency,
+            lease_ttl=lease_ttl,
+            poll=poll,
             max_takeovers=max_takeovers if max_takeovers is not None else settings.MAX_TAKEOVERS,
-            allow_code_change=allow_code_change, deployment_refresh=deployment_refresh,
+            allow_code_change=allow_code_change,
+            deployment_refresh=deployment_refresh,
         )
         register = worker.register
 
@@ -89,8 +117,10 @@ class Command(BaseCommand):
             # says it is running has passed every start-up refusal.
             register()
             pairs = ", ".join(f"{d.name}@{d.version}" for d in worker.definitions)
-            self.stdout.write(f"ilr_worker {worker_id}: running {pairs} (concurrency {concurrency}, "
-                              f"lease_ttl {lease_ttl:g} s, poll {poll:g} s)")
+            self.stdout.write(
+                f"ilr_worker {worker_id}: running {pairs} (concurrency {concurrency}, "
+                f"lease_ttl {lease_ttl:g} s, poll {poll:g} s)"
+            )
             self.stdout.flush()
 
         worker.register = register_then_announce
@@ -101,13 +131,17 @@ class Command(BaseCommand):
         except (CodeChanged, PoolerRefused, TargetMisconfigured) as exc:
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
-        self.stdout.write(f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
-                          f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)")
+        self.stdout.write(
+            f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
+            f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)"
+        )
 
     @staticmethod
-    def _check_flags(worker_id: str, concurrency: int, lease_ttl: float, poll: float,
-                     max_takeovers: int | None) -> None:
+    def _check_flags(
+        worker_id: str, concurrency: int, lease_ttl: float, poll: float, max_takeovers: int | None
+    ) -> None:
         """Refuse a bad flag with one CommandError line naming it and the rule (exit 2)."""
+
         def bad(flag: str, rule: str) -> CommandError:
             return CommandError(f"{flag}: {rule}", returncode=2)
 
@@ -119,8 +153,10 @@ class Command(BaseCommand):
             if not codec.is_seconds(value, positive=True):
                 raise bad(flag, f"must be a positive number of seconds, got {value:g}")
         if max_takeovers is not None and max_takeovers < 0:
-            raise bad("--max-takeovers", f"must be 0 or more (claims that may die before the workflow is "
-                                         f"marked stuck), got {max_takeovers}")
+            raise bad(
+                "--max-takeovers",
+                f"must be 0 or more (claims that may die before the workflow is marked stuck), got {max_takeovers}",
+            )
 
     @staticmethod
     def _import(module: str) -> None:

@@ -42,5 +42,7 @@ class Command(BaseCommand):
         path = write_results(report, " ".join(["python manage.py agents_report", *sys.argv[2:]]), out)
         self.stdout.write(f"wrote {path} and {path.with_suffix('.json')}")
         if failed(report):
-            raise CommandError("agents_report: a duplicate, an unapproved send, a changed transcript, a cell not "
-                               "killed or an invariant violation (see the report)")
+            raise CommandError(
+                "agents_report: a duplicate, an unapproved send, a changed transcript, a cell not "
+                "killed or an invariant violation (see the report)"
+            )

@@ -19,12 +19,17 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--concurrency", type=int, default=8)
         parser.add_argument("--quick", action="store_true", help="N = 200 and a smaller scale run")
-        parser.add_argument("--rounds", type=int, default=1,
-                            help="repeat the 4-step run with its pgbench, and the serial gated effect, this many "
-                                 "times; the targets are read from the median round")
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=1,
+            help="repeat the 4-step run with its pgbench, and the serial gated effect, this many "
+            "times; the targets are read from the median round",
+        )
         parser.add_argument("--core", action="store_true", help="only the three-step runtime benchmark")
-        parser.add_argument("--out", default=None,
-                            help="directory for runtime_bench.{md,json} and the PNG (default: results/)")
+        parser.add_argument(
+            "--out", default=None, help="directory for runtime_bench.{md,json} and the PNG (default: results/)"
+        )
 
     def handle(self, *args, n, workers, concurrency, quick, core, rounds, out, **options):
         if core:
@@ -37,5 +42,7 @@ class Command(BaseCommand):
         if rounds < 1:
             raise CommandError(f"--rounds must be at least 1, got {rounds}")
         report = run(n, workers, concurrency, quick, rounds, out=self.stdout, out_dir=Path(out) if out else None)
-        self.stdout.write(f"ratio_vs_temporal {report['ratio_vs_temporal']}, ratio_vs_dbos {report['ratio_vs_dbos']}, "
-                          f"ratio_vs_commit_bound {report['ratio_vs_commit_bound']}")
+        self.stdout.write(
+            f"ratio_vs_temporal {report['ratio_vs_temporal']}, ratio_vs_dbos {report['ratio_vs_dbos']}, "
+            f"ratio_vs_commit_bound {report['ratio_vs_commit_bound']}"
+        )

@@ -26,8 +26,10 @@ class Command(BaseCommand):
 
         if not 0 <= inflight < concurrency or waiting < 0:
             # The in-flight runs hold their slots until after the restart; the rest need one.
-            raise CommandError(f"--inflight ({inflight}) must be below --concurrency ({concurrency}), "
-                               f"and --waiting ({waiting}) at least 0")
+            raise CommandError(
+                f"--inflight ({inflight}) must be below --concurrency ({concurrency}), "
+                f"and --waiting ({waiting}) at least 0"
+            )
         try:
             result = run(waiting, inflight, concurrency, lease_ttl, poll, out=self.stdout)
         except RuntimeError as exc:

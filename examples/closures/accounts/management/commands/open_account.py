@@ -19,8 +19,16 @@ class Command(BaseCommand):
 
     def handle(self, *args, account_id, owner, balance_cents, disputes, **options):
         account, _ = Account.objects.update_or_create(
-            pk=account_id, defaults={"owner": owner, "balance_cents": balance_cents, "open_disputes": disputes})
-        self.stdout.write(json.dumps({"account": account.pk, "owner": account.owner,
-                                      "balance_cents": account.balance_cents,
-                                      "open_disputes": account.open_disputes,
-                                      "closed_at": account.closed_at.isoformat() if account.closed_at else None}))
+            pk=account_id, defaults={"owner": owner, "balance_cents": balance_cents, "open_disputes": disputes}
+        )
+        self.stdout.write(
+            json.dumps(
+                {
+                    "account": account.pk,
+                    "owner": account.owner,
+                    "balance_cents": account.balance_cents,
+                    "open_disputes": account.open_disputes,
+                    "closed_at": account.closed_at.isoformat() if account.closed_at else None,
+                }
+            )
+        )
