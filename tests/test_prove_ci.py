@@ -139,6 +139,13 @@ def test_shards_rebuild_the_report_from_every_shards_runs(test_dsn, tmp_path, mo
     assert doc["header"]["command"].startswith("shard 1 ; shard 2")
 
 
+def test_a_scenario_runs_only_on_the_systems_it_names():
+    from prove.harness import runner
+
+    assert [c[2] for c in runner.select(["S14"], None, None)] == ["runtime", "temporal", "temporal_check"]
+    assert [c[2] for c in runner.select(["S01"], [1], None)] == ["runtime", "temporal", "temporal_check", "dbos"]
+
+
 def test_prove_command_rejects_bad_selection():
     from django.core.management import CommandError, call_command
 
