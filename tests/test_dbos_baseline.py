@@ -104,7 +104,22 @@ def _approve(rt, client, wf_id: str) -> dict:
     return proposal
 
 
-def test_the_dbos_refund_completes_once_with_its_workflow_id_as_the_key(rt, dbos_case):
+def _summary(test_dsn, wf_id: str) -> dict:
+    """The harness's summary of the workflow's checkpoints (what the prove auditor reads)."""
+    from psycopg.conninfo import make_conninfo
+
+    from prove.peers.dbos_system import dbos_steps_summary
+
+    with db.connect(make_conninfo(test_dsn, dbname="ilr_test_dbos")) as conn:
+        rows = conn.execute(
+            "select function_name, output, serialization, error, started_at_epoch_ms "
+            "from dbos.operation_outputs where workflow_uuid = %s order by function_id",
+            (wf_id,),
+        ).fetchall()
+    return dbos_steps_summary(rows)
+
+
+def test_the_dbos_refund_completes_once_with_its_workflow_id_as_the_key(rt, dbos_case, test_dsn):
     env, worker, client = dbos_case
     worker.start()
     payment = _start(env, client, "dbos-happy")
@@ -113,6 +128,26 @@ def test_the_dbos_refund_completes_once_with_its_workflow_id_as_the_key(rt, dbos
     assert result["status"] == "COMPLETED", result
     rows = env.ledger(payment)
     assert [(r["amount"], r["key"]) for r in rows] == [(proposal["amount"], "dbos-happy-refund")]
+    summary = _summary(test_dsn, "dbos-happy")
+    assert (summary["signals"], summary["refund_completed"], summary["decide_completed"]) == (1, True, 1), summary
+
+
+def test_an_approval_that_times_out_is_no_signal_in_the_summary(dbos_case, test_dsn):
+    from dbos import EnqueueOptions
+
+    from prove.peers.dbos_baseline import QUEUE_NAME, WORKFLOW_NAME
+
+    env, worker, client = dbos_case
+    worker.start()
+    case = env.case("dbos-expire")
+    case.pop("target")
+    case["approval_timeout"] = 1
+    options: EnqueueOptions = {"queue_name": QUEUE_NAME, "workflow_name": WORKFLOW_NAME, "workflow_id": "dbos-expire"}
+    client.enqueue(options, case)
+    result = client.retrieve_workflow("dbos-expire").get_result()
+    assert result == {"status": "approval expired"}, result
+    summary = _summary(test_dsn, "dbos-expire")
+    assert (summary["signals"], summary["refund_attempt"]) == (0, 0), summary
 
 
 def test_a_sigkill_after_the_send_is_recovered_by_dbos_and_the_lookup_stops_a_second_refund(rt, dbos_case):

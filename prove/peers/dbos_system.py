@@ -233,7 +233,7 @@ class DbosSystem(System):
             with db.connect(self.infra.dbos_dsn) as conn:
                 for wf in self.wf_ids:
                     rows = conn.execute(
-                        "select function_name, output, error, started_at_epoch_ms "
+                        "select function_name, output, serialization, error, started_at_epoch_ms "
                         "from dbos.operation_outputs where workflow_uuid = %s order by function_id",
                         (wf,),
                     ).fetchall()
@@ -270,6 +270,13 @@ class DbosSystem(System):
         self.stop_all()
 
 
+def _decoded(row: dict):
+    """A checkpoint row's output as DBOS reads it back (its serializer is named in the row)."""
+    from dbos._serialization import DBOSDefaultSerializer, deserialize_value
+
+    return deserialize_value(row["output"], row.get("serialization"), DBOSDefaultSerializer)
+
+
 def dbos_steps_summary(rows: list[dict]) -> dict:
     """Summarise one workflow's ``dbos.operation_outputs`` rows (in function_id order) in the shape
     the Temporal auditor reads.
@@ -278,7 +285,8 @@ def dbos_steps_summary(rows: list[dict]) -> dict:
       checkpoints a step once it returns, so an attempt that died mid-step leaves no row:
       ``refund_attempt`` is 1 when the step completed or failed, else 0.
     - decide_completed: decide rows without an error.
-    - signals: ``DBOS.recv`` rows that returned a message (a consumed approval).
+    - signals: ``DBOS.recv`` rows that returned a message (a consumed approval). A recv that timed
+      out records its ``None`` result serialized, so the output is decoded, not tested for NULL.
     - timer_started / timer_fired: a ``DBOS.sleep`` row records its deadline (epoch seconds) when it
       starts; it fired when the workflow's next row started at or after that deadline (a recv's
       timeout is recorded as a sleep too, and does not fire when the message came first).
@@ -307,7 +315,7 @@ def dbos_steps_summary(rows: list[dict]) -> dict:
         "refund_attempt": 1 if refund else 0,
         "timed_out": 0,
         "decide_completed": sum(1 for r in rows if named(r, "decide") and r["error"] is None),
-        "signals": sum(1 for r in rows if r["function_name"] == "DBOS.recv" and r["output"] is not None),
+        "signals": sum(1 for r in rows if r["function_name"] == "DBOS.recv" and _decoded(r) is not None),
         "timer_started": started,
         "timer_fired": fired,
         "events": len(rows),
