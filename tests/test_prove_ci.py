@@ -137,6 +137,12 @@ def test_shards_rebuild_the_report_from_every_shards_runs(test_dsn, tmp_path, mo
     cell = doc["cells"]["L0||1|runtime"]
     assert cell["n"] == 2 and cell["correct"] == 2, cell
     assert doc["header"]["command"].startswith("shard 1 ; shard 2")
+    # The report names each shard and says it is interim while a cell is below n = 30.
+    assert doc["header"]["coverage"]["min_n"] == 2 and "L0 t1 runtime: 2" in doc["header"]["coverage"]["below_target"]
+    shard_git = json.loads(next(shards.glob("*.meta.json")).read_text())["git"]
+    assert doc["header"]["versions"]["git"] == shard_git
+    md = (out / "runtime_prove.md").read_text()
+    assert "this report is **interim**" in md and "| 1..1 | 1 |" in md and "| 2..2 | 1 |" in md, md
 
 
 def test_a_scenario_runs_only_on_the_systems_it_names():

@@ -230,6 +230,7 @@ class Run:
 
         sc = self.scenario
         started = time.monotonic()
+        load_start = os.getloadavg()[0]
         record: dict = {
             "run_id": self.run_id,
             "system": self.system,
@@ -322,6 +323,9 @@ class Run:
                     record["oracle_partial"] = oracle.observe(self.target_url, self.payment)
         record["faults"] = self.faults
         record["wall_s"] = round(time.monotonic() - started, 2)
+        # The machine's 1-minute load average (runnable processes; 2 cores here) around the run,
+        # so a reader can tell a run on a saturated machine from one on a quiet one.
+        record["load"] = {"start": round(load_start, 2), "end": round(os.getloadavg()[0], 2)}
         record["versions"] = self.infra_versions()
         (self.workdir / "run.json").write_text(json.dumps(record, indent=1, default=str))
         return record
@@ -758,12 +762,19 @@ def run_command(
         "seeds": n,
         "sweep_id": result["sweep_id"],
     }
+    run_versions = dict(versions())
+    if from_shards:
+        # The report describes the code the shards ran, not the tree that rebuilt it.
+        selection["shards"] = metas
+        gits = list(dict.fromkeys(m.get("git") or "unknown" for m in metas))
+        run_versions["git"] = ", ".join(gits)
+        run_versions["dirty_tree"] = any(m.get("dirty_tree") for m in metas)
     doc = report.build(
         runs,
         command=command,
         seeds=n,
         wall_s=result["wall_s"],
-        versions=versions(),
+        versions=run_versions,
         selection=selection,
         out_md=where / "runtime_prove.md",
         out_json=where / "runtime_prove.json",

@@ -33,6 +33,7 @@ RUN_KEYS = (
     "latency",
     "extra",
     "wall_s",
+    "load",
     "error",
 )
 """The fields of a run the report reads (prove/report/cells.py); the rest stays in .data/prove/runs/."""

@@ -25,9 +25,23 @@ import sys
 STOP_WAIT_S = 1.0
 
 
+def preload() -> None:
+    """Import the model SDK the decide step uses before the worker says it is ready.
+
+    The decide step (runtime), activity (Temporal) and step (DBOS) import ``anthropic`` on first
+    use. Imported there, its first-use cost (seconds on a loaded machine) fell inside Temporal's
+    start_to_close for the decide activity, which timed out and ran again, so the model was called
+    twice; a deployed worker imports its SDKs at start. Every system's worker pays it up front.
+    """
+    import anthropic  # noqa: F401
+
+
 def install() -> None:
+    """Preload the model SDK and make kill-point SIGSTOPs land at the point (module docstring)."""
     import signal
     import threading
+
+    preload()
 
     from ilr import killpoints
 

@@ -168,23 +168,52 @@ def per_thousand(doc) -> str:
     return "; ".join(parts)
 
 
+FULL_N = 30
+"""Seeds per cell in the full sweep (docs/protocol.md §16.4); S14 runs once per system."""
+
+
+def coverage(cells: dict) -> dict:
+    """How far the cells are from the full sweep: the smallest and largest n, and each cell (S14
+    excepted) still below FULL_N as ``"S05 t2 dbos: 5"``."""
+    ns = {k: c["n"] for k, c in cells.items() if c["scenario"] != "S14"}
+    below = [
+        f"{c['scenario']}{' ' + c['variant'] if c['variant'] else ''} t{c['tier']} {c['system']}: {c['n']}"
+        for k, c in sorted(cells.items())
+        if c["scenario"] != "S14" and c["n"] < FULL_N
+    ]
+    counts: dict = defaultdict(int)
+    for n in ns.values():
+        counts[n] += 1
+    return {
+        "target": FULL_N,
+        "cells": len(ns),
+        "by_n": ", ".join(f"n = {n} in {k} cells" for n, k in sorted(counts.items())),
+        "min_n": min(ns.values(), default=0),
+        "max_n": max(ns.values(), default=0),
+        "below_target": below,
+    }
+
+
 def full_sweep_estimate(doc: dict) -> dict:
-    """Per scenario key: mean wall seconds per run per system, full-sweep runs per cell, hours."""
+    """Per scenario key: mean wall seconds per run per system, the runs still missing to reach
+    FULL_N in every cell, and their hours run one at a time."""
     walls = defaultdict(lambda: defaultdict(list))
-    tiers = defaultdict(set)
+    missing: dict = defaultdict(int)
     for c in doc["cells"].values():
+        if c["scenario"] == "S14":
+            continue
         key = c["scenario"] + (f" {c['variant']}" if c["variant"] else "")
         walls[key][c["system"]].append(c.get("mean_wall_s") or 0)
-        tiers[key].add(c["tier"])
+        missing[key] += max(0, FULL_N - c["n"])
     rows, total = [], 0.0
     for key in walls:
-        runs = 1000 if key.startswith("S12") else 200 if key == "S11 r" else 30
         means = {s: (statistics.mean(v) if v else 0) for s, v in walls[key].items()}
-        hours = sum(means.values()) * runs * len(tiers[key]) / 3600
+        per_run = statistics.mean(means.values()) if means else 0
+        hours = per_run * missing[key] / 3600
         total += hours
-        per = " / ".join(f"{means.get(s, 0):.0f}" for s in SYSTEMS)
-        rows.append((key, per, runs, hours))
-    return {"rows": rows, "total_h": total}
+        per = " / ".join(f"{means[s]:.0f}" if s in means else "-" for s in SYSTEMS)
+        rows.append((key, per, missing[key], hours))
+    return {"rows": rows, "total_h": total, "missing_runs": sum(missing.values())}
 
 
 def derive_s10_temporal(runs: list[dict]) -> None:

@@ -21,7 +21,7 @@ from prove.report.cells import (
 from prove.report.tlc_xref import assumption_rows, xref_rows
 
 ENGINE = Engine(dirs=[str(Path(__file__).resolve().parent / "templates")], autoescape=False)
-VERSION_KEYS = ("python", "django", "postgresql", "temporalio", "temporal_cli", "anthropic", "git")
+VERSION_KEYS = ("python", "django", "postgresql", "temporalio", "temporal_cli", "dbos", "anthropic", "git")
 
 
 def _name(scenario: str, variant: str) -> str:
@@ -93,6 +93,33 @@ def _latency_rows(doc: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def _shard_rows(doc: dict) -> list[dict]:
+    """One row per shard the report was rebuilt from (empty for a report of one sweep)."""
+    return [
+        {
+            "shard": m["shard"],
+            "seeds": f"{m['first_seed']}..{m['last_seed']}",
+            "runs": str(m["runs"]),
+            "wall_s": f"{m['wall_s']:.0f}",
+            "git": str(m.get("git")) + (" (uncommitted changes)" if m.get("dirty_tree") else ""),
+            "command": m["command"],
+        }
+        for m in doc["header"]["selection"].get("shards") or []
+    ]
+
+
+def _speedup(doc: dict, est: dict) -> dict:
+    """How much faster than one at a time the shards ran: their runs' summed wall time over the
+    shards' own wall time, and the missing runs' hours at that rate. Empty without shards."""
+    shards = doc["header"]["selection"].get("shards") or []
+    wall = sum(m["wall_s"] for m in shards)
+    run_s = sum((c.get("mean_wall_s") or 0) * c["n"] for c in doc["cells"].values())
+    if not wall or not run_s:
+        return {"speedup": "", "remaining_wall": ""}
+    x = run_s / wall
+    return {"speedup": f"{x:.1f}", "remaining_wall": f"{est['total_h'] / x:.1f}"}
+
+
 def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) -> str:
     """The markdown of results/runtime_prove.md for the JSON document ``doc``; ``a_src`` and
     ``b_src`` are the two Temporal activity bodies, ``c_src`` the DBOS step and workflow, quoted."""
@@ -121,7 +148,10 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
         "bench": str(bench.relative_to(ROOT)) if bench.exists() else "",
         "sweep_rows": [(name, per, str(runs), f"{hours:.2f}") for name, per, runs, hours in est["rows"]],
         "sweep_total": f"{est['total_h']:.1f}",
-        "sweep_jobs3": f"{est['total_h'] / 2.5:.1f}",
+        "missing_runs": str(est["missing_runs"]),
+        "shard_rows": _shard_rows(doc),
+        **_speedup(doc, est),
+        "coverage": h["coverage"],
         "tlc_present": tlc_present,
         "xref_rows": xref_rows(doc, tlc_present),
         "assumption_rows": assumption_rows(doc) if tlc_present else [],

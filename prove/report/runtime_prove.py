@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prove.harness.scenarios import S14_NOTE, SCENARIOS, SYSTEMS
 from prove.report import RESULTS
-from prove.report.cells import LABEL, _totals, aggregate, derive_s10_temporal, verdict
+from prove.report.cells import LABEL, _totals, aggregate, coverage, derive_s10_temporal, verdict
 from prove.report.markdown import render_md
 from prove.report.plots import make_plots
 from prove.report.tlc_xref import TLC_MAP, TLC_MODES, load_tlc, tlc_outcomes, tlc_status
@@ -30,8 +30,8 @@ EMULATED = [
     "sender's PostgreSQL (runtime) or Temporal-server (Temporal) connection.",
     "Timer length (S10): 20 s, shortened from 3600 s.",
     "Crashes are real: instrumented SIGKILL/SIGSTOP at kill points (ilr.killpoints, shared by the "
-    "Temporal activities), external SIGKILL of worker processes, pg_ctl stop -m immediate, SIGKILL of "
-    "the Temporal dev server. Nothing on a live path is mocked.",
+    "Temporal activities and the DBOS step), external SIGKILL of worker processes, pg_ctl stop -m "
+    "immediate, SIGKILL of the Temporal dev server. Nothing on a live path is mocked.",
 ]
 
 # Diagnoses of measured-vs-predicted disagreements, written after reading the run JSON.
@@ -76,9 +76,28 @@ S12_A = (
     "oracle's definition (offset > 0 and the send done first), so some runs count 0."
 )
 
+S05_C = (
+    "DBOS's fork_workflow starts a new workflow under a new id, so the step's key (the workflow id + "
+    "'-refund', as DBOS recommends) is new too, and the approval message sent to the original is not "
+    "delivered to the fork, which asks again; the harness approves the fork's $30 proposal, as it does "
+    "the runtime's. (b)'s Temporal reset keeps the workflow id and replays the approval signal, whose "
+    "$20 refuses the re-decided $30; DBOS carries neither over, so the fork's $30 is applied beside the "
+    "original's $20. At tier 3 the original, recovered by the restarted executor, also resends its $20 "
+    "with nothing to look up. Revised: (c) $50 / $50 / $70 at tiers 1 / 2 / 3, failing as (a) does."
+)
+S07_C = (
+    "the owner is SIGKILLed while the two other workers live. Without DBOS Conductor, DBOS recovers a "
+    "dead process's PENDING workflows only when a process launches with the same executor id, and the "
+    "two survivors keep their own ids, so nothing recovers the workflow: no outcome within 90 s, "
+    "counted incorrect, with the owner's one $20 in the ledger (never a duplicate). Revised: (c) no "
+    "outcome at every tier; an availability failure, not a double refund."
+)
+
 # Diagnoses of measured-vs-predicted disagreements, written after reading the run JSON.
 # Key: (scenario, variant, tier, system).
 DIAGNOSES: dict = {
+    **{("S05", "", t, "dbos"): S05_C for t in (1, 2, 3)},
+    **{("S07", "", t, "dbos"): S07_C for t in (1, 2, 3)},
     ("S07", "", 2, "temporal"): S07_A,
     ("S07", "", 3, "temporal"): S07_A,
     ("S07", "", 3, "temporal_check"): S07_B,
@@ -210,6 +229,7 @@ def build(
                 "temporal_retry": "default (1 s, x2, cap 100 s)",
             },
             "not_run": not_run,
+            "coverage": coverage(cells),
             "s14": S14_NOTE,
         },
         "rows": rows,
