@@ -176,3 +176,24 @@ def test_a_revoked_grant_refuses_the_dbos_refund_before_the_send(rt, dbos_case):
     result = client.retrieve_workflow("dbos-revoke").get_result()
     assert result["status"] == "REFUSED" and "not authorized" in result["error"], result
     assert env.ledger(payment) == []
+
+
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_stopped_dbos_step_goes_on_at_the_harness_sigcont(rt, dbos_case):
+    """The harness's shim holds a stopped thread until SIGCONT; the wait is made 60 s here, so a
+    step that went on only when the wait ran out (the SIGCONT missed) fails the 20 s condition."""
+    import os
+    import signal
+
+    env, worker, client = dbos_case
+    worker.start(ILR_STOP_AT="effect_before_dispatch@1", ILR_SHIM_STOP_WAIT_S="60")
+    payment = _start(env, client, "dbos-stop")
+    _approve(rt, client, "dbos-stop")
+    pid = worker.proc.pid
+    wait_for(lambda: _state(pid) == "T", timeout=30, message="the DBOS worker stopped at effect_before_dispatch")
+    assert env.ledger(payment) == []
+    os.kill(pid, signal.SIGCONT)
+    wait_for(lambda: len(env.ledger(payment)) == 1, timeout=20, message="the refund sent after SIGCONT")

@@ -7,11 +7,12 @@ on until the group stop reaches it. Measured here: a Temporal activity's HTTP re
 the target before its process showed as stopped, and a runtime sender passed its deadline check
 and sent after SIGCONT (scenarios S12, S13). The harness needs the stop exactly at the point, so
 in its own worker processes it wraps ``hit``: when ILR_STOP_AT stops the process at the point just
-hit, the calling thread waits for the harness's SIGCONT (a SIGCONT handler sets an event; at most
-1 s), so the group stop takes it at the point and it resumes as soon as it is continued. SIGKILL is unaffected (a
-fatal signal kills every thread at once). ilr.killpoints has since taken the proper fix, a
-thread-directed ``signal.pthread_kill(threading.get_ident(), SIGSTOP)``; this wait stays as a
-second guard in the harness's own processes.
+hit, the calling thread waits for the harness's SIGCONT (a thread taking SIGCONT with sigwait
+sets an event; at most 1 s), so the group stop takes it at the point and it resumes as soon as
+it is continued. SIGKILL is unaffected (a fatal signal kills every thread at once).
+ilr.killpoints has since taken the proper fix, a thread-directed
+``signal.pthread_kill(threading.get_ident(), SIGSTOP)``; this wait stays as a second guard in
+the harness's own processes.
 
 Usage: ``python -m prove.harness.worker_shim ilr_worker --id ...`` (runs manage.py's command with the
 wrap installed); the Temporal worker calls ``install()`` itself.
@@ -36,28 +37,51 @@ def preload() -> None:
     import anthropic  # noqa: F401
 
 
-def install() -> None:
-    """Preload the model SDK and make kill-point SIGSTOPs land at the point (module docstring)."""
+def _stop_wait_s() -> float:
+    """How long a stopped thread waits for SIGCONT before going on (ILR_SHIM_STOP_WAIT_S, seconds)."""
+    return float(os.environ.get("ILR_SHIM_STOP_WAIT_S", STOP_WAIT_S))
+
+
+def _sigcont_event():
+    """An event set whenever this process receives SIGCONT.
+
+    A Python signal handler runs only when the main thread next runs Python, and a process-directed
+    SIGCONT is delivered to whichever thread the kernel picks: measured in the DBOS worker (main
+    thread blocked in ``Event.wait``) the handler ran a full STOP_WAIT_S late in most runs, and in
+    ``ilr_worker`` at its next idle poll (~0.46 s), so the sender went on seconds or half a second
+    after the harness's SIGCONT, not at it. Instead SIGCONT is blocked in this thread, before any
+    other thread exists, so every thread started later inherits the block, and one thread takes it
+    with ``sigwait`` the moment it arrives. (The kernel continues a stopped process on SIGCONT
+    whether or not the signal is blocked.)"""
     import signal
     import threading
 
-    preload()
+    continued = threading.Event()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCONT})
+
+    def take() -> None:
+        while True:
+            signal.sigwait({signal.SIGCONT})
+            continued.set()
+
+    threading.Thread(target=take, name="prove-sigcont", daemon=True).start()
+    return continued
+
+
+def install() -> None:
+    """Make kill-point SIGSTOPs land at the point and preload the model SDK (module docstring).
+    Call it first in the worker's main thread, before any other thread starts."""
+    import threading
 
     from ilr import killpoints
 
     if getattr(killpoints.hit, "_prove_wrapped", False):
         return
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("worker_shim.install() must run in the main thread, before other threads start")
+    continued = _sigcont_event()
+    preload()
     original = killpoints.hit
-    continued = threading.Event()
-    previous = signal.getsignal(signal.SIGCONT)
-
-    def on_cont(signum, frame):
-        continued.set()
-        if callable(previous):
-            previous(signum, frame)
-
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGCONT, on_cont)
 
     def hit(name: str) -> None:
         spec = os.environ.get("ILR_STOP_AT")
@@ -69,9 +93,9 @@ def install() -> None:
         continued.clear()
         original(name)
         if stops:
-            # The process-directed SIGSTOP reaches this thread late; wait here until the
-            # harness's SIGCONT (set by the handler above), so nothing runs past the point first.
-            continued.wait(STOP_WAIT_S)
+            # The SIGSTOP may reach this thread late; wait here until the harness's SIGCONT (taken
+            # by the sigwait thread above), so nothing runs past the point first.
+            continued.wait(_stop_wait_s())
 
     hit._prove_wrapped = True
     killpoints.hit = hit
