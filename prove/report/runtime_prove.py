@@ -93,9 +93,24 @@ S07_C = (
     "outcome at every tier; an availability failure, not a double refund."
 )
 
+S12_C = (
+    "as (b): the DBOS step checks the grant before the send point, so a revoke that returns before "
+    "the released send is processed (a negative offset, or one shorter than the send) is missed and "
+    "the send follows it, while a revoke after the send finished is no violation; the count per run is "
+    "0 or 1 by offset (the revoke and the send within 10 ms of the release, measured)."
+)
+S13L_C = (
+    "DBOS has no attempt timeout: while the sender is stopped nothing else runs the step, because the "
+    "second worker has an executor id of its own and DBOS recovers only a process's own workflows "
+    "(without Conductor). The resumed sender sends once: $20. The zombie-sender hazard needs another "
+    "process to take the workflow over, which DBOS here never does; S07 shows the price (no outcome)."
+)
+
 # Diagnoses of measured-vs-predicted disagreements, written after reading the run JSON.
 # Key: (scenario, variant, tier, system).
 DIAGNOSES: dict = {
+    **{("S12", "", t, "dbos"): S12_C for t in (1, 2, 3)},
+    ("S13", "long", 2, "dbos"): S13L_C,
     **{("S05", "", t, "dbos"): S05_C for t in (1, 2, 3)},
     **{("S07", "", t, "dbos"): S07_C for t in (1, 2, 3)},
     ("S07", "", 2, "temporal"): S07_A,
