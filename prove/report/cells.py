@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from prove.harness.scenarios import SYSTEMS
 
@@ -175,22 +175,19 @@ FULL_N = 30
 def coverage(cells: dict) -> dict:
     """How far the cells are from the full sweep: the smallest and largest n, and each cell (S14
     excepted) still below FULL_N as ``"S05 t2 dbos: 5"``."""
-    ns = {k: c["n"] for k, c in cells.items() if c["scenario"] != "S14"}
-    below = [
-        f"{c['scenario']}{' ' + c['variant'] if c['variant'] else ''} t{c['tier']} {c['system']}: {c['n']}"
-        for k, c in sorted(cells.items())
-        if c["scenario"] != "S14" and c["n"] < FULL_N
-    ]
-    counts: dict = defaultdict(int)
-    for n in ns.values():
-        counts[n] += 1
+    counted = [c for _, c in sorted(cells.items()) if c["scenario"] != "S14"]
+    by_n = Counter(c["n"] for c in counted)
     return {
         "target": FULL_N,
-        "cells": len(ns),
-        "by_n": ", ".join(f"n = {n} in {k} cells" for n, k in sorted(counts.items())),
-        "min_n": min(ns.values(), default=0),
-        "max_n": max(ns.values(), default=0),
-        "below_target": below,
+        "cells": len(counted),
+        "by_n": ", ".join(f"n = {n} in {k} cells" for n, k in sorted(by_n.items())),
+        "min_n": min(by_n, default=0),
+        "max_n": max(by_n, default=0),
+        "below_target": [
+            f"{c['scenario']}{' ' + c['variant'] if c['variant'] else ''} t{c['tier']} {c['system']}: {c['n']}"
+            for c in counted
+            if c["n"] < FULL_N
+        ],
     }
 
 
