@@ -159,3 +159,32 @@ def test_prove_command_rejects_bad_selection():
         call_command("prove", "--scenario", "S99", stdout=io.StringIO())
     with pytest.raises(CommandError, match="unknown system"):
         call_command("prove", "--scenario", "S01", "--system", "nomad", stdout=io.StringIO())
+
+
+def test_a_rebuilt_report_scores_recorded_runs_by_the_current_rule():
+    """A committed S12 run recorded its P3 as a false claim under the old ground truth (a send
+    the revoke listed as in flight, processed after the revoke returned); the report scores the
+    recorded answers and oracle counts again by the current rule, so the receipt's
+    authorized_when_fired: true is a correct answer there."""
+    from prove.harness.shards import SHARDS_DIR
+    from prove.report.cells import aggregate
+
+    lines = (SHARDS_DIR / "1202043706.jsonl").read_text().splitlines()
+    [run] = [json.loads(x) for x in lines if '"run_id": "S12-t1-runtime-s4-1202043706L1"' in x]
+    assert run["audit"]["false_claims"] == 1 and run["audit"]["per"]["P3"] == "false"  # as recorded
+    assert run["oracle"]["sends_after_revoke"] == 1 and run["oracle"]["sends_after_revoke_unlisted"] == 0
+    [cell] = aggregate([run]).values()
+    assert cell["false_claims"] == 0 and cell["can_prove_mean"] == 5
+
+
+def test_shards_run_at_the_same_time_count_once_in_the_wall_time():
+    """Shard 1202025152 (S10, 1807 s) ran inside shard 1202025120's interval (2302 s): together
+    they covered 2302 s of wall-clock time, not the 4109 s their sum says."""
+    from prove.harness import shards
+
+    _, metas = shards.load_shards()
+    pair = [m for m in metas if m["shard"] in ("1202025120", "1202025152")]
+    assert sum(m["wall_s"] for m in pair) == pytest.approx(4109.3)
+    assert shards.elapsed(pair) == pytest.approx(2302.1, abs=1)
+    apart = [{**pair[0], "written": "2026-12-01 00:00:00 UTC"}, {**pair[1], "written": "2026-12-02 00:00:00 UTC"}]
+    assert shards.elapsed(apart) == pytest.approx(4109.3)

@@ -25,7 +25,7 @@ from django.test import override_settings
 
 from ilr import codec, journal, keys, receipts
 from tests.conftest import wait_for
-from tests.refund_harness import approve, refund_env
+from tests.refund_harness import approve, refund_env, wait_for_approval_request
 from tests.test_effects import _hand_refund, our_refunds, run_case
 
 # -- pure tests over sealed entries ------------------------------------------------------------
@@ -347,3 +347,47 @@ def test_runtime_s08c_reapply_after_an_unanswered_send_is_unknown(rt, workers, t
         assert v["valid"] and v["tamper_evident"] and v["happened"] is True
         assert v["happened_once"] == "unknown", v
         assert any("recovery-reapply" in p and "A2" in p for p in v["problems"])
+
+
+def test_a_send_the_revoke_listed_in_flight_is_no_false_p3_claim(rt, workers, tmp_path, test_dsn):
+    """S12's race, made certain: the grant is revoked after T_dispatch committed and before the
+    target processed the send. The revoke lists the effect as in flight (RevokeLinearizable), the
+    target applies it after the revoke returned, and the receipt says authorized_when_fired: true.
+    The auditor's ground truth must agree with the oracle's S12 rule (a send the revoke listed
+    may still land), so P3 is a correct answer, not a false claim."""
+    import time
+
+    from ilr import db
+    from prove.harness import audit, oracle
+
+    with refund_env(tmp_path, 1, send_timeout=8.0, settle_margin=2.0) as env:
+        workers.start("A", lease_ttl=30, env=env.worker_env())
+        case = env.case("p3inflight")
+        rt.start("refund_signal", case["id"], case)
+        proposal, facts = wait_for_approval_request(rt, case["id"])
+        env.admin("delay", {"seconds": 4})  # the send reaches the target, which holds it 4 s
+        grant_id = rt.approve(case["id"], proposal, facts, by="alice")
+        with db.connect(test_dsn, application_name="test-p3") as conn:
+            wait_for(
+                lambda: conn.execute(
+                    "select 1 from ilr.effects where workflow_id = %s and state = 'dispatched'", (case["id"],)
+                ).fetchone(),
+                timeout=30,
+                message="T_dispatch to commit",
+            )
+        returned = rt.revoke(grant_id, by="bob")
+        revoke_at = time.time()
+        result = rt.result(case["id"], timeout=60)
+        assert returned == [result["effect_id"]] and result["status"] == "COMMITTED"
+        c = oracle.counts(
+            oracle.observe(env.target_url, case["payment"]),
+            approved_amount=proposal["amount"],
+            revoke_at=revoke_at,
+            revoke_returned=returned,
+        )
+        # The precondition of the case: the send was processed after the revoke returned.
+        assert c["sends_after_revoke"] == 1 and c["sends_after_revoke_unlisted"] == 0, c
+        answers = audit.audit_runtime(rt.receipt(result["effect_id"]))
+        assert answers["P3"] is True and answers["verify"]["authorized_when_fired"] is True
+        scored = audit.score(answers, oracle.ground_truth(c))
+        assert scored["false_claims"] == 0 and scored["per"]["P3"] == 1, scored

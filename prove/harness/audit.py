@@ -138,6 +138,27 @@ def score(answers: dict, truth: dict) -> dict:
     return {"score": total, "false_claims": false_claims, "per": per}
 
 
+def rescored(run: dict) -> dict:
+    """A run's audit scored again under the current ground-truth rule (``oracle.ground_truth``).
+
+    Both inputs were recorded when the run ran: the answers the system's own records gave and the
+    oracle's counts from the target. The score is a function of the two, so a report rebuilt from
+    shards scores every run by one rule, whichever commit ran it. A run that was not audited (no
+    answers) keeps its audit unchanged.
+
+    Returns:
+        ``{"answers", "truth", "score", "false_claims", "per"}``.
+    """
+    from prove.harness.oracle import ground_truth
+
+    recorded = run.get("audit") or {}
+    answers, counts = recorded.get("answers"), run.get("oracle")
+    if not answers or not counts:
+        return recorded
+    truth = ground_truth(counts)
+    return {"answers": answers, "truth": truth, **score(answers, truth)}
+
+
 def temporal_history_summary(events) -> dict:
     """Summarise one run's history events (temporalio HistoryEvent protos) for the auditor."""
     from temporalio.api.enums.v1 import EventType

@@ -89,11 +89,18 @@ def counts(
 
 
 def ground_truth(c: dict) -> dict:
-    """What the auditor's five questions should answer, from the oracle's counts."""
+    """What the auditor's five questions should answer, from the oracle's counts.
+
+    P3 (the authority was live at the send) is false when an unapproved amount was applied or a
+    send was processed after the revoke returned without the revoke listing its effect as in
+    flight: S12's rule (``revoke_race``). A send whose T_dispatch committed under the live grant
+    is authorized, and the revoke returns it as "may still land" (RevokeLinearizable); (a), (b)
+    and (c) return no list, so every send after their revoke counts.
+    """
     return {
         "P1": c["our_applications"] > 0,
         "P2": c["our_applications"] == 1,
-        "P3": c["sends_after_revoke"] == 0 and c["wrong_amounts"] == 0,
+        "P3": c["sends_after_revoke_unlisted"] == 0 and c["wrong_amounts"] == 0,
         "P4": c["sends_on_changed_premises"] == 0,
         "P5": True,  # tampering with a copy of the record must be detected
     }

@@ -686,7 +686,7 @@ def run_command(
         command = " ; ".join(m["command"] for m in metas) + f"  (report rebuilt by: {command})"
         result = {
             "runs": runs,
-            "wall_s": round(sum(m["wall_s"] for m in metas), 1),
+            "wall_s": shards.elapsed(metas),
             "sweep_id": ",".join(m["shard"] for m in metas),
         }
         n = max(

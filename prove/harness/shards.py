@@ -11,6 +11,7 @@ Shards can run in different sessions and on different days; each is committed wi
 
 from __future__ import annotations
 
+import calendar
 import json
 import time
 from pathlib import Path
@@ -107,3 +108,24 @@ def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
     if not metas:
         raise ValueError(f"--from-shards: no shard in {where}")
     return list(latest.values()), metas
+
+
+def elapsed(metas: list[dict]) -> float:
+    """Seconds of wall-clock time the shards covered: the union of each shard's interval
+    [written - wall_s, written], so shards that ran at the same time count once.
+
+    Args:
+        metas: shard metas as load_shards returns them ("written" as "%Y-%m-%d %H:%M:%S UTC",
+            "wall_s" in seconds).
+    """
+    spans = sorted(
+        (end - m["wall_s"], end)
+        for m in metas
+        for end in [calendar.timegm(time.strptime(m["written"], "%Y-%m-%d %H:%M:%S UTC"))]
+    )
+    total, reach = 0.0, float("-inf")
+    for start, end in spans:
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return round(total, 1)

@@ -9,6 +9,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 
+from prove.harness.audit import rescored
 from prove.harness.scenarios import SYSTEMS
 
 LABEL = {"runtime": "runtime", "temporal": "(a) temporal", "temporal_check": "(b) temporal_check", "dbos": "(c) dbos"}
@@ -37,6 +38,8 @@ def aggregate(runs: list[dict]) -> dict:
     cells: dict[str, dict] = {}
     groups = defaultdict(list)
     for r in runs:
+        # Every run is scored by the current ground-truth rule, whichever commit recorded it.
+        r = {**r, "audit": rescored(r)}
         groups[(r["scenario"], r["variant"], r["tier"], r["system"])].append(r)
     for (sid, var, tier, system), rs in groups.items():
         n = len(rs)
@@ -162,7 +165,8 @@ def per_thousand(doc) -> str:
         fc = round(1000 * sum(c["false_claims"] for c in cs) / n, 1)
         parts.append(
             f"{LABEL[s]}: duplicates {k('duplicates')}, wrong amounts {k('wrong_amounts')}, "
-            f"sends after revoke {k('sends_after_revoke')}, sends on changed premises "
+            f"sends after revoke {k('sends_after_revoke')} (not in the revoke's in-flight list "
+            f"{k('sends_after_revoke_unlisted')}), sends on changed premises "
             f"{k('sends_on_changed_premises')}, blocked_never_sent {blocked}, false claims {fc} (n={n})"
         )
     return "; ".join(parts)

@@ -110,9 +110,12 @@ def _shard_rows(doc: dict) -> list[dict]:
 
 def _speedup(doc: dict, est: dict) -> dict:
     """How much faster than one at a time the shards ran: their runs' summed wall time over the
-    shards' own wall time, and the missing runs' hours at that rate. Empty without shards."""
+    elapsed time the shards covered (shards.elapsed: two at once count once), and the missing
+    runs' hours at that rate. Empty without shards."""
+    from prove.harness.shards import elapsed
+
     shards = doc["header"]["selection"].get("shards") or []
-    wall = sum(m["wall_s"] for m in shards)
+    wall = elapsed(shards) if shards else 0
     run_s = sum((c.get("mean_wall_s") or 0) * c["n"] for c in doc["cells"].values())
     if not wall or not run_s:
         return {"speedup": "", "remaining_wall": ""}
@@ -133,7 +136,7 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
         "seeds": str(h["seeds_per_cell"]),
         "runs": str(h["runs"]),
         "wall_s": f"{h['wall_s']:.0f}",
-        "summed": " (the sum over the commands above)" if " ; " in h["command"] else "",
+        "summed": " (the time the commands above covered, two at once counted once)" if " ; " in h["command"] else "",
         "v": {k: str(v.get(k)) for k in VERSION_KEYS},
         "dirty": " (uncommitted changes)" if v.get("dirty_tree") else "",
         "t": {k: str(x) for k, x in h["timeouts"].items()},
