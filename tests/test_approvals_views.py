@@ -679,6 +679,16 @@ def test_admin_cancel_needs_permission_and_confirmation(rt):
     assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "nope"}).status_code == 404
 
 
+def test_admin_cancel_and_resume_pages_take_an_id_with_a_nul_as_no_such_workflow(rt):
+    """A NUL cannot be in a workflow id (the database refuses it in text): such an id finds
+    nothing (404), as on the revoke page, instead of a database error (500)."""
+    make_waiting(rt)
+    c = admin_client("approvals.cancel", "approvals.resume")
+    for page in ("admin:ilr_workflow_cancel", "admin:ilr_workflow_resume"):
+        assert c.get(reverse(page), {"ids": "a\x00b"}).status_code == 404, page
+        assert c.get(reverse(page), {"ids": ["case-1", "a\x00b"]}).status_code == 200, page
+
+
 def test_admin_retire_shows_the_drain_report(rt):
     make_waiting(rt)
     make_waiting(rt, "case-2")

@@ -14,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from approvals.templatetags.approvals_extras import pretty_json
+from ilr.codec import MAX_TEXT_LENGTH
 
 MAX_SELECTED = 500
 """The most rows one action hands to its confirmation page, and one page acts on."""
@@ -87,8 +88,11 @@ def submitted(request):
 
 
 def selected_ids(request) -> list[str]:
-    """The ``ids`` a confirmation page acts on, at most MAX_SELECTED."""
-    return submitted(request).getlist("ids")[:MAX_SELECTED]
+    """The ``ids`` a confirmation page acts on, at most MAX_SELECTED. An id no row can have (over
+    MAX_TEXT_LENGTH characters, or holding a NUL, which PostgreSQL refuses in text) is dropped, so
+    it finds nothing (a 404 when nothing else is selected) instead of raising a database error."""
+    ids = submitted(request).getlist("ids")[:MAX_SELECTED]
+    return [i for i in ids if len(i) <= MAX_TEXT_LENGTH and "\x00" not in i]
 
 
 def confirmed(request) -> bool:
