@@ -85,6 +85,16 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     assert by[("S03", "", 2, "runtime")]["oracle"]["total_refunded"] == 0
     assert by[("S09", "post", 3, "runtime")]["outcome"]["status"] == "AMBIGUOUS"
 
+    # Where each run's time went: every run of this subset has a start, an approval and an
+    # outcome, so its four phases are all positive and add up to its wall time.
+    from prove.report import run_time
+
+    for r in runs:
+        split = run_time.phases(r)
+        assert split and min(split.values()) > 0, (r["run_id"], split)
+        assert sum(split.values()) == pytest.approx(r["wall_s"], abs=0.05), (r["run_id"], split)
+    assert "| runtime | 6 |" in run_time.markdown(runs, "pytest")
+
     leftover = set(_children(os.getpid())) - before
     assert not leftover, f"subprocesses left running: {leftover}"
 
@@ -188,3 +198,33 @@ def test_shards_run_at_the_same_time_count_once_in_the_wall_time():
     assert shards.elapsed(pair) == pytest.approx(2302.1, abs=1)
     apart = [{**pair[0], "written": "2026-12-01 00:00:00 UTC"}, {**pair[1], "written": "2026-12-02 00:00:00 UTC"}]
     assert shards.elapsed(apart) == pytest.approx(4109.3)
+
+
+def test_two_sweeps_started_in_the_same_second_get_ids_of_their_own(tmp_path, monkeypatch):
+    """Two shards started in the same second (a lane shard and an S10 shard beside it) took the
+    same time-based sweep id, and the later shard file overwrote the earlier one. Each new id is
+    claimed (its sweep directory created) and a shard file is never overwritten."""
+    from prove.harness import runner, shards
+
+    monkeypatch.setattr(runner, "RUNS_DIR", tmp_path / "prove" / "runs")
+    monkeypatch.setattr(runner.time, "strftime", lambda fmt, *a: "1202071642")
+    first, second = runner.new_sweep_id(), runner.new_sweep_id()
+    assert first == "1202071642" and second != first and second.startswith(first)
+    assert (tmp_path / "prove" / f"sweep-{second}").is_dir()
+
+    run = {"run_id": "L0-t1-runtime-s1-x", "system": "runtime", "scenario": "L0", "variant": "", "tier": 1, "seed": 1}
+    paths = [
+        shards.write_shard(
+            [dict(run)],
+            sweep_id="1202071642",
+            command=c,
+            seeds=range(1, 2),
+            wall_s=1.0,
+            versions={},
+            where=tmp_path / "shards",
+        )
+        for c in ("the lanes", "the S10 shard")
+    ]
+    assert paths[0] != paths[1] and all(p.exists() for p in paths)
+    _, metas = shards.load_shards(tmp_path / "shards")
+    assert sorted(m["command"] for m in metas) == ["the S10 shard", "the lanes"]

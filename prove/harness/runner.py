@@ -436,12 +436,28 @@ def cell_key(sc: Scenario, tier: int, system: str) -> str:
     return f"{sc.key}|t{tier}|{system}"
 
 
+def new_sweep_id() -> str:
+    """A sweep id of its own: the time to the second ("%m%d%H%M%S"), claimed by creating its
+    directory ``.data/prove/sweep-<id>``; when another sweep of this checkout claimed it in the
+    same second (an S10 shard started beside a lane shard), a letter is added (b, c, ...), so two
+    sweeps never share run ids, a directory or a shard file."""
+    stamp = time.strftime("%m%d%H%M%S")
+    RUNS_DIR.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ["", *"bcdefghijklmnopqrstuvwxyz"]:
+        try:
+            (RUNS_DIR.parent / f"sweep-{stamp}{suffix}").mkdir()
+        except FileExistsError:
+            continue
+        return stamp + suffix
+    raise RuntimeError(f"26 sweeps started in the second {stamp}")
+
+
 def sweep(
     cells: list[tuple], seeds: int, *, progress=None, sweep_id: str | None = None, out=sys.stdout, first_seed: int = 1
 ) -> dict:
     """Run every cell with seeds first_seed..first_seed+seeds-1; returns {"runs": [...], "wall_s",
     "sweep_id"}."""
-    sweep_id = sweep_id or time.strftime("%m%d%H%M%S")
+    sweep_id = sweep_id or new_sweep_id()
     RUNS_DIR.mkdir(parents=True, exist_ok=True)
     need_temporal = any(system in ("temporal", "temporal_check") for _, _, system in cells)
     need_dbos = any(system == "dbos" for _, _, system in cells)
@@ -720,7 +736,7 @@ def run_command(
         out.write(f"prove: {len(cells)} cells x {n} seeds = {len(cells) * n} runs, {jobs} lane(s) -> {where}\n")
         out.flush()
         if jobs > 1:
-            sweep_id = time.strftime("%m%d%H%M%S")
+            sweep_id = new_sweep_id()
             t0 = time.monotonic()
             runs = lanes(cells, n, jobs, sweep_id, out, first_seed=first_seed)
             result = {"runs": runs, "wall_s": round(time.monotonic() - t0, 1), "sweep_id": sweep_id}

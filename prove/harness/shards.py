@@ -61,16 +61,27 @@ def write_shard(
 ) -> Path:
     """Write the shard's lines and its meta file; returns the .jsonl path.
 
-    The S10 Temporal timer figure is derived from a run's records before they are dropped.
+    A shard is never overwritten: when ``<sweep_id>.jsonl`` exists already (another checkout's
+    sweep of the same id wrote to the same directory), this one is ``<sweep_id>-2.jsonl``, and so
+    on. The S10 Temporal timer figure is derived from a run's records before they are dropped.
     """
     from prove.report.cells import derive_s10_temporal
 
     derive_s10_temporal(runs)
     where.mkdir(parents=True, exist_ok=True)
-    path = where / f"{sweep_id}.jsonl"
     ordered = sorted(runs, key=lambda r: (r["scenario"], r["variant"], r["tier"], r["system"], r["seed"]))
-    path.write_text("".join(json.dumps(compact(r), sort_keys=True, default=str) + "\n" for r in ordered))
-    (where / f"{sweep_id}.meta.json").write_text(
+    text = "".join(json.dumps(compact(r), sort_keys=True, default=str) + "\n" for r in ordered)
+    name, k = sweep_id, 1
+    while True:
+        try:
+            with open(where / f"{name}.jsonl", "x", encoding="utf-8") as f:  # "x": fails if it exists
+                f.write(text)
+            break
+        except FileExistsError:
+            k += 1
+            name = f"{sweep_id}-{k}"
+    path = where / f"{name}.jsonl"
+    (where / f"{name}.meta.json").write_text(
         json.dumps(
             {
                 "command": command,
