@@ -15,6 +15,8 @@ from __future__ import annotations
 import copy
 import json
 
+from prove.harness.oracle import ground_truth
+
 QUESTIONS = ("P1", "P2", "P3", "P4", "P5")
 
 
@@ -149,8 +151,6 @@ def rescored(run: dict) -> dict:
     Returns:
         ``{"answers", "truth", "score", "false_claims", "per"}``.
     """
-    from prove.harness.oracle import ground_truth
-
     recorded = run.get("audit") or {}
     answers, counts = recorded.get("answers"), run.get("oracle")
     if not answers or not counts:

@@ -110,12 +110,10 @@ def _shard_rows(doc: dict) -> list[dict]:
 
 def _speedup(doc: dict, est: dict) -> dict:
     """How much faster than one at a time the shards ran: their runs' summed wall time over the
-    elapsed time the shards covered (shards.elapsed: two at once count once), and the missing
-    runs' hours at that rate. Empty without shards."""
-    from prove.harness.shards import elapsed
-
+    elapsed time the shards covered (the header's wall time, shards.elapsed: two at once count
+    once), and the missing runs' hours at that rate. Empty without shards."""
     shards = doc["header"]["selection"].get("shards") or []
-    wall = elapsed(shards) if shards else 0
+    wall = doc["header"]["wall_s"] if shards else 0
     run_s = sum((c.get("mean_wall_s") or 0) * c["n"] for c in doc["cells"].values())
     if not wall or not run_s:
         return {"speedup": "", "remaining_wall": ""}
