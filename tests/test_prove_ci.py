@@ -228,3 +228,33 @@ def test_two_sweeps_started_in_the_same_second_get_ids_of_their_own(tmp_path, mo
     assert paths[0] != paths[1] and all(p.exists() for p in paths)
     _, metas = shards.load_shards(tmp_path / "shards")
     assert sorted(m["command"] for m in metas) == ["the S10 shard", "the lanes"]
+
+
+def test_a_shard_whose_runs_were_all_run_again_leaves_the_reports_provenance(tmp_path):
+    """Seeds 1-2 ran first on a tree with uncommitted changes; a later shard on a clean commit ran
+    the same cells and seeds again, so none of the first shard's runs counts. The report's
+    versions then name only the clean commit, and the shard table shows the first shard with 0
+    runs counted."""
+    from prove.harness import shards
+    from prove.report.markdown import _shard_rows
+
+    run = {"run_id": "x", "system": "runtime", "scenario": "L0", "variant": "", "tier": 1}
+    for git, dirty in (("aaaaaaa", True), ("bbbbbbb", False)):
+        shards.write_shard(
+            [dict(run, seed=1), dict(run, seed=2)],
+            sweep_id=f"12020000{git[0]}",
+            command=f"at {git}",
+            seeds=range(1, 3),
+            wall_s=1.0,
+            versions={"git": git, "dirty_tree": dirty},
+            where=tmp_path,
+        )
+    # "written" has one-second resolution: order the two shards explicitly.
+    first = tmp_path / "12020000a.meta.json"
+    first.write_text(first.read_text().replace('"written": "', '"written": "0'))
+    runs, metas = shards.load_shards(tmp_path)
+    assert {r["shard"] for r in runs} == {"12020000b"}
+    assert [(m["shard"], m["counted"]) for m in metas] == [("12020000a", 0), ("12020000b", 2)]
+    assert shards.provenance(metas) == {"git": "bbbbbbb", "dirty_tree": False}
+    rows = _shard_rows({"header": {"selection": {"shards": metas}}})
+    assert [(r["runs"], r["counted"]) for r in rows] == [("2", "0"), ("2", "2")]

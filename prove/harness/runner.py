@@ -782,9 +782,7 @@ def run_command(
     if from_shards:
         # The report describes the code the shards ran, not the tree that rebuilt it.
         selection["shards"] = metas
-        gits = list(dict.fromkeys(m.get("git") or "unknown" for m in metas))
-        run_versions["git"] = ", ".join(gits)
-        run_versions["dirty_tree"] = any(m.get("dirty_tree") for m in metas)
+        run_versions.update(shards.provenance(metas))
     doc = report.build(
         runs,
         command=command,

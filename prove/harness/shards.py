@@ -102,7 +102,8 @@ def write_shard(
 
 def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
     """(runs, metas) of every shard in ``where``, oldest shard first; a later shard's run of the
-    same (cell, seed) replaces an earlier one.
+    same (cell, seed) replaces an earlier one. Each run gets ``shard`` (the shard it came from) and
+    each meta ``counted`` (how many of its runs no later shard replaced).
 
     Raises:
         ValueError: no shard there.
@@ -115,10 +116,25 @@ def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
         metas.append(meta)
         for line in (where / f"{meta['shard']}.jsonl").read_text().splitlines():
             run = json.loads(line)
+            run["shard"] = meta["shard"]
             latest[(run["scenario"], run["variant"], run["tier"], run["system"], run["seed"])] = run
     if not metas:
         raise ValueError(f"--from-shards: no shard in {where}")
+    for meta in metas:
+        meta["counted"] = sum(1 for r in latest.values() if r["shard"] == meta["shard"])
     return list(latest.values()), metas
+
+
+def provenance(metas: list[dict]) -> dict:
+    """The code the counted runs ran: {"git": the commits, oldest shard first, joined by ", ",
+    "dirty_tree": True when any of those shards ran on uncommitted changes}. A shard whose runs
+    later shards all replaced (``counted`` 0, see load_shards) describes no run of the report and
+    is left out."""
+    live = [m for m in metas if m.get("counted", m.get("runs", 0))]
+    return {
+        "git": ", ".join(dict.fromkeys(m.get("git") or "unknown" for m in live)),
+        "dirty_tree": any(m.get("dirty_tree") for m in live),
+    }
 
 
 def elapsed(metas: list[dict]) -> float:

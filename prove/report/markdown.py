@@ -100,6 +100,7 @@ def _shard_rows(doc: dict) -> list[dict]:
             "shard": m["shard"],
             "seeds": f"{m['first_seed']}..{m['last_seed']}",
             "runs": str(m["runs"]),
+            "counted": str(m.get("counted", m["runs"])),
             "wall_s": f"{m['wall_s']:.0f}",
             "git": str(m.get("git")) + (" (uncommitted changes)" if m.get("dirty_tree") else ""),
             "command": m["command"],
