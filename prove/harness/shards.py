@@ -102,26 +102,27 @@ def write_shard(
 
 def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
     """(runs, metas) of every shard in ``where``, oldest shard first; a later shard's run of the
-    same (cell, seed) replaces an earlier one. Each run gets ``shard`` (the shard it came from) and
-    each meta ``counted`` (how many of its runs no later shard replaced).
+    same (cell, seed) replaces an earlier one. Each meta gets ``counted``: how many of its runs no
+    later shard replaced.
 
     Raises:
         ValueError: no shard there.
     """
     metas = []
     latest: dict = {}
+    origin: dict = {}  # (cell, seed) -> the shard whose run counts
     for meta_path in sorted(where.glob("*.meta.json"), key=lambda p: json.loads(p.read_text())["written"]):
         meta = json.loads(meta_path.read_text())
         meta["shard"] = meta_path.name.removesuffix(".meta.json")
         metas.append(meta)
         for line in (where / f"{meta['shard']}.jsonl").read_text().splitlines():
             run = json.loads(line)
-            run["shard"] = meta["shard"]
-            latest[(run["scenario"], run["variant"], run["tier"], run["system"], run["seed"])] = run
+            key = (run["scenario"], run["variant"], run["tier"], run["system"], run["seed"])
+            latest[key], origin[key] = run, meta["shard"]
     if not metas:
         raise ValueError(f"--from-shards: no shard in {where}")
     for meta in metas:
-        meta["counted"] = sum(1 for r in latest.values() if r["shard"] == meta["shard"])
+        meta["counted"] = sum(1 for shard in origin.values() if shard == meta["shard"])
     return list(latest.values()), metas
 
 

@@ -70,6 +70,7 @@ def aggregate(runs: list[dict]) -> dict:
             "blocked_never_sent": sum(r.get("blocked_never_sent", 0) for r in rs),
             "duplicates": sums.get("duplicates", 0),
             "errors": sum(1 for r in rs if r.get("error")),
+            "no_outcome": sum(1 for r in rs if r.get("no_outcome")),
             "can_prove_mean": round(statistics.mean(scores), 2) if scores else None,
             "false_claims": sum(r["audit"].get("false_claims", 0) for r in rs),
             "false_claims_per_1000": round(1000 * sum(r["audit"].get("false_claims", 0) for r in rs) / n, 1),
@@ -91,6 +92,10 @@ def aggregate(runs: list[dict]) -> dict:
 
 
 def verdict(rt: dict, other: dict) -> str:
+    """The verdict of the runtime's cell ``rt`` against a baseline's cell ``other`` (docs/protocol.md
+    §16.4): "better", "worse" or "equal" by the 95% Wilson intervals of the correct counts, with
+    notes beside it: fewer or more duplicates, worse availability (more blocked-never-sent), and
+    "its failures: no outcome" when every failing run of ``other`` reported no outcome in time."""
     if not rt or not other:
         return "-"
     (rlo, rhi), (olo, ohi) = rt["wilson95"], other["wilson95"]
@@ -109,6 +114,10 @@ def verdict(rt: dict, other: dict) -> str:
         notes.append("more duplicates")
     if rt["blocked_never_sent"] / rt["n"] > other["blocked_never_sent"] / other["n"]:
         notes.append("worse (availability)")
+    failed = other["n"] - other["correct"]
+    if failed and other.get("no_outcome", 0) == failed:
+        # Counted incorrect by the 90 s rule, not by the ledger: an availability failure.
+        notes.append("its failures: no outcome")
     return v + (f" ({', '.join(notes)})" if notes else "")
 
 

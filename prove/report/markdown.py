@@ -80,7 +80,21 @@ def _latency_rows(doc: dict) -> list[tuple[str, str]]:
             "latency_approve_to_outcome_s",
             lambda c: c["scenario"] == "L0",
         ),
-        ("resume after SIGKILL (all crash runs)", "latency_resume_s", lambda c: True),
+        (
+            "resume after a restart of the workers ("
+            + ", ".join(
+                sorted(
+                    {
+                        _name(c["scenario"], c["variant"])
+                        for c in doc["cells"].values()
+                        if c["latency_resume_s"]["count"]
+                    }
+                )
+            )
+            + ")",
+            "latency_resume_s",
+            lambda c: True,
+        ),
     ):
         cols = []
         for s in SYSTEMS:
@@ -145,6 +159,17 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
         "per_thousand": per_thousand(doc),
         "scenarios": _scenarios(doc),
         "disagreements": _disagreements(doc),
+        "dbos_vs_b": [
+            {
+                "name": _name(d["scenario"], d["variant"]),
+                "tier": str(d["tier"]),
+                "b": d["b"],
+                "c": d["c"],
+                "apart": "intervals apart" if d["apart"] else "intervals overlap",
+                "diagnosis": d["diagnosis"][:1].upper() + d["diagnosis"][1:],
+            }
+            for d in doc.get("dbos_vs_b", [])
+        ],
         "latency_rows": _latency_rows(doc),
         "timer_cols": " | ".join(fmt_lat(timer.get(s, [])) for s in SYSTEMS),
         "bench": str(bench.relative_to(ROOT)) if bench.exists() else "",

@@ -15,7 +15,9 @@ TLC_MAP = {
     "S01": ["EffectAtMostOnceTier12", "Tier3NeverResends"],
     "S02": ["NoSendOnStalePremise", "RecoveryRechecks"],
     "S03": ["NoSendUnderRevokedGrant", "RecoveryRechecks"],
-    "S04": ["EffectAtMostOnceTier12"],
+    # Keys pruned: EffectAtMostOnceTier12 is vacuous at t1n past the window by its formula, and
+    # Tier3NeverResends' tier-1 clause (no resend past the window without lookup) is the one that speaks.
+    "S04": ["EffectAtMostOnceTier12", "Tier3NeverResends"],
     "S05": ["PayloadBound", "SendRequiresLiveClaim"],
     "S05L": ["StepResultUnique"],
     "S06": ["NoSendOnStalePremise"],
@@ -96,27 +98,77 @@ def tlc_status(inv: str, mode: str, outcomes: dict, text: str | None) -> str:
     return "absent"
 
 
-def _agreement(sid: str, k: int, n: int, tl: dict, tlc_present: bool) -> str:
-    """Whether ``k`` of ``n`` measured correct agrees with TLC's statuses ``tl`` (invariant ->
-    status) for the scenario."""
-    joined = " ".join(tl.values())
-    if not tlc_present or "absent" in joined:
-        return "unchecked (TLC results absent)"
-    if any(key[0] == sid for key in ASSUMPTION_MAP):
-        return "see the assumption rows below (this scenario breaks an assumption on purpose)"
-    if "n/a" in joined and "holds" not in joined and "violated" not in joined:
-        return "not modeled (n/a in TLC)"
-    if "violated" in joined:
-        return "yes" if k < n else "consistent (the fault did not produce the violating trace)"
-    if "holds" in joined and "not checked" not in joined:
+# Tiers where an invariant is vacuous by its own formula (spec/Runtime.tla): it says nothing there,
+# so its "hold" predicts nothing about a run at that tier.
+VACUOUS = {"EffectAtMostOnceTier12": {"t3"}, "Tier3NeverResends": {"t1q", "t2"}}
+
+
+def tier_case(sid: str, variant: str, tier: int) -> str:
+    """TLC's tier case for a run of the scenario at ``tier``: t1q / t1n (tier 1 with or without
+    lookup, from the scenario's ``queryable``), t2, t3."""
+    from prove.harness.scenarios import SCENARIOS
+
+    if tier != 1:
+        return f"t{tier}"
+    sc = next((x for x in SCENARIOS if x.id == sid and x.variant == variant), None)
+    return "t1q" if sc is None or sc.queryable else "t1n"
+
+
+def tier_statuses(invs, mode: str, case: str, outcomes: dict) -> list[str]:
+    """TLC's outcomes ("hold", "V", "n/a") of the invariants ``invs`` in ``mode`` at the tier case,
+    leaving out an invariant vacuous there and one TLC did not check in that mode."""
+    out = []
+    for inv in invs:
+        if case in VACUOUS.get(inv, ()):
+            continue
+        per = outcomes.get((mode, inv)) or {}
+        st = per.get(case, per.get("Signals.tla"))
+        if st is not None:
+            out.append(st)
+    return out
+
+
+def _one_tier(statuses: list[str], k: int, n: int, no_outcome: int = 0) -> str:
+    """One tier case: TLC's ``statuses`` against ``k`` of ``n`` runs correct, of whose failures
+    ``no_outcome`` reported no outcome in time (an availability failure, not a violating trace)."""
+    if not statuses or all(st == "n/a" for st in statuses):
+        return "not modeled"
+    if "V" in statuses:
+        if k == n:
+            return "consistent (the fault did not produce the violating trace)"
+        if no_outcome == n - k:
+            return "not comparable (the failing runs reported no outcome: availability, not the violating trace)"
+        return "yes"
+    if all(st in ("hold", "n/a") for st in statuses):
         return "yes" if k == n else "**NO**: see the disagreements above"
     return "unchecked"
 
 
+def _agreement(sid: str, mode: str, cells: list[dict], outcomes: dict, tlc_present: bool) -> str:
+    """Whether the measured cells of one scenario and system agree with TLC, tier case by tier
+    case: a violation at the case agrees with any failure there, a hold (of the invariants not
+    vacuous at the case) agrees only with every run correct."""
+    if not tlc_present or not outcomes:
+        return "unchecked (TLC results absent)"
+    if any(key[0] == sid for key in ASSUMPTION_MAP):
+        return "see the assumption rows below (this scenario breaks an assumption on purpose)"
+    by_answer: dict = defaultdict(list)
+    for c in sorted(cells, key=lambda c: (c["variant"], c["tier"])):
+        case = tier_case(sid, c["variant"], c["tier"])
+        answer = _one_tier(
+            tier_statuses(TLC_MAP[sid], mode, case, outcomes), c["correct"], c["n"], c.get("no_outcome", 0)
+        )
+        by_answer[answer].append(f"{c['variant']} {case}".strip())
+    if len(by_answer) == 1:
+        return next(iter(by_answer))
+    return "; ".join(f"{answer} at {', '.join(cases)}" for answer, cases in by_answer.items())
+
+
 def xref_rows(doc: dict, tlc_present: bool) -> list[dict[str, str]]:
     """Per scenario of TLC_MAP and system: its invariants, TLC's statuses in the system's mode,
-    the measured correct count, and whether they agree."""
+    the measured correct count, and whether they agree (per tier case, see ``_agreement``)."""
     rows = []
+    outcomes = tlc_outcomes(load_tlc()[1])
     for sid, invs in TLC_MAP.items():
         for system, mode in TLC_MODES.items():
             rs = [c for c in doc["cells"].values() if c["scenario"] == sid and c["system"] == system]
@@ -126,7 +178,12 @@ def xref_rows(doc: dict, tlc_present: bool) -> list[dict[str, str]]:
             else:
                 k = sum(c["correct"] for c in rs)
                 n = sum(c["n"] for c in rs)
-                meas, agree = f"{k}/{n}", _agreement(sid, k, n, tl, tlc_present)
+                per_tier = ", ".join(
+                    f"{(c['variant'] + ' ') if c['variant'] else ''}{tier_case(sid, c['variant'], c['tier'])} "
+                    f"{c['correct']}/{c['n']}"
+                    for c in sorted(rs, key=lambda c: (c["variant"], c["tier"]))
+                )
+                meas, agree = f"{k}/{n} ({per_tier})", _agreement(sid, mode, rs, outcomes, tlc_present)
             rows.append(
                 {
                     "sid": sid,
@@ -142,15 +199,15 @@ def xref_rows(doc: dict, tlc_present: bool) -> list[dict[str, str]]:
 
 def assumption_rows(doc: dict) -> list[dict[str, str]]:
     """The rows that break an assumption on purpose (ASSUMPTION_MAP), against TLC's config that
-    breaks the same one: per system, TLC's per-tier outcome and the measured correct per tier."""
+    breaks the same one: per system and tier case, TLC's outcome of the row's invariants (those
+    not vacuous at the case) beside the measured correct count. Where the config checks none of
+    them at a case, the base sweep's outcome in the same mode stands in, and says so. The
+    config's other invariants are listed beside the row ("also")."""
     rows = []
     outcomes = tlc_outcomes(load_tlc()[1])
     for (sid, var), (stem, invs, which) in ASSUMPTION_MAP.items():
         for system, mode in TLC_MODES.items():
-            per: dict = {}
-            for inv in invs:
-                for k, v in outcomes.get((f"assumption:{stem}:{mode}", inv), {}).items():
-                    per[k] = "V" if "V" in (v, per.get(k)) else v
+            key = f"assumption:{stem}:{mode}"
             cs = {
                 c["tier"]: c
                 for c in doc["cells"].values()
@@ -158,16 +215,21 @@ def assumption_rows(doc: dict) -> list[dict[str, str]]:
             }
             if not cs:
                 continue
-            verdicts = []
+            tlc, answers = [], []
             for t in sorted(cs):
-                tl = [v for k, v in per.items() if str(k).startswith(f"t{t}")]
-                if not tl:
-                    continue
-                ok = cs[t]["correct"] == cs[t]["n"]
-                if all(v == "hold" for v in tl):
-                    verdicts.append("yes" if ok else f"NO at t{t} (see the notes above)")
-                else:
-                    verdicts.append("yes" if not ok else f"consistent at t{t} (trace not produced)")
+                case = tier_case(sid, var, t)
+                statuses, source = tier_statuses(invs, key, case, outcomes), stem
+                if not statuses:
+                    statuses, source = tier_statuses(invs, mode, case, outcomes), "base sweep"
+                worst = "V" if "V" in statuses else ("hold" if statuses else "not checked")
+                tlc.append(f"{case}: {worst} ({source})")
+                answer = _one_tier(statuses, cs[t]["correct"], cs[t]["n"], cs[t].get("no_outcome", 0))
+                answers.append(f"{answer} at {case}")
+            others = [
+                f"{inv}: " + ", ".join(f"{case} {res}" for case, res in per.items())
+                for (m, inv), per in outcomes.items()
+                if m == key and inv not in invs
+            ]
             rows.append(
                 {
                     "sid": sid,
@@ -176,9 +238,12 @@ def assumption_rows(doc: dict) -> list[dict[str, str]]:
                     "which": which,
                     "system": LABEL[system],
                     "invariant": " or ".join(invs),
-                    "tlc": "; ".join(f"{k}: {v}" for k, v in per.items()) or "not checked",
-                    "measured": ", ".join(f"t{t} {cs[t]['correct']}/{cs[t]['n']}" for t in sorted(cs)),
-                    "agree": ", ".join(dict.fromkeys(verdicts)) or "unchecked",
+                    "tlc": "; ".join(tlc),
+                    "measured": ", ".join(
+                        f"{tier_case(sid, var, t)} {cs[t]['correct']}/{cs[t]['n']}" for t in sorted(cs)
+                    ),
+                    "agree": "; ".join(answers),
+                    "also": "; ".join(others) or "-",
                 }
             )
     return rows
