@@ -256,5 +256,9 @@ def test_a_shard_whose_runs_were_all_run_again_leaves_the_reports_provenance(tmp
     assert len(runs) == 2
     assert [(m["shard"], m["counted"]) for m in metas] == [("12020000a", 0), ("12020000b", 2)]
     assert shards.provenance(metas) == {"git": "bbbbbbb", "dirty_tree": False}
+    assert shards.provenance([dict(m, counted=2) for m in metas]) == {
+        "git": "aaaaaaa (with uncommitted changes), bbbbbbb",
+        "dirty_tree": True,
+    }
     rows = _shard_rows({"header": {"selection": {"shards": metas}}})
     assert [(r["runs"], r["counted"]) for r in rows] == [("2", "0"), ("2", "2")]

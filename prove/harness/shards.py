@@ -127,15 +127,15 @@ def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
 
 
 def provenance(metas: list[dict]) -> dict:
-    """The code the counted runs ran: {"git": the commits, oldest shard first, joined by ", ",
-    "dirty_tree": True when any of those shards ran on uncommitted changes}. A shard whose runs
-    later shards all replaced (``counted`` 0, see load_shards) describes no run of the report and
-    is left out."""
+    """The code the counted runs ran: {"git": the commits, oldest shard first, joined by ", ", a
+    commit marked "(with uncommitted changes)" where a shard ran on such a tree, "dirty_tree": True
+    when any did}. A shard whose runs later shards all replaced (``counted`` 0, see load_shards)
+    describes no run of the report and is left out."""
     live = [m for m in metas if m.get("counted", m.get("runs", 0))]
-    return {
-        "git": ", ".join(dict.fromkeys(m.get("git") or "unknown" for m in live)),
-        "dirty_tree": any(m.get("dirty_tree") for m in live),
-    }
+    names = (
+        f"{m.get('git') or 'unknown'}" + (" (with uncommitted changes)" if m.get("dirty_tree") else "") for m in live
+    )
+    return {"git": ", ".join(dict.fromkeys(names)), "dirty_tree": any(m.get("dirty_tree") for m in live)}
 
 
 def elapsed(metas: list[dict]) -> float:
