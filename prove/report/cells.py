@@ -91,6 +91,12 @@ def aggregate(runs: list[dict]) -> dict:
     return cells
 
 
+def intervals_apart(a: dict, b: dict) -> bool:
+    """True when the 95% Wilson intervals of two cells' correct counts do not overlap."""
+    (alo, ahi), (blo, bhi) = a["wilson95"], b["wilson95"]
+    return alo > bhi or ahi < blo
+
+
 def verdict(rt: dict, other: dict) -> str:
     """The verdict of the runtime's cell ``rt`` against a baseline's cell ``other`` (docs/protocol.md
     §16.4): "better", "worse" or "equal" by the 95% Wilson intervals of the correct counts, with
@@ -98,10 +104,10 @@ def verdict(rt: dict, other: dict) -> str:
     "its failures: no outcome" when every failing run of ``other`` reported no outcome in time."""
     if not rt or not other:
         return "-"
-    (rlo, rhi), (olo, ohi) = rt["wilson95"], other["wilson95"]
-    if rt["correct"] / rt["n"] > other["correct"] / other["n"] and rlo > ohi:
+    apart = intervals_apart(rt, other)
+    if rt["correct"] / rt["n"] > other["correct"] / other["n"] and apart:
         v = "better"
-    elif rt["correct"] / rt["n"] < other["correct"] / other["n"] and rhi < olo:
+    elif rt["correct"] / rt["n"] < other["correct"] / other["n"] and apart:
         v = "worse"
     else:
         v = "equal"

@@ -151,8 +151,9 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
         "wall_s": f"{h['wall_s']:.0f}",
         "summed": " (the time the commands above covered, two at once counted once)" if " ; " in h["command"] else "",
         "v": {k: str(v.get(k)) for k in VERSION_KEYS},
-        # A rebuild from shards marks the commit that had uncommitted changes in the git list itself.
-        "dirty": " (uncommitted changes)" if v.get("dirty_tree") and "uncommitted" not in str(v.get("git")) else "",
+        # A rebuild from shards marks the commit that had uncommitted changes in the git list itself
+        # (shards.provenance).
+        "dirty": " (uncommitted changes)" if v.get("dirty_tree") and not h["selection"].get("shards") else "",
         "t": {k: str(x) for k, x in h["timeouts"].items()},
         "n_not_run": str(len(h["not_run"])),
         "not_run": "; ".join(h["not_run"]),

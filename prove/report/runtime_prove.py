@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prove.harness.scenarios import S14_NOTE, SCENARIOS, SYSTEMS, one_application
 from prove.report import RESULTS
-from prove.report.cells import LABEL, _totals, aggregate, coverage, derive_s10_temporal, verdict
+from prove.report.cells import LABEL, _totals, aggregate, coverage, derive_s10_temporal, intervals_apart, verdict
 from prove.report.markdown import render_md
 from prove.report.plots import make_plots
 from prove.report.tlc_xref import TLC_MAP, TLC_MODES, load_tlc, tlc_outcomes, tlc_status
@@ -220,7 +220,7 @@ def build(
                         disagreements.append(d)
             b_cell, c_cell = row["cells"]["temporal_check"], row["cells"]["dbos"]
             if b_cell and c_cell and b_cell["correct"] * c_cell["n"] != c_cell["correct"] * b_cell["n"]:
-                apart = c_cell["wilson95"][0] > b_cell["wilson95"][1] or c_cell["wilson95"][1] < b_cell["wilson95"][0]
+                apart = intervals_apart(c_cell, b_cell)
                 dbos_vs_b.append(
                     {
                         "scenario": sc.id,
