@@ -1,5 +1,6 @@
 """The Prove report's reading of the runs (prove/report/): the TLC cross-reference per tier case,
-runs that reported no outcome, and (c) DBOS against (b), the Temporal mode it is predicted as.
+runs that reported no outcome, (c) DBOS against (b), the Temporal mode it is predicted as, and
+cells whose prediction is "not stated".
 
 The runs are committed shard lines (results/prove_runs/, what --from-shards reads) with their
 counts set per case; TLC's results are the committed results/runtime_tlc.json.
@@ -104,3 +105,15 @@ def test_every_cell_where_dbos_measured_otherwise_than_b_is_listed(tmp_path):
     assert s13["apart"] and "DBOS has no attempt timeout" in s13["diagnosis"]
     assert not listed[("S12", "", 2)]["apart"]
     assert "- **S13 long tier 3**: (b) 0/10, (c) 10/10 correct (intervals apart)." in md
+
+
+def test_a_cell_with_no_predicted_outcome_shows_what_it_measured(tmp_path):
+    """S13 long tier 3, (a): the scenario predicts nothing ("not stated"). Its 1/10 must be shown
+    against the placeholder reading, not dropped; a stated prediction stays out of that list."""
+    runs = _runs("S13", "long", 3, "temporal", correct=1) + _runs("S13", "long", 2, "temporal", correct=0)
+    doc, md = _build(tmp_path, runs)
+    listed = {(d["scenario"], d["tier"], d["system"]): d for d in doc["unstated"]}
+    assert set(listed) == {("S13", 3, "temporal")}
+    assert not listed[("S13", 3, "temporal")]["as_read"]
+    assert "- S13 long tier 3, (a) temporal: read as incorrect; measured 1/10 correct;" in md
+    assert "(**not as read**)" in md

@@ -143,6 +143,15 @@ def _totals(c):
     return "/".join("?" if t is None else f"{t / 100:g}" for t in c["totals"])
 
 
+def measured(c: dict) -> str:
+    """One cell's measurement in words: correct of n, the ledger totals seen ($), the outcomes the
+    system reported and its duplicate applications."""
+    return (
+        f"{c['correct']}/{c['n']} correct; totals ${_totals(c)}; "
+        f"outcomes {', '.join(c['outcomes'])}; duplicates {c['duplicates']}"
+    )
+
+
 def latency_values(doc, c, metric):
     if metric == "latency_approve_to_outcome_s":
         return [x for x in c[metric].get("values", []) if x is not None]

@@ -161,6 +161,17 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
         "per_thousand": per_thousand(doc),
         "scenarios": _scenarios(doc),
         "disagreements": _disagreements(doc),
+        "unstated": [
+            {
+                "name": _name(d["scenario"], d["variant"]),
+                "tier": str(d["tier"]),
+                "system": LABEL[d["system"]],
+                "read": "correct" if d["read_as_correct"] else "incorrect",
+                "measured": d["measured"],
+                "held": "as read" if d["as_read"] else "**not as read**",
+            }
+            for d in doc.get("unstated", [])
+        ],
         "dbos_vs_b": [
             {
                 "name": _name(d["scenario"], d["variant"]),

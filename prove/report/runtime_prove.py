@@ -13,7 +13,7 @@ from pathlib import Path
 
 from prove.harness.scenarios import S14_NOTE, SCENARIOS, SYSTEMS, one_application
 from prove.report import RESULTS
-from prove.report.cells import LABEL, _totals, aggregate, coverage, derive_s10_temporal, intervals_apart, verdict
+from prove.report.cells import LABEL, aggregate, coverage, derive_s10_temporal, intervals_apart, measured, verdict
 from prove.report.markdown import render_md
 from prove.report.plots import make_plots
 from prove.report.tlc_xref import TLC_MAP, TLC_MODES, load_tlc, tlc_outcomes, tlc_status
@@ -174,6 +174,7 @@ def build(
     ran_keys = {(c["scenario"], c["variant"], c["tier"]) for c in cells.values()}
     rows = []
     disagreements = []
+    unstated = []  # cells whose prediction is "not stated": measured, not judged
     dbos_vs_b = []  # cells where (c) measured otherwise than (b), the Temporal mode it is predicted as
     for sc in SCENARIOS:
         for tier in sc.tiers:
@@ -199,7 +200,21 @@ def build(
                 row["cells"][system] = c
                 pred = sc.pred.get(system, {}).get(tier)
                 row["predicted"][system] = {"correct": pred[0], "text": pred[1]} if pred else None
-                if c and pred and c["n"] and not pred[1].startswith("not stated"):
+                if c and pred and c["n"] and pred[1].startswith("not stated"):
+                    # The scenario text predicts nothing here; pred[0] is a placeholder, so the
+                    # measurement is listed beside it rather than judged against it.
+                    unstated.append(
+                        {
+                            "scenario": sc.id,
+                            "variant": sc.variant,
+                            "tier": tier,
+                            "system": system,
+                            "read_as_correct": pred[0],
+                            "measured": measured(c),
+                            "as_read": c["correct"] == (c["n"] if pred[0] else 0),
+                        }
+                    )
+                elif c and pred and c["n"]:
                     measured_ok = c["correct"] == c["n"]
                     measured_bad = c["correct"] == 0
                     if (pred[0] and not measured_ok) or (not pred[0] and not measured_bad):
@@ -210,8 +225,7 @@ def build(
                             "system": system,
                             "predicted": pred[1],
                             "predicted_correct": pred[0],
-                            "measured": f"{c['correct']}/{c['n']} correct; totals ${_totals(c)}; "
-                            f"outcomes {', '.join(c['outcomes'])}; duplicates {c['duplicates']}",
+                            "measured": measured(c),
                             "failing_runs": c["failing_runs"],
                             "diagnosis": DIAGNOSES.get(
                                 (sc.id, sc.variant, tier, system), "not yet diagnosed: see the failing runs' JSON"
@@ -280,6 +294,7 @@ def build(
         "rows": rows,
         "cells": cells,
         "disagreements": disagreements,
+        "unstated": unstated,
         "dbos_vs_b": dbos_vs_b,
         "tlc": {
             sid: {
