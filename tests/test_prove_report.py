@@ -114,6 +114,6 @@ def test_a_cell_with_no_predicted_outcome_shows_what_it_measured(tmp_path):
     doc, md = _build(tmp_path, runs)
     listed = {(d["scenario"], d["tier"], d["system"]): d for d in doc["unstated"]}
     assert set(listed) == {("S13", 3, "temporal")}
-    assert not listed[("S13", 3, "temporal")]["as_read"]
+    assert listed[("S13", 3, "temporal")]["not_as_read"] == 1
     assert "- S13 long tier 3, (a) temporal: read as incorrect; measured 1/10 correct;" in md
-    assert "(**not as read**)" in md
+    assert "duplicates 0 (**1 of 10 runs not as read**)." in md

@@ -168,7 +168,7 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
                 "system": LABEL[d["system"]],
                 "read": "correct" if d["read_as_correct"] else "incorrect",
                 "measured": d["measured"],
-                "held": "as read" if d["as_read"] else "**not as read**",
+                "held": f"**{d['not_as_read']} of {d['n']} runs not as read**" if d["not_as_read"] else "as read",
             }
             for d in doc.get("unstated", [])
         ],

@@ -211,7 +211,8 @@ def build(
                             "system": system,
                             "read_as_correct": pred[0],
                             "measured": measured(c),
-                            "as_read": c["correct"] == (c["n"] if pred[0] else 0),
+                            "n": c["n"],
+                            "not_as_read": c["n"] - c["correct"] if pred[0] else c["correct"],
                         }
                     )
                 elif c and pred and c["n"]:
