@@ -262,3 +262,50 @@ def test_a_shard_whose_runs_were_all_run_again_leaves_the_reports_provenance(tmp
     }
     rows = _shard_rows({"header": {"selection": {"shards": metas}}})
     assert [(r["runs"], r["counted"]) for r in rows] == [("2", "0"), ("2", "2")]
+
+
+def test_a_shard_records_the_versions_its_runs_used_and_the_report_compares_them(tmp_path):
+    """A shard's meta recorded only its commit, so a report rebuilt on another machine printed that
+    machine's Python, PostgreSQL and SDK versions with nothing to check them against. The meta now
+    records them, and version_check names every recorded value that is not the rebuilding
+    machine's; a shard written before the record is counted as not recording."""
+    from prove.harness import shards
+
+    machine = {
+        "python": "3.11.7",
+        "django": "5.2.19",
+        "postgresql": "18.4",
+        "temporalio": "1.35.0",
+        "temporal_cli": "temporal version 1.9.1",
+        "dbos": "3.4.0",
+        "anthropic": "2.15.0",
+        "git": "ccccccc",
+        "dirty_tree": False,
+    }
+    run = {"run_id": "x", "system": "runtime", "scenario": "L0", "variant": "", "tier": 1}
+    for seed, postgresql in ((1, "18.4"), (2, "18.3"), (3, "18.4")):
+        shards.write_shard(
+            [dict(run, seed=seed)],
+            sweep_id=f"1202000{seed}",
+            command=f"seed {seed}",
+            seeds=range(seed, seed + 1),
+            wall_s=1.0,
+            versions=dict(machine, postgresql=postgresql),
+            where=tmp_path,
+        )
+    meta = json.loads((tmp_path / "12020001.meta.json").read_text())
+    assert meta["versions"] == {k: machine[k] for k in shards.RECORDED_VERSIONS}
+    assert "git" not in meta["versions"]
+    # A shard from before the record: its meta has no "versions".
+    old = tmp_path / "12020003.meta.json"
+    old.write_text(json.dumps({k: v for k, v in json.loads(old.read_text()).items() if k != "versions"}))
+
+    _, metas = shards.load_shards(tmp_path)
+    assert shards.version_check(metas, machine) == {
+        "counted": 3,
+        "recorded": 2,
+        "differ": ["postgresql 18.3 (shards 12020002)"],
+    }
+    assert shards.version_check(metas, dict(machine, postgresql="18.3"))["differ"] == [
+        "postgresql 18.4 (shards 12020001)"
+    ]

@@ -782,6 +782,8 @@ def run_command(
     if from_shards:
         # The report describes the code the shards ran, not the tree that rebuilt it.
         selection["shards"] = metas
+        # The versions line is this machine's: say how the shards' own records compare with it.
+        selection["version_check"] = shards.version_check(metas, run_versions)
         run_versions.update(shards.provenance(metas))
     doc = report.build(
         runs,

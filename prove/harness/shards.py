@@ -4,8 +4,9 @@ report rebuilt from every shard.
 ``manage.py prove --shard [--first-seed K] [--seeds N] ...`` runs seeds K..K+N-1 and writes
 ``results/prove_runs/<sweep id>.jsonl`` (one line per run: what the report reads, not the ledger,
 access log or records) and ``<sweep id>.meta.json`` (the command, the wall time, the seeds, the
-commit). ``manage.py prove --from-shards`` rebuilds results/runtime_prove.md from every shard there:
-a cell's n counts every shard's runs; when two shards ran the same (cell, seed), the later one wins.
+commit, and the versions of Python, PostgreSQL and the SDKs the runs used). ``manage.py prove
+--from-shards`` rebuilds results/runtime_prove.md from every shard there: a cell's n counts every
+shard's runs; when two shards ran the same (cell, seed), the later one wins.
 Shards can run in different sessions and on different days; each is committed with its command.
 """
 
@@ -38,6 +39,9 @@ RUN_KEYS = (
     "error",
 )
 """The fields of a run the report reads (prove/report/cells.py); the rest stays in .data/prove/runs/."""
+
+RECORDED_VERSIONS = ("python", "django", "postgresql", "temporalio", "temporal_cli", "dbos", "anthropic")
+"""The versions a shard's meta records beside its commit (prove.harness.runner.versions())."""
 
 
 def compact(run: dict) -> dict:
@@ -91,6 +95,7 @@ def write_shard(
                 "runs": len(runs),
                 "git": versions.get("git"),
                 "dirty_tree": versions.get("dirty_tree"),
+                "versions": {k: versions.get(k) for k in RECORDED_VERSIONS},
                 "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
             },
             indent=1,
@@ -136,6 +141,30 @@ def provenance(metas: list[dict]) -> dict:
         f"{m.get('git') or 'unknown'}" + (" (with uncommitted changes)" if m.get("dirty_tree") else "") for m in live
     )
     return {"git": ", ".join(dict.fromkeys(names)), "dirty_tree": any(m.get("dirty_tree") for m in live)}
+
+
+def version_check(metas: list[dict], machine: dict) -> dict:
+    """How the versions the counted shards recorded compare with ``machine``'s (the versions of
+    the checkout and cluster that rebuilt the report, as prove.harness.runner.versions() reads them).
+
+    Returns:
+        {"counted": shards with a run still counted, "recorded": how many of those record their
+        versions (shards written before the record existed do not), "differ": one
+        "key value (shards a, b)" string per recorded value that is not ``machine``'s, sorted}.
+    """
+    live = [m for m in metas if m.get("counted", m.get("runs", 0))]
+    recorded = [m for m in live if m.get("versions")]
+    differ: dict[tuple[str, str], list[str]] = {}
+    for meta in recorded:
+        for key in RECORDED_VERSIONS:
+            value = meta["versions"].get(key)
+            if value != machine.get(key):
+                differ.setdefault((key, str(value)), []).append(meta["shard"])
+    return {
+        "counted": len(live),
+        "recorded": len(recorded),
+        "differ": [f"{key} {value} (shards {', '.join(names)})" for (key, value), names in sorted(differ.items())],
+    }
 
 
 def elapsed(metas: list[dict]) -> float:

@@ -190,6 +190,7 @@ def render_md(doc: dict, a_src: str, b_src: str, c_src: str, tlc_present: bool) 
         "sweep_total": f"{est['total_h']:.1f}",
         "missing_runs": str(est["missing_runs"]),
         "shard_rows": _shard_rows(doc),
+        "version_check": h["selection"].get("version_check"),
         **_speedup(doc, est),
         "coverage": h["coverage"],
         "tlc_present": tlc_present,
