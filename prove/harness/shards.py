@@ -131,12 +131,18 @@ def load_shards(where: Path = SHARDS_DIR) -> tuple[list[dict], list[dict]]:
     return list(latest.values()), metas
 
 
+def _counted(metas: list[dict]) -> list[dict]:
+    """The shards with a run still counted (``counted`` from load_shards; a meta without it counts
+    its ``runs``)."""
+    return [m for m in metas if m.get("counted", m.get("runs", 0))]
+
+
 def provenance(metas: list[dict]) -> dict:
     """The code the counted runs ran: {"git": the commits, oldest shard first, joined by ", ", a
     commit marked "(with uncommitted changes)" where a shard ran on such a tree, "dirty_tree": True
     when any did}. A shard whose runs later shards all replaced (``counted`` 0, see load_shards)
     describes no run of the report and is left out."""
-    live = [m for m in metas if m.get("counted", m.get("runs", 0))]
+    live = _counted(metas)
     names = (
         f"{m.get('git') or 'unknown'}" + (" (with uncommitted changes)" if m.get("dirty_tree") else "") for m in live
     )
@@ -152,7 +158,7 @@ def version_check(metas: list[dict], machine: dict) -> dict:
         versions (shards written before the record existed do not), "differ": one
         "key value (shards a, b)" string per recorded value that is not ``machine``'s, sorted}.
     """
-    live = [m for m in metas if m.get("counted", m.get("runs", 0))]
+    live = _counted(metas)
     recorded = [m for m in live if m.get("versions")]
     differ: dict[tuple[str, str], list[str]] = {}
     for meta in recorded:
