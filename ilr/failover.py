@@ -71,7 +71,8 @@ select tl.id as timeline,
 """
 """Record the server's current timeline and read the switch to it. ``baseline`` comes from the
 statement's snapshot, which does not hold the row ``ins`` adds: a new timeline reads the older
-ones only."""
+ones only. Nor does it hold a row another connection committed while ``ins`` waited on it:
+``seen_at`` is then null and ``seen`` runs the statement again."""
 
 
 def seen(conn) -> dict | None:
@@ -80,8 +81,20 @@ def seen(conn) -> dict | None:
     Returns:
         {"timeline": int, "at": datetime (database clock, when the runtime first saw it)} when
         the current timeline is newer than the baseline; None on the baseline timeline.
+
+    Raises:
+        RuntimeError: the timeline's row is missing even after its insert (never expected).
+        psycopg.Error: the statement failed (on a standby, ilr.current_timeline() raises).
     """
     row = conn.execute(SEEN_SQL).fetchone()
+    if row["seen_at"] is None:
+        # Lost the insert race: workers open claim connections on the new primary together, and
+        # a loser's ``on conflict do nothing`` waited for the winner's commit, but its statement
+        # snapshot predates that commit, so the read in the same statement misses the row. A new
+        # statement (autocommit, read committed: a new snapshot) holds it.
+        row = conn.execute(SEEN_SQL).fetchone()
+        if row["seen_at"] is None:
+            raise RuntimeError(f"timeline {row['timeline']} has no ilr.timelines row after its insert")
     if row["baseline"] is None or row["baseline"] >= row["timeline"]:
         return None
     return {"timeline": row["timeline"], "at": row["seen_at"]}

@@ -473,7 +473,9 @@ def run(
                 r["status"]: r["n"]
                 for r in conn.execute("select status, count(*) as n from ilr.workflows group by status")
             }
-            results = {r["id"]: r["result"] for r in conn.execute("select id, result from ilr.workflows")}
+            ended = conn.execute("select id, status, result, error from ilr.workflows").fetchall()
+            results = {r["id"]: r["result"] for r in ended}
+            errors = {r["id"]: r["error"] for r in ended if r["status"] != "completed"}
         signaller.stop.set()
         workers.close()
         if signaller.error is not None:
@@ -527,6 +529,7 @@ def run(
             "epochs_issued_twice": len(reissued),
             "timelines": timelines,
             "workflow_statuses": statuses,
+            "workflow_errors": errors,
             "effect_statuses": dict(sorted(statuses_by_effect.items())),
             "applications": {f"tier{t}": sum(a.values()) for t, a in apps_by_tier.items()},
             "duplicates": {f"tier{t}": sum(1 for n in a.values() if n > 1) for t, a in apps_by_tier.items()},
