@@ -220,7 +220,7 @@ class ApprovalRequestNotFound(InterlockError, LookupError):
 
     def __init__(self, request_id: str):
         self.request_id = request_id
-        super().__init__(f"no approval request {request_id!r}")
+        super().__init__(f"request_id: no approval request with id {request_id!r}")
 
 
 class ApprovalRefused(InterlockError):

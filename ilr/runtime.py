@@ -133,7 +133,9 @@ class Runtime:
             if row is None:
                 existing = conn.execute("select name from ilr.workflows where id = %s", (wf_id,)).fetchone()
                 if existing and existing["name"] != name:
-                    raise WorkflowConflict(f"workflow_id: {wf_id!r} already belongs to a {existing['name']} workflow")
+                    raise WorkflowConflict(
+                        f"workflow_id: {wf_id!r} already belongs to the workflow {existing['name']!r}, not {name!r}"
+                    )
         return wf_id
 
     # -- messages ----------------------------------------------------------------------------

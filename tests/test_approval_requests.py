@@ -139,8 +139,9 @@ def test_cancel_while_waiting_marks_the_request_cancelled(rt, workers, tmp_path)
 
 
 def test_unknown_request_is_named(rt):
-    with pytest.raises(ApprovalRequestNotFound, match="apr_nope"):
+    with pytest.raises(ApprovalRequestNotFound) as err:
         rt.approve_request("apr_nope", by="alice")
+    assert str(err.value) == "request_id: no approval request with id 'apr_nope'"  # the field, then the rule
     with pytest.raises(InvalidInput, match="status"):
         rt.approval_requests(status="waiting")
 

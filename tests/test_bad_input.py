@@ -83,8 +83,10 @@ def test_id_of_200_characters_is_fine(rt):
 
 def test_same_id_other_workflow_conflicts(rt):
     rt.start("three_steps", "dup", {})
-    with pytest.raises(WorkflowConflict):
+    with pytest.raises(WorkflowConflict) as err:
         rt.start("sleeper", "dup", {})
+    # The field, then the rule, with the owner's name quoted (no article to get wrong).
+    assert str(err.value) == "workflow_id: 'dup' already belongs to the workflow 'three_steps', not 'sleeper'"
 
 
 def test_signal_to_unknown_workflow(rt):
