@@ -32,6 +32,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -469,11 +470,8 @@ def run(
 
             until(all_done, timeout, "every workflow ending on the new primary", interval=0.1)
             t_all = time.monotonic()
-            statuses = {
-                r["status"]: r["n"]
-                for r in conn.execute("select status, count(*) as n from ilr.workflows group by status")
-            }
             ended = conn.execute("select id, status, result, error from ilr.workflows").fetchall()
+            statuses = dict(Counter(r["status"] for r in ended))
             results = {r["id"]: r["result"] for r in ended}
             errors = {r["id"]: r["error"] for r in ended if r["status"] != "completed"}
         signaller.stop.set()
