@@ -60,6 +60,22 @@ def test_bench_quick_reports_every_figure(tmp_path):
     )
     assert report["ratio_vs_dbos"] > 0 and report["serial_p50_vs_dbos"] > 0 and report["dbos_serial"]["n"] == 50
     assert report["runtime_serial_effect"]["committed"] == 50
+    # The serial phases are read from the same workflows' database stamps: four phases, each
+    # positive, which together span start to finish, so their sum is near the serial p50.
+    phases = report["runtime_serial"]["phases_p50_ms"]
+    assert list(phases) == ["start to claim", "claim to step 1", "each of steps 2 to 4", "step 4 to finish"]
+    assert all(ms > 0 for ms in phases.values()), phases
+    total = phases["start to claim"] + phases["claim to step 1"] + 3 * phases["each of steps 2 to 4"]
+    total += phases["step 4 to finish"]
+    assert 0.5 < total / report["runtime_serial"]["serial_p50_ms"] < 2, (total, report["runtime_serial"])
+    # The ceiling against DBOS: the run's own CPU per workflow, the machine's cores.
+    ceiling, s4 = report["dbos_ceiling"], report["runtime_steps4"]
+    cpu_ms = s4["machine_busy_cores"] / s4["workflows_per_s"] * 1000
+    assert ceiling["runtime_cpu_ms_per_wf"] == pytest.approx(cpu_ms, abs=0.001)
+    assert ceiling["ceiling_wf_s"] >= s4["workflows_per_s"] * 0.99  # no run uses more than every core
+    assert ceiling["ceiling_ratio"] == pytest.approx(
+        ceiling["ceiling_wf_s"] / report["dbos_steps4"]["workflows_per_s"], rel=0.01
+    )
     assert report["wake_floor"]["n"] == 50 and report["wake_floor"]["commit_after_idle_p50_ms"] > 0
     assert all(
         r["wake_floor"]["n"] == 25 and r["wake_floor"]["commit_after_idle_p50_ms"] > 0 for r in report["round_results"]
@@ -74,6 +90,7 @@ def test_bench_quick_reports_every_figure(tmp_path):
     md = (tmp_path / "results" / "runtime_bench.md").read_text()
     assert "ratio_vs_commit_bound" in md and "## The 2 rounds" in md and "commit after idle ms" in md
     assert "overhead, no delay ms" in md
+    assert "`dbos_ceiling`" in md and "Where the serial 4 steps' time goes" in md
     assert "`ratio_vs_dbos`" in md and "## DBOS Transact" in md and "| DBOS processes |" in md
     assert "Outcomes: bench_steps4: 0 failed" in md
     assert (tmp_path / "results" / "runtime_bench_latency.png").stat().st_size > 10_000

@@ -391,6 +391,7 @@ def run_serial_runtime(n: int = 100) -> dict:
             .execute("select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows")
             .fetchall()
         ]
+        phases = serial_phases(rt.connection())
         rt.close()
     finally:
         proc.terminate()
@@ -398,9 +399,33 @@ def run_serial_runtime(n: int = 100) -> dict:
     return {
         "n": n,
         "serial_p50_ms": round(statistics.median(server), 2),
+        "phases_p50_ms": phases,
         "note": "worker poll 1 s: each start wakes the idle worker by LISTEN/NOTIFY; server-side = "
         "completed updated_at - created_at (database clock)",
     }
+
+
+SERIAL_PHASES_SQL = """
+select extract(epoch from c.claimed_at - w.created_at) * 1000 as "start to claim",
+       extract(epoch from s1.created_at - c.claimed_at) * 1000 as "claim to step 1",
+       extract(epoch from s4.created_at - s1.created_at) / 3 * 1000 as "each of steps 2 to 4",
+       extract(epoch from w.updated_at - s4.created_at) * 1000 as "step 4 to finish"
+  from ilr.workflows w
+  join ilr.claims c on c.workflow_id = w.id
+  join ilr.steps s1 on s1.workflow_id = w.id and s1.seq = 1
+  join ilr.steps s4 on s4.workflow_id = w.id and s4.seq = 4
+ where w.status = 'completed'
+"""
+"""The serial 4-step workflows' phases on the database clock (each stamp a transaction's now():
+the start's insert, the claim, the step records, the finish); one claim per workflow here."""
+
+
+def serial_phases(conn) -> dict[str, float]:
+    """The p50 (ms) of each phase of SERIAL_PHASES_SQL over the completed workflows."""
+    rows = conn.execute(SERIAL_PHASES_SQL).fetchall()
+    if not rows:
+        return {}
+    return {name: round(statistics.median(float(r[name]) for r in rows), 3) for name in rows[0]}
 
 
 def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> dict:
