@@ -25,7 +25,7 @@ from psycopg.rows import dict_row
 
 from ilr import codec
 from ilr.errors import ApprovalRefused, ApprovalRequestNotFound, InvalidInput
-from ilr.grants import insert_payload_grant, lifetime_seconds
+from ilr.grants import APPROVAL_REQUEST_SIGNAL_PREFIX, insert_payload_grant, lifetime_seconds
 
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 DECIDED = ("approved", "rejected", "expired", "cancelled")
@@ -79,7 +79,7 @@ def request_id_for(workflow_id: str, seq: int) -> str:
 
 def signal_name(request_id: str) -> str:
     """The signal that wakes the workflow when its request is decided."""
-    return f"approval:{request_id}"
+    return f"{APPROVAL_REQUEST_SIGNAL_PREFIX}{request_id}"
 
 
 def approvals_needed(target: Any, target_name: str, action: str, amount: int | None) -> int:

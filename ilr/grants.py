@@ -73,7 +73,7 @@ def grant_in(
             that exists already.
     """
     codec.check_who(principal, "principal")
-    codec.check_who(action, "action")
+    codec.check_text(action, "action", "must name the action the grant allows (a non-empty string, e.g. 'refund')")
     codec.check_who(by)
     if max_cents is not None:
         codec.check_cents(max_cents, "max_cents")
@@ -151,7 +151,7 @@ def approve_in(
         raise InvalidInput("workflow_id", f"workflow {wf_id} was approved already; the approval is on its way")
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if not (wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == "approve"):
-        raise InvalidInput("workflow_id", f"workflow {wf_id} is not waiting for approval (status {wf['status']})")
+        raise InvalidInput("workflow_id", _not_waiting_for_approve(wf_id, wf["status"], waiting))
     grant_id = insert_payload_grant(
         cur,
         principal=principal or wf["name"],
@@ -223,7 +223,26 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
     return landing
 
 
-def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:
+APPROVAL_REQUEST_SIGNAL_PREFIX = "approval:"
+"""The prefix of the signal a workflow waits on for an approval request (the full name is
+ilr.approval_requests.signal_name, which imports this module)."""
+
+
+def _not_waiting_for_approve(wf_id: str, status: str, waiting: dict) -> str:
+    """Why ``approve_in`` refuses a workflow: what it waits on instead, in one sentence."""
+    signal = waiting.get("signal") if status == "sleeping" and waiting.get("kind") == "signal" else None
+    if isinstance(signal, str) and signal.startswith(APPROVAL_REQUEST_SIGNAL_PREFIX):
+        request_id = signal[len(APPROVAL_REQUEST_SIGNAL_PREFIX) :]
+        return (
+            f"workflow {wf_id} waits on approval request {request_id!r}, not on the approve signal: "
+            "approve the request (rt.approve_request or the review UI)"
+        )
+    if signal is not None:
+        return f"workflow {wf_id} is not waiting for approval: it waits on signal {signal!r}"
+    return f"workflow {wf_id} is not waiting for approval (status {status})"
+
+
+def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool | None) -> dict:
     """Attach a person's attestation to an AMBIGUOUS effect (effects.reconciled only; never
     written into the journal, so the signed record stays what the runtime knew).
 
@@ -233,6 +252,7 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
     Args:
         evidence: a non-empty string or object (a ledger reference, a ticket, a screenshot URL).
         applied: what the evidence shows: True (it landed), False (it did not), None (unsure).
+            Required: the attestation cannot be changed later, so it is never defaulted.
 
     Returns:
         the stored reconciled object.

@@ -465,8 +465,12 @@ class Runtime:
                 .fetchall()
             )
 
-    def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None = None) -> dict:
-        """Attest what happened to an AMBIGUOUS effect (see ilr.grants.reconcile_in)."""
+    def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None) -> dict:
+        """Attest what happened to an AMBIGUOUS effect (see ilr.grants.reconcile_in).
+
+        ``applied`` has no default: an attestation is recorded once, so what the evidence shows
+        (True: it landed, False: it did not, None: unsure) is always said, never assumed.
+        """
 
         return self._tx(reconcile_in, effect_id, evidence, by=by, applied=applied)
 

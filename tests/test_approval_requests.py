@@ -42,6 +42,13 @@ def test_approved_request_sends_once_under_a_grant_bound_to_the_payload(rt, work
         assert req["payload"] == {"payment": case["payment"], "amount": 1500}
         assert req["summary"] == "Refund 1500 cents" and req["action"] == "refund" and req["approvals_needed"] == 1
         assert req["premises"]["payment"] == case["payment"] and req["amount_cents"] == 1500
+        # The raw approve path refuses it, naming the request to approve instead (it said "not
+        # waiting for approval (status sleeping)": a fresh user's find), and writes nothing.
+        with pytest.raises(InvalidInput) as err:
+            rt.approve("apr-ok", req["payload"], req["premises"], by="alice")
+        assert err.value.field == "workflow_id" and repr(req["id"]) in err.value.rule, err.value
+        assert "rt.approve_request" in err.value.rule
+        assert rt.connection().execute("select count(*) as n from ilr.grants").fetchone()["n"] == 0
         after = rt.approve_request(req["id"], by="alice")
         assert after["status"] == "approved" and [a["by"] for a in after["approvals"]] == ["alice"]
         result = rt.result("apr-ok", timeout=30)

@@ -106,9 +106,20 @@ def test_grant_bad_input(rt):
     assert counts(rt)["grants"] == 0
 
 
+@pytest.mark.parametrize("action", [None, "   ", 5])
+def test_a_bad_grant_action_is_named_with_its_own_rule(rt, action):
+    """The action's error states the action's rule (it read "must name the person or service
+    acting", the rule of ``by``: a fresh user's find)."""
+    with pytest.raises(InvalidInput) as err:
+        rt.grant("agent", action, max_cents=5, by="policy")
+    assert err.value.field == "action" and "the action the grant allows" in err.value.rule, err.value
+    assert "person" not in err.value.rule
+    assert counts(rt)["grants"] == 0
+
+
 def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path):
     with pytest.raises(EffectNotFound):
-        rt.reconcile("eff_nope", "ledger row 7", by="carol")
+        rt.reconcile("eff_nope", "ledger row 7", by="carol", applied=True)
     with refund_env(tmp_path, 3) as env:
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
         case = env.case("amb")
@@ -120,7 +131,7 @@ def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path)
         assert result["status"] == "AMBIGUOUS"
         for evidence in ("", "   ", None, {}, []):
             with pytest.raises(InvalidInput) as err:
-                rt.reconcile(result["effect_id"], evidence, by="carol")
+                rt.reconcile(result["effect_id"], evidence, by="carol", applied=False)
             assert err.value.field == "evidence"
         assert rt.ambiguous()[0]["reconciled"] is None
         rec = rt.reconcile(result["effect_id"], "ledger shows no refund for this payment", by="carol", applied=False)
@@ -200,9 +211,9 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         (lambda rt, g: rt.revoke("g" * 100_000, by="bob"), "grant_id"),
         (lambda rt, g: rt.revoke("   ", by="bob"), "grant_id"),
         (lambda rt, g: rt.revoke(g, by="b" * 100_000), "by"),
-        (lambda rt, g: rt.reconcile("eff\x00", "ledger", by="carol"), "effect_id"),
-        (lambda rt, g: rt.reconcile(5, "ledger", by="carol"), "effect_id"),
-        (lambda rt, g: rt.reconcile("eff_x", "ledger", by="ca\x00rol"), "by"),
+        (lambda rt, g: rt.reconcile("eff\x00", "ledger", by="carol", applied=True), "effect_id"),
+        (lambda rt, g: rt.reconcile(5, "ledger", by="carol", applied=True), "effect_id"),
+        (lambda rt, g: rt.reconcile("eff_x", "ledger", by="ca\x00rol", applied=True), "by"),
         (lambda rt, g: rt.receipt("a\x00"), "effect_id"),
         (lambda rt, g: rt.receipt(None), "effect_id"),
         (lambda rt, g: rt.grant("p\x00", "refund", by="x"), "principal"),

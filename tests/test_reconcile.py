@@ -64,6 +64,17 @@ def test_a_second_reconcile_is_refused_and_the_first_attestation_stands(rt):
     assert row["effect_id"] == EID and row["reconciled"]["by"] == "carol"
 
 
+def test_applied_has_no_default_so_no_attestation_is_recorded_without_it(rt):
+    """An attestation is never replaced, so one left at "unsure" by omission could never be
+    corrected (a fresh user's find): ``applied`` must be given, and nothing is recorded
+    without it."""
+    make_ambiguous(rt)
+    with pytest.raises(TypeError, match="applied"):
+        rt.reconcile(EID, evidence="ledger shows re_1", by="carol")
+    assert stored(rt)["reconciled"] is None
+    assert rt.reconcile(EID, evidence="ledger shows re_1", by="carol", applied=True)["applied"] is True
+
+
 @pytest.mark.parametrize("applied", ["yes", "no", 1, 0, "true", [], {}])
 def test_applied_must_be_a_bool_or_none(rt, applied):
     make_ambiguous(rt)
