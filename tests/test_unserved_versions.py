@@ -134,6 +134,16 @@ def test_due_is_available_pending_or_sleeping_or_running_with_a_lapsed_lease(rt)
         "('done', 'orphan', '3', '{}', 'completed', 1, now() - interval '1 s', null)"
     )
     assert [(u["name"], u["version"], u["due"], u["last_seen"]) for u in rt.unserved()] == [("orphan", "1", 2, None)]
+    # No worker row left: a worker's rows go at its clean exit, so this is not "never served"
+    # (it read "no worker seen" after workers had exited cleanly: an operator's find).
+    out = io.StringIO()
+    call_command("ilr_check", stdout=out)
+    assert "orphan@1  2 due, no live worker serves it (no worker row: none left since a clean exit, or none ever)" in (
+        out.getvalue()
+    )
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw"))
+    assert "none left since a clean exit, or none ever" in admin_page(admin)
     by_version = {r["version"]: r for r in rt.drain_report("orphan")}
     assert {v: (r["due"], r["unserved"], r["workers"]) for v, r in by_version.items()} == {
         "1": (2, True, []),

@@ -25,6 +25,10 @@ from ilr.invariants import check_all
 from ilr.orphans import find_orphans
 from ilr.runtime import unserved_on
 
+NO_WORKER_ROW = "no worker row: none left since a clean exit, or none ever"
+"""What a pair with no ilr.worker_deployments row reads as: a worker deletes its rows when it
+exits cleanly, so no row does not mean the version was never served."""
+
 
 def _bad(flag: str, path: str, problem: str) -> CommandError:
     return CommandError(f"{flag} {path}: {problem}", returncode=2)
@@ -139,7 +143,7 @@ class Command(BaseCommand):
                 "registers it (ilr_worker --only name@version), or rt.migrate the workflows"
             )
             for u in unserved:
-                seen = f"last seen {u['last_seen']:%Y-%m-%d %H:%M:%S %Z}" if u["last_seen"] else "no worker seen"
+                seen = f"last seen {u['last_seen']:%Y-%m-%d %H:%M:%S %Z}" if u["last_seen"] else NO_WORKER_ROW
                 out.write(f"    {u['name']}@{u['version']}  {u['due']} due, no live worker serves it ({seen})")
         if bad:
             sys.exit(1)
