@@ -49,6 +49,12 @@ select due.name, due.version, due.due,
 """
 
 
+NO_WORKER_ROW = "no worker row: none left since a clean exit, or none ever"
+"""What an unserved pair with no ilr.worker_deployments row (``last_seen`` None) reads as in
+ilr_check and the admin: a worker deletes its rows when it exits cleanly, so no row does not
+mean the version was never served."""
+
+
 def unserved_on(conn: db.Connection) -> list[dict]:
     """The (name, version) pairs with due work (DUE_SQL) and no live worker, on ``conn``.
 

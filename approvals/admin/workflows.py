@@ -20,6 +20,7 @@ from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, tab
 from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
 from approvals.templatetags.approvals_extras import as_json
+from ilr.deployments import NO_WORKER_ROW
 from ilr.models import Claim, Effect, Signal, Step, Workflow
 
 
@@ -77,7 +78,9 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
 
     def changelist_view(self, request, extra_context=None):
         """The list, with the (name, version) pairs that have due work and no live worker."""
-        return super().changelist_view(request, {"unserved": selectors.unserved(), **(extra_context or {})})
+        return super().changelist_view(
+            request, {"unserved": selectors.unserved(), "no_worker_row": NO_WORKER_ROW, **(extra_context or {})}
+        )
 
     @admin.display(description="served")
     def served(self, obj):

@@ -21,13 +21,10 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from ilr import db
+from ilr.deployments import NO_WORKER_ROW
 from ilr.invariants import check_all
 from ilr.orphans import find_orphans
 from ilr.runtime import unserved_on
-
-NO_WORKER_ROW = "no worker row: none left since a clean exit, or none ever"
-"""What a pair with no ilr.worker_deployments row reads as: a worker deletes its rows when it
-exits cleanly, so no row does not mean the version was never served."""
 
 
 def _bad(flag: str, path: str, problem: str) -> CommandError:
