@@ -143,6 +143,30 @@ def check_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
     return check_text(wf_id, field)
 
 
+DERIVED_ID_SEPARATORS = ("/", "#")
+"""The separators of the ids the runtime derives: a child's ``<parent id>/<seq>`` and a
+continue-as-new successor's ``<id>#<n>`` (``ilr.store.successor_id``)."""
+
+
+def check_new_workflow_id(wf_id: Any, field: str = "workflow_id") -> str:
+    """``wf_id`` as the id of a workflow a caller starts: check_workflow_id, and neither of
+    DERIVED_ID_SEPARATORS. A started ``a#1`` or ``a/1`` would take the id the runtime gives
+    ``a``'s successor or first child, whose insert would then fail; ids the runtime derived are
+    still looked up, signalled and cancelled through check_workflow_id.
+
+    Raises:
+        InvalidInput: naming ``field``: check_workflow_id's rule, or a '/' or '#' in the id.
+    """
+    check_workflow_id(wf_id, field)
+    if any(sep in wf_id for sep in DERIVED_ID_SEPARATORS):
+        raise InvalidInput(
+            field,
+            f"may not hold '/' or '#', which the runtime reserves for the ids it derives (a child's "
+            f"<parent id>/<seq>, a continue-as-new successor's <id>#<n>), got {wf_id!r}",
+        )
+    return wf_id
+
+
 def check_who(by: Any, field: str = "by") -> str:
     """``by`` as the person or service acting (check_text with that rule).
 

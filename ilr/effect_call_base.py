@@ -6,6 +6,7 @@ layered on this class (``ilr/effect_send.py``, ``ilr/effect_dispatch.py``,
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import fields as dataclass_fields
@@ -15,6 +16,15 @@ from ilr import codec, journal, store
 from ilr.effect_result import EffectResult
 from ilr.errors import Fenced, InvalidInput, Suspend
 from ilr.targets import attr, check_target
+
+SETTLED_UNTIL_SQL = (
+    "(select greatest(send_deadline + settle_margin, next_attempt_at) from ilr.effects where effect_id = %(eid)s)"
+)
+"""When recovery of the effect %(eid)s may act: past send_deadline + settle_margin (A2) and
+past next_attempt_at (the resend policy's backoff); greatest() skips a null next_attempt_at."""
+
+SETTLED_SQL = "now() > send_deadline + settle_margin and (next_attempt_at is null or now() >= next_attempt_at)"
+"""True when recovery of an ilr.effects row may act (the same rule as SETTLED_UNTIL_SQL)."""
 
 
 def entry_ts(now) -> float:
@@ -75,6 +85,8 @@ class EffectCallBase:
         self.premise_max_age = attr(target, "premise_max_age")
         self.queryable = attr(target, "queryable")
         self.dedup_window = attr(target, "dedup_window")
+        self.resend_policy = attr(target, "resend_policy")
+        self.lookup_after = attr(target, "lookup_after")
 
     @property
     def conn(self):
@@ -110,47 +122,59 @@ class EffectCallBase:
         return out
 
     def _resolve_in(
-        self, cur, kind: str, ts: float, fields: dict, state: str, status: str, take_status: bool
+        self, cur, kind: str, ts: float, fields: dict, state: str, status: str, take_status: bool, result: Any = None
     ) -> EffectResult:
         """Append the resolving entry ``kind`` and set the effect's state, in the caller's
-        fenced transaction that holds the effect row lock; return the status (recorded as this
-        call's step when ``take_status``)."""
+        fenced transaction that holds the effect row lock; return the status with ``result``
+        (the target's answer: a lookup's, when it resolved by one), recorded as this call's
+        step when ``take_status``."""
         journal.append(cur, self.effect_id, kind, ts, fields)
-        cur.execute("update ilr.effects set state = %s where effect_id = %s", (state, self.effect_id))
-        return self._result_in(cur, status, take_status)
+        cur.execute(
+            "update ilr.effects set state = %s, next_attempt_at = null where effect_id = %s", (state, self.effect_id)
+        )
+        return self._result_in(cur, status, take_status, result)
 
-    def _result_in(self, cur, status: str, take_status: bool) -> EffectResult:
+    def _result_in(self, cur, status: str, take_status: bool, result: Any = None) -> EffectResult:
         if take_status:
-            return self._record_in(cur, status)
-        return EffectResult(status, self.effect_id)
+            return self._record_in(cur, status, result)
+        return EffectResult(status, self.effect_id, result)
 
     # -- waiting: the workflow is released, the effect and its journal untouched ----------------
 
     def _suspend_until_settled(self) -> None:
-        """Release the workflow until send_deadline + settle_margin (no effect or journal write)."""
-        self._release_until("(select send_deadline + settle_margin from ilr.effects where effect_id = %(eid)s)", {})
+        """Release the workflow until recovery may act (``SETTLED_UNTIL_SQL``): no effect or
+        journal write."""
+        self._release_until(SETTLED_UNTIL_SQL, {})
 
-    def _release_until(self, until_sql: str, params: dict, more_waiting_sql: str = "'{}'::jsonb") -> None:
+    def _release_until(
+        self, until_sql: str, params: dict, more_waiting_sql: str = "'{}'::jsonb", also: tuple | None = None
+    ) -> None:
         """Release the workflow, fenced, until the database time ``until_sql`` gives (an SQL
         expression over ``params`` and %(eid)s), with ``waiting = {seq, kind: "effect",
-        effect_id, until}`` plus the jsonb object ``more_waiting_sql`` gives. Writes nothing to
-        the effect or its journal.
+        effect_id, until}`` plus the jsonb object ``more_waiting_sql`` gives. ``also``: one more
+        ``(sql, params)`` run in the same transaction after the release (the workflow row is
+        locked first, the lock order of every fenced writer). Writes nothing else.
 
         Raises:
             Suspend: released. Fenced: the claim was lost meanwhile.
         """
         run = self.run
-        row = self.conn.execute(
-            "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "
-            "available_at = t.until, updated_at = now(), "
-            "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
-            f"'until', to_jsonb(t.until)) || {more_waiting_sql} "
-            f"from (select {until_sql} as until) t where w.id = %(wf)s and w.epoch = %(epoch)s "
-            "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
-            {**params, "seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch},
-        ).fetchone()
-        if row is None:
-            raise Fenced(f"workflow {run.workflow_id}: lost its claim while waiting on {self.effect_id}")
+        # One statement needs no transaction block (autocommit): the block only when ``also`` is
+        # given, which must commit or roll back with the release.
+        with self.conn.transaction() if also is not None else contextlib.nullcontext():
+            row = self.conn.execute(
+                "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "
+                "available_at = t.until, updated_at = now(), "
+                "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
+                f"'until', to_jsonb(t.until)) || {more_waiting_sql} "
+                f"from (select {until_sql} as until) t where w.id = %(wf)s and w.epoch = %(epoch)s "
+                "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
+                {**params, "seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch},
+            ).fetchone()
+            if row is None:
+                raise Fenced(f"workflow {run.workflow_id}: lost its claim while waiting on {self.effect_id}")
+            if also is not None:
+                self.conn.execute(*also)
         run.released = True
         self.ctx.suspended = True
         raise Suspend()

@@ -18,6 +18,16 @@ from ilr.effect_rules import GRANT_FOR_SHARE, lease_snapshot
 from ilr.effect_send import EffectSend
 from ilr.errors import LookupFailed
 
+_LINEAGE_SQL = (
+    "with recursive up(start, id, prev, depth) as ("
+    "select w.id, w.id, coalesce(w.forked_from, w.continued_from), 0 from ilr.workflows w where w.id in (%s, %s) "
+    "union all select up.start, w.id, coalesce(w.forked_from, w.continued_from), up.depth + 1 "
+    "from ilr.workflows w join up on w.id = up.prev where up.depth < 1000) "
+    "select exists (select 1 from up a join up b on a.id = b.id where a.start = %s and b.start = %s) as kin"
+)
+"""Whether two workflows (the first and second parameters, again as third and fourth) share an
+ancestor by forked_from / continued_from, each counting as its own ancestor."""
+
 
 class _Reroute(Exception):
     """Raised inside T_dispatch to roll it back when another claim's dispatch is open."""
@@ -70,7 +80,8 @@ class EffectDispatch(EffectSend):
         killpoints.hit("effect_after_dispatch")
         # (d) send, inside the remaining local time (the stopwatch began before T_dispatch).
         sent = self._send(t0, via="first-send", status="COMMITTED", rechecked=None, payload=self.payload)
-        assert sent is not None  # only a rejected idempotent resend returns None, never a first send
+        if sent is None:
+            raise _Reroute()  # the target's no came after another claim took the send over: go round
         return sent
 
     def _lost_dispatch(self, switch: dict) -> dict:
@@ -179,8 +190,43 @@ class EffectDispatch(EffectSend):
                 # 3. an open dispatch by another claim: write nothing; wait out its settle time.
                 if eff["state"] == "dispatched":
                     raise _Reroute()
+                # The key, not the workflow, names the effect (§6.8): a workflow of another
+                # lineage reusing a key reaches this effect's row and chain. The chain is the
+                # effect's record: what was proposed for it, sent, and how each send ended, which
+                # its receipt shows and its owner answers for. Another workflow's refusal says
+                # nothing of that effect (nothing was sent), so it is recorded on the refusing
+                # call's own step row (status and reason in EffectResult.result) and appended to
+                # nobody's chain: the first receipt stays byte for byte as it was. A refusal chain
+                # under an id derived from (key, workflow) would sign it too, but at the cost of a
+                # second id for one key that the call's result, its step fingerprint and every
+                # reader of effect ids would have to tell apart. What does concern the effect (its
+                # dispatch, a lost failover dispatch) is still journaled on its chain. A fork or a
+                # continued-as-new run shares its original's history and keys, so its entries
+                # stay on the chain as the original's would (docs/protocol.md §6.8).
+                foreign = eff["workflow_id"] != run.workflow_id and not self._same_lineage(cur, eff["workflow_id"])
+                proposed_on_chain = False
+
+                def propose() -> None:
+                    nonlocal proposed_on_chain
+                    if not proposed_on_chain:
+                        chain.append(cur, "PROPOSED", ts, proposed)
+                        proposed_on_chain = True
+
+                def refused_here(fields: dict, status: str) -> EffectResult:
+                    why = {k: v for k, v in fields.items() if k != "resolves"}
+                    return self._record_in(cur, status, {**why, "effect_owner": eff["workflow_id"]})
+
                 # 4. the payload is bound at the first proposal.
                 if eff["payload_hash"] != self.payload_hash:
+                    if foreign:
+                        return refused_here(
+                            {
+                                "reason": "payload differs from recorded decision",
+                                "recorded_payload_hash": eff["payload_hash"],
+                                "offered_payload_hash": self.payload_hash,
+                            },
+                            "REFUSED:conflicting_payload",
+                        )
                     chain.append(cur, "PROPOSED", ts, self._proposed_fields())
                     chain.append(
                         cur,
@@ -198,12 +244,14 @@ class EffectDispatch(EffectSend):
                     return self._record_in(cur, "AMBIGUOUS")
                 if eff["state"] == "committed":
                     return self._record_in(cur, "DUPLICATE_IGNORED")
-                # 6. PROPOSED
-                chain.append(cur, "PROPOSED", ts, proposed)
+                # 6. PROPOSED (a foreign call's, only once it is not refused)
+                if not foreign:
+                    propose()
                 # 6b. a dispatch lost in a failover may have applied (ilr.failover): what the
                 # lookup found, or AMBIGUOUS where nothing can be learned; before any refusal,
                 # which would claim that nothing happened.
                 if lost is not None and (lost["found"] or lost["decision"] == "ambiguous"):
+                    propose()
                     if lost["found"]:
                         chain.append(
                             cur,
@@ -224,6 +272,7 @@ class EffectDispatch(EffectSend):
 
                 def refuse(fields: dict, status: str) -> EffectResult:
                     if lost is not None and lost["decision"] == "send":
+                        propose()  # the lost send concerns the effect: on its chain
                         return self._lost_ambiguous(
                             chain,
                             cur,
@@ -235,6 +284,8 @@ class EffectDispatch(EffectSend):
                             ),
                             refusal=fields,
                         )
+                    if foreign:
+                        return refused_here(fields, status)
                     chain.append(cur, "REFUSED", ts, fields)
                     return self._record_in(cur, status)
 
@@ -253,8 +304,9 @@ class EffectDispatch(EffectSend):
                         },
                         "REFUSED:lease",
                     )
-                # 9. AUTHORIZED
-                chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
+                # 9. AUTHORIZED (a foreign call's after 10, with its PROPOSED: a refusal leaves none)
+                if not foreign:
+                    chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
                 # 10. local (SQL) premises at the commit, plus the external ones at their read.
                 all_violations = list(violations)
                 for premise in self.local_premises:
@@ -264,6 +316,9 @@ class EffectDispatch(EffectSend):
                     return refuse(
                         {"reason": all_violations, "checks": checks, "resolves": True}, "REFUSED:stale_premise"
                     )
+                if foreign:
+                    propose()
+                    chain.append(cur, "AUTHORIZED", ts, {"lease": self.grant})
                 # 11-12. DISPATCHED and the durable send deadline: now() of this transaction (the
                 # fence's) plus send_timeout, computed once so the row and the entry hold one value.
                 deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
@@ -306,6 +361,16 @@ class EffectDispatch(EffectSend):
         )
         chain.also("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
         return self._record_in(cur, "AMBIGUOUS")
+
+    def _same_lineage(self, cur, other: str) -> bool:
+        """Whether this run and workflow ``other`` share an ancestor by ``forked_from`` or
+        ``continued_from`` (a fork, a continued run, or their original). Read inside
+        T_dispatch's batch, only when the effect row's workflow is not this run's.
+
+        A child is not of its parent's lineage: it is a workflow of its own, with its own keys.
+        """
+        row = cur.execute(_LINEAGE_SQL, (self.run.workflow_id, other, self.run.workflow_id, other)).fetchone()
+        return bool(row and row["kin"])
 
     def _proposed_fields(self) -> dict:
         return {

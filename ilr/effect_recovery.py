@@ -9,12 +9,17 @@ from __future__ import annotations
 import time
 
 from ilr import db, journal, killpoints
-from ilr.effect_call_base import entry_ts
+from ilr.effect_call_base import SETTLED_SQL, entry_ts
 from ilr.effect_result import EffectResult
 from ilr.effect_rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
 from ilr.effect_send import EffectSend
 from ilr.errors import LookupFailed
+from ilr.receipts import IDEMPOTENT_RESEND_VIA, REAPPLY_VIA
 from ilr.targets import DEDUP_MARGIN
+
+
+def _sends(n: int) -> str:
+    return f"{n} send" if n == 1 else f"{n} sends"
 
 
 class _Rollback(Exception):
@@ -34,13 +39,14 @@ class EffectRecovery(EffectSend):
         Raises:
             LookupFailed: the re-check of premises or the lookup raised; nothing was written.
             Suspend: not settled yet (the workflow was released until send_deadline +
-                settle_margin).
+                settle_margin, or the resend policy's next attempt when later).
         """
         force_query = False
         while True:
-            # (a) a short read: nothing may query or resend before send_deadline + settle_margin.
+            # (a) a short read: nothing may query or resend before send_deadline + settle_margin
+            # (A2), nor before the resend policy's next attempt.
             eff = self.conn.execute(
-                "select e.*, now() > e.send_deadline + e.settle_margin as settled, "
+                f"select e.*, {SETTLED_SQL} as settled, "
                 "extract(epoch from now() - e.first_dispatched_at)::float8 as age "
                 "from ilr.effects e where effect_id = %s",
                 (self.effect_id,),
@@ -54,6 +60,15 @@ class EffectRecovery(EffectSend):
             window_passed = eff["age"] > self.dedup_window - DEDUP_MARGIN
             tier = eff["tier"]
             eff_tier = effective_tier(tier, window_passed, self.queryable)
+            last_error = eff["last_error"] or {}
+            max_sends = self.resend_policy.max_attempts
+            exhausted = bool(max_sends) and eff["sends"] >= max_sends
+            # A send answered twice alike, or unanswered lookup_after times in a row, or a
+            # spent policy: ask a target that has a lookup before sending again. A provider
+            # that saved its 5xx for the key answers every resend with it; the lookup does not.
+            lookup_due = (
+                bool(last_error.get("repeated")) or int(last_error.get("unanswered") or 0) >= self.lookup_after
+            ) or exhausted
             # (c) outside any transaction: a preliminary grant read, premises against what the
             # decision rested on, and the lookup where the table needs one. A target that
             # cannot be read leaves the outcome unknown: LookupFailed, nothing written.
@@ -69,14 +84,18 @@ class EffectRecovery(EffectSend):
             )
             violations: list[str] = []
             found = None
+            answer = None
             try:
                 if eff_tier != 3:
                     validate = getattr(self.target, "validate_premises", None)
                     if validate and dispatched.get("premises") is not None:
                         violations = list(validate(dispatched["premises"], self.effect_id))
                 stale_guess = bool(violations) or not (prelim and prelim["live"])
-                if eff_tier != 3 and (force_query or needs_query(tier, window_passed, self.queryable, stale_guess)):
-                    found = bool(self.target.query(self.effect_id, eff["payload"]))
+                if eff_tier != 3 and (
+                    force_query or needs_query(tier, window_passed, self.queryable, stale_guess, lookup_due)
+                ):
+                    answer = self.target.query(self.effect_id, eff["payload"])
+                    found = bool(answer)
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
                 raise LookupFailed(self.effect_id, exc) from exc
             # (d) T_resolve, with the stopwatch for a resend started before it begins, so the
@@ -84,7 +103,9 @@ class EffectRecovery(EffectSend):
             # (docs/protocol.md §6.5).
             t0 = time.monotonic()
             try:
-                outcome = self._t_resolve(eff, dispatched, violations, window_passed, found, take_status)
+                outcome = self._t_resolve(
+                    eff, dispatched, violations, window_passed, found, take_status, exhausted=exhausted, answer=answer
+                )
             except _Rollback:
                 force_query = True  # the grant turned stale inside T_resolve: look it up first
                 continue
@@ -98,7 +119,7 @@ class EffectRecovery(EffectSend):
                 t0, via=via, status=status, rechecked=rechecked, take_status=take_status, payload=dispatched["effect"]
             )
 
-    def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status):
+    def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status, *, exhausted, answer):
         run = self.run
         t_fence = time.monotonic()
         with self.conn.transaction():
@@ -106,15 +127,22 @@ class EffectRecovery(EffectSend):
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             ts = entry_ts(fence["now"])
             locked = cur.execute(
-                "select state, grant_id, sends, now() > send_deadline + settle_margin as settled "
-                "from ilr.effects where effect_id = %s for update",
+                "select state, grant_id, sends, dispatch_workflow_id, dispatch_epoch, "
+                f"{SETTLED_SQL} as settled from ilr.effects where effect_id = %s for update",
                 (self.effect_id,),
             ).fetchone()
             # Two workflows can recover one dispatched effect (a fork and its original): both
             # read it settled in (a), outside any lock. The first to take the row lock resends
             # and moves send_deadline on; the second must see that here, under the lock, and
-            # wait again (None: the caller goes round), or it would resend a second time.
-            if locked["state"] != "dispatched" or locked["sends"] != eff["sends"] or not locked["settled"]:
+            # wait again (None: the caller goes round), or it would resend a second time. The
+            # same dispatch is the same (sends, dispatch pair, grant): what (a) read and the
+            # re-check and lookup were about.
+            if (
+                locked["state"] != "dispatched"
+                or not locked["settled"]
+                or (locked["sends"], locked["dispatch_workflow_id"], locked["dispatch_epoch"], locked["grant_id"])
+                != (eff["sends"], eff["dispatch_workflow_id"], eff["dispatch_epoch"], eff["grant_id"])
+            ):
                 return None
             grant = cur.execute(GRANT_FOR_SHARE, (locked["grant_id"],)).fetchone() if locked["grant_id"] else None
             payload = eff["payload"]
@@ -123,16 +151,27 @@ class EffectRecovery(EffectSend):
             stale = (not lease_live) or bool(violations)
             stale_kind = "lease" if not lease_live else "stale_premise"
             action = recovery_decision(
-                tier=eff["tier"], window_passed=window_passed, queryable=self.queryable, stale=stale, found=found
+                tier=eff["tier"],
+                window_passed=window_passed,
+                queryable=self.queryable,
+                stale=stale,
+                found=found,
+                exhausted=exhausted,
             )
+            last_error = eff["last_error"] or {}
+            last_answer = f"{last_error.get('type')}: {last_error.get('message')}" if last_error else "none recorded"
             if action == "query":
                 raise _Rollback("query")
             if action == "ambiguous":
-                reason = (
-                    f"{stale_kind} at recovery, no lookup"
-                    if stale and eff["tier"] == 1 and not window_passed
-                    else "tier 3: nothing can be learned after a send"
-                )
+                if stale and eff["tier"] == 1 and not window_passed:
+                    reason = f"{stale_kind} at recovery, no lookup"
+                elif exhausted and eff["tier"] == 1 and not window_passed:
+                    reason = (
+                        f"resend policy spent: {_sends(eff['sends'])} without an answer (the last: {last_answer}); "
+                        "the target has no lookup"
+                    )
+                else:
+                    reason = "tier 3: nothing can be learned after a send"
                 return self._resolve_in(
                     cur,
                     "AMBIGUOUS",
@@ -143,33 +182,66 @@ class EffectRecovery(EffectSend):
                     take_status,
                 )
             if action == "commit_on_query":
+                # The lookup's answer is kept as a send's is: in the entry and the result.
                 return self._resolve_in(
                     cur,
                     "COMMITTED",
                     ts,
-                    {"via": "recovery-query", "rechecked": rechecked, "found": found, "by": self._by()},
+                    {
+                        "via": "recovery-query",
+                        "rechecked": rechecked,
+                        "found": found,
+                        "result": answer,
+                        "by": self._by(),
+                    },
                     "committed",
                     "COMMITTED_ON_QUERY",
                     take_status,
+                    answer,
                 )
             if action == "refuse":
+                if stale:
+                    reason, status = f"{stale_kind} at recovery", f"REFUSED:{stale_kind}_at_recovery"
+                else:
+                    reason = (
+                        f"resend policy spent: {_sends(eff['sends'])} without an answer (the last: {last_answer}); "
+                        "the lookup found nothing, so nothing was applied"
+                    )
+                    status = "REFUSED:resends_exhausted"
                 return self._resolve_in(
                     cur,
                     "REFUSED",
                     ts,
-                    {"reason": f"{stale_kind} at recovery", "resolves": True, "rechecked": rechecked, "by": self._by()},
+                    {"reason": reason, "resolves": True, "found": found, "rechecked": rechecked, "by": self._by()},
                     "proposed",
-                    f"REFUSED:{stale_kind}_at_recovery",
+                    status,
                     take_status,
                 )
-            # resend (tier 1, idempotent) or reapply (tier 2, not found): the durable record of
-            # the attempt is this update, committed before any byte goes out; no second DISPATCHED.
+            # resend (tier 1, idempotent) or reapply (tier 2, not found): the effect row update
+            # and a signed RESENT entry carrying the re-check that authorized it, committed
+            # before any byte goes out, so every request on the wire is on the signed record.
+            via = IDEMPOTENT_RESEND_VIA if action == "resend" else REAPPLY_VIA
+            journal.append(
+                cur,
+                self.effect_id,
+                "RESENT",
+                ts,
+                {
+                    "via": via,
+                    "send": eff["sends"] + 1,
+                    "rechecked": rechecked,
+                    "by": self._by(),
+                    "send_deadline": ts + self.send_timeout,
+                    "after": last_error or None,
+                },
+            )
             cur.execute(
                 "update ilr.effects set dispatch_workflow_id = %s, dispatch_epoch = %s, "
-                "send_deadline = now() + make_interval(secs => %s), sends = sends + 1 where effect_id = %s",
+                "send_deadline = now() + make_interval(secs => %s), sends = sends + 1, next_attempt_at = null "
+                "where effect_id = %s",
                 (run.workflow_id, run.epoch, self.send_timeout, self.effect_id),
             )
         run.renewed(t_fence, fence["cancel_requested_at"])
         if action == "resend":
-            return ("retry-idempotent", "COMMITTED_BY_RETRY", rechecked)
-        return ("recovery-reapply", "REAPPLIED_AFTER_QUERY", rechecked)
+            return (via, "COMMITTED_BY_RETRY", rechecked)
+        return (via, "REAPPLIED_AFTER_QUERY", rechecked)

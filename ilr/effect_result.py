@@ -19,6 +19,7 @@ STATUSES = (
     "REFUSED:lease_at_recovery",
     "REFUSED:stale_premise_at_recovery",
     "REFUSED:target",
+    "REFUSED:resends_exhausted",
 )
 """EffectResult statuses (docs/protocol.md §6.1). There is no in-flight status: the workflow
 suspends instead."""

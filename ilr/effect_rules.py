@@ -56,14 +56,17 @@ def effective_tier(tier: int, window_passed: bool, queryable: bool) -> int:
     return tier
 
 
-def needs_query(tier: int, window_passed: bool, queryable: bool, stale: bool) -> bool:
+def needs_query(tier: int, window_passed: bool, queryable: bool, stale: bool, lookup_due: bool = False) -> bool:
     """Whether recovery must call target.query before T_resolve: at (effective) tier 2, and
-    at tier 1 when the re-check failed and a lookup exists."""
+    at tier 1 when a lookup exists and the re-check failed or a lookup is due (the send's
+    answers repeated, went unanswered ``lookup_after`` times, or the resend policy is spent)."""
     eff = effective_tier(tier, window_passed, queryable)
-    return eff == 2 or (eff == 1 and stale and queryable)
+    return eff == 2 or (eff == 1 and queryable and (stale or lookup_due))
 
 
-def recovery_decision(*, tier: int, window_passed: bool, queryable: bool, stale: bool, found: bool | None) -> str:
+def recovery_decision(
+    *, tier: int, window_passed: bool, queryable: bool, stale: bool, found: bool | None, exhausted: bool = False
+) -> str:
     """The recovery action for a dispatched effect whose send outcome is unknown.
 
     Args:
@@ -72,21 +75,24 @@ def recovery_decision(*, tier: int, window_passed: bool, queryable: bool, stale:
         queryable: the target has a truthful lookup.
         stale: the grant is not live or a premise changed (the re-check failed).
         found: the lookup's answer, or None when no lookup ran.
+        exhausted: the target's resend policy allows no further send.
 
     Returns:
         "ambiguous" (AMBIGUOUS), "resend" (tier 1, COMMITTED_BY_RETRY), "commit_on_query"
-        (COMMITTED_ON_QUERY), "refuse" (REFUSED:*_at_recovery), "reapply"
-        (REAPPLIED_AFTER_QUERY), or "query" when a lookup is needed but did not run.
+        (COMMITTED_ON_QUERY), "refuse" (REFUSED:*_at_recovery, or REFUSED:target when the
+        policy is spent), "reapply" (REAPPLIED_AFTER_QUERY), or "query" when a lookup is needed
+        but did not run.
     """
     eff = effective_tier(tier, window_passed, queryable)
     if eff == 3:
         return "ambiguous"
-    if eff == 1 and not stale:
+    if found:
+        # A lookup that ran (stale, due or at tier 2) and found the effect: it applied.
+        return "commit_on_query"
+    if eff == 1 and not stale and not exhausted:
         return "resend"
     if eff == 1 and not queryable:
         return "ambiguous"
     if found is None:
         return "query"
-    if found:
-        return "commit_on_query"
-    return "refuse" if stale else "reapply"
+    return "refuse" if (stale or exhausted) else "reapply"

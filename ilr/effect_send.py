@@ -19,7 +19,7 @@ from ilr import db, journal, killpoints
 from ilr.batch import Batch
 from ilr.effect_call_base import EffectCallBase, entry_ts
 from ilr.effect_result import EffectResult
-from ilr.errors import Fenced, LookupFailed, TargetRejected
+from ilr.errors import Fenced, LookupFailed, SendInProgress, TargetRejected
 from ilr.receipts import IDEMPOTENT_RESEND_VIA
 from ilr.watchdog import Watchdog
 
@@ -72,16 +72,71 @@ class EffectSend(EffectCallBase):
             if via == IDEMPOTENT_RESEND_VIA:
                 return self._resolve_rejected_resend(str(exc), payload, rechecked, take_status)
             return self._refuse_after_send(str(exc), take_status)
-        except Exception as exc:  # noqa: BLE001 - timeout, reset, 5xx: the outcome is unknown
-            # (g) write nothing; no immediate lookup or resend: wait until send_deadline +
-            # settle_margin and let recovery decide (the fix for timeout-then-lookup duplicates).
+        except Exception as exc:  # noqa: BLE001 - timeout, reset, 5xx, in progress: the outcome is unknown
+            # (g) no journal entry; no immediate lookup or resend: record the answer on the
+            # effect row and wait until send_deadline + settle_margin and the resend policy's
+            # next attempt, and let recovery decide (the fix for timeout-then-lookup duplicates).
             log.warning("send of %s failed with an unknown outcome: %s", self.effect_id, exc)
-            self._suspend_until_settled()
+            self._suspend_after_failed_send(exc)
         # Seconds from the stopwatch start to the answer, on the local monotonic clock: a late
         # result's arrival is judged by this, not by when a fenced-out sender got to journal it.
         self.received_in = time.monotonic() - t0
         killpoints.hit("effect_after_send" if via == "first-send" else "resolve_after_send")
         return self._t_commit(result, via=via, status=status, rechecked=rechecked, take_status=take_status)
+
+    def _suspend_after_failed_send(self, exc: Exception) -> None:
+        """Record a send's unknown outcome and release the workflow until recovery may act
+        (docs/protocol.md §6.5): ``effects.last_error`` and ``next_attempt_at`` (the resend
+        policy's interval after this send, never before send_deadline + settle_margin), and
+        the same error in ``waiting.last_error`` for describe() and the review UI.
+
+        ``last_error = {type, message, send, at (database clock), in_progress, repeated,
+        unanswered}``:
+        ``repeated`` when this send failed with the same error as the send before it;
+        ``unanswered`` counts failed sends in a row (SendInProgress answers not counted). A
+        repeated error, ``lookup_after`` unanswered sends or a spent policy make the next
+        recovery look up a queryable target before it resends.
+
+        Raises:
+            Suspend: released. Fenced: the claim was lost meanwhile.
+        """
+        prev_row = self.conn.execute(
+            "select last_error, sends from ilr.effects where effect_id = %s", (self.effect_id,)
+        ).fetchone()
+        prev = (prev_row["last_error"] if prev_row else None) or {}
+        sends = prev_row["sends"] if prev_row else 1
+        in_progress = isinstance(exc, SendInProgress)
+        message = str(exc)[:2000]
+        same = prev.get("type") == type(exc).__name__ and prev.get("message") == message
+        error = {
+            "type": type(exc).__name__,
+            "message": message,
+            "send": sends,
+            "in_progress": in_progress,
+            # A send answered "in progress" is still in flight: neither a repeated answer nor an
+            # unanswered send, so it never brings a lookup forward.
+            "repeated": bool(
+                not in_progress and same and not prev.get("in_progress") and prev.get("send") == sends - 1
+            ),
+            "unanswered": int(prev.get("unanswered") or 0) + (0 if in_progress else 1),
+        }
+        delay = self.resend_policy.interval(max(1, sends))
+        waiting_error = {"type": error["type"], "message": message, "attempt": sends}
+        self._release_until(
+            "(select greatest(send_deadline + settle_margin, now() + make_interval(secs => %(delay)s)) "
+            "from ilr.effects where effect_id = %(eid)s)",
+            {"delay": delay, "err": json.dumps(waiting_error)},
+            "jsonb_build_object('last_error', %(err)s::jsonb || jsonb_build_object('at', now()))",
+            also=(
+                # Only while the send is still this claim's: one resolved or resent meanwhile
+                # (another workflow's recovery) keeps its own record.
+                "update ilr.effects set last_error = %s::jsonb || jsonb_build_object('at', now()), "
+                "next_attempt_at = now() + make_interval(secs => %s) "
+                "where effect_id = %s and state = 'dispatched' and dispatch_workflow_id = %s and dispatch_epoch = %s "
+                "and sends = %s",
+                (json.dumps(error), delay, self.effect_id, self.run.workflow_id, self.run.epoch, sends),
+            ),
+        )
 
     def _timeout_kwargs(self, remaining: float) -> dict:
         """``{"timeout": seconds}`` for a target whose apply() takes one, else ``{}``.
@@ -271,14 +326,29 @@ class EffectSend(EffectCallBase):
                     ),
                 )
 
-    def _refuse_after_send(self, reason: str, take_status: bool) -> EffectResult:
+    def _refuse_after_send(self, reason: str, take_status: bool) -> EffectResult | None:
         """(g) a definite no from the target: a resolving REFUSED, fenced; the effect returns
-        to proposed (nothing was applied)."""
+        to proposed (nothing was applied). None when the send is no longer this claim's (the
+        caller goes round)."""
         run = self.run
         with self.conn.transaction():
             cur = self.conn.cursor()
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
-            cur.execute("select 1 from ilr.effects where effect_id = %s for update", (self.effect_id,))
+            locked = cur.execute(
+                "select state, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s for update",
+                (self.effect_id,),
+            ).fetchone()
+            # The no speaks of this claim's send only. Under our fence nobody resolves a send we
+            # dispatched, but another workflow's recovery of the same key may have resent it
+            # (its dispatch pair) or resolved it: then the effect is not ours to return to
+            # proposed, and the other claim's record stands. Go round instead.
+            if not (
+                locked
+                and locked["state"] == "dispatched"
+                and locked["dispatch_workflow_id"] == run.workflow_id
+                and locked["dispatch_epoch"] == run.epoch
+            ):
+                return None
             journal.append(
                 cur,
                 self.effect_id,
@@ -286,7 +356,10 @@ class EffectSend(EffectCallBase):
                 entry_ts(fence["now"]),
                 {"reason": "target rejected", "detail": reason[:1000], "resolves": True},
             )
-            cur.execute("update ilr.effects set state = 'proposed' where effect_id = %s", (self.effect_id,))
+            cur.execute(
+                "update ilr.effects set state = 'proposed', next_attempt_at = null where effect_id = %s",
+                (self.effect_id,),
+            )
             out = self._record_in(cur, "REFUSED:target") if take_status else None
         return out or EffectResult("REFUSED:target", self.effect_id)
 
@@ -311,11 +384,13 @@ class EffectSend(EffectCallBase):
             Fenced: the claim was lost.
         """
         found = None
+        answer = None
         if self.queryable:
             try:
-                found = bool(self.target.query(self.effect_id, payload))
+                answer = self.target.query(self.effect_id, payload)
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
                 raise LookupFailed(self.effect_id, exc) from exc
+            found = bool(answer)
         run = self.run
         rejected = {"via": IDEMPOTENT_RESEND_VIA, "detail": reason[:1000]}
         with self.conn.transaction():
@@ -350,6 +425,7 @@ class EffectSend(EffectCallBase):
                     {
                         "via": "recovery-query",
                         "found": True,
+                        "result": answer,
                         "rejected_resend": rejected,
                         "rechecked": rechecked,
                         "by": self._by(),
@@ -357,6 +433,7 @@ class EffectSend(EffectCallBase):
                     "committed",
                     "COMMITTED_ON_QUERY",
                     take_status,
+                    answer,
                 )
             return self._resolve_in(
                 cur,

@@ -130,6 +130,25 @@ class TargetRejected(InterlockError):
     code = "ILR-020"
 
 
+class SendOverrun(InterlockError, TimeoutError):
+    """A send outlived its local deadline in a process that did not opt in to the watchdog's
+    exit (only ``ilr_worker`` does): the send's outcome is unknown, the caller writes nothing,
+    and recovery resolves the effect (docs/protocol.md §6.3)."""
+
+    code = "ILR-025"
+
+
+class SendInProgress(InterlockError):
+    """Raised by an EffectTarget's apply when the target says another request with this
+    idempotency key is still being processed (Stripe's 409 ``idempotency_key_in_use``).
+
+    Not a rejection and not an answer: the send is still in flight. Recovery waits and resends
+    under the target's resend policy; the answer never counts toward a lookup.
+    """
+
+    code = "ILR-024"
+
+
 class WorkflowFailed(InterlockError):
     """Runtime.result: the workflow ended failed, stuck or cancelled.
 

@@ -23,8 +23,6 @@ from typing import Any
 
 from ilr import codec, receipts
 
-RESEND_VIAS = ("retry-idempotent", "recovery-reapply")
-
 
 @dataclass
 class Snapshot:
@@ -118,20 +116,16 @@ class Snapshot:
 
     @staticmethod
     def authorized_at(e: dict) -> float:
-        """When the transaction that authorized this send committed: a DISPATCHED entry's ts, or
-        the T_resolve time a resend's COMMITTED records in rechecked.at."""
-        if e.get("kind") == "DISPATCHED":
+        """When the transaction that authorized this send committed: a DISPATCHED or RESENT
+        entry's ts, or the T_resolve time a resend's COMMITTED records in rechecked.at."""
+        if e.get("kind") in ("DISPATCHED", "RESENT"):
             return e.get("ts", 0)
         return (e.get("rechecked") or {}).get("at", e.get("ts", 0))
 
     def sends(self) -> list[tuple[str, dict]]:
-        """(effect_id, entry) for every entry that authorized a send: DISPATCHED and resend COMMITTEDs."""
-        out = []
-        for eid, entries in self.journal.items():
-            for e in entries:
-                if e.get("kind") == "DISPATCHED" or (e.get("kind") == "COMMITTED" and e.get("via") in RESEND_VIAS):
-                    out.append((eid, e))
-        return out
+        """(effect_id, entry) for every entry that authorized a send: DISPATCHED and RESENT (and a
+        resend COMMITTED of a journal older than RESENT), as ``receipts.send_entries``."""
+        return [(eid, e) for eid, entries in self.journal.items() for e in receipts.send_entries(entries)]
 
     def ledger_by_effect(self) -> dict[str, list[dict]] | None:
         ledger = self.evidence.get("ledger")
@@ -281,29 +275,111 @@ def tier3_never_resends(s: Snapshot) -> list:
     return out
 
 
-def no_overlapping_sends(s: Snapshot) -> list:
-    """A second send starts only after send_deadline + settle_margin of the previous one
-    (evidence: the access log's arrival times against the DISPATCHED deadline).
+def _settle_deadline(e: dict, dispatched: dict, authorized: float) -> float:
+    # The time until which the request this entry authorized may still be in flight. A DISPATCHED
+    # (and a resend entry that records one) carries its send_deadline; a resend's COMMITTED
+    # does not, and T_resolve set it to its now() (rechecked.at) plus send_timeout, which is the
+    # DISPATCHED's send_deadline less its ts (both from one now()). settle_margin is set only by
+    # a DISPATCHED.
+    margin = e.get("settle_margin", dispatched.get("settle_margin")) or 0
+    deadline = e.get("send_deadline")
+    if deadline is None:
+        deadline = authorized + (dispatched.get("send_deadline") or 0) - dispatched.get("ts", 0)
+    return deadline + margin
 
-    Only requests that arrived after the first DISPATCHED are this journal's sends: a send
-    leaves only after its T_dispatch committed. An earlier request was authorized by a dispatch
-    this database does not hold (lost with a failed-over primary's WAL tail, ilr.failover),
-    which the runtime waits out before a new first send (prove/harness/failover.py checks that)."""
+
+def _answered(refusals: list[float], start: float, end: float) -> bool:
+    # A resolving REFUSED between a send's authorization and the next send recorded its answer.
+    return any(start <= r <= end for r in refusals)
+
+
+def no_overlapping_sends(s: Snapshot) -> list:
+    """No send starts while an earlier send of the same effect may still be in flight, for every
+    pair of consecutive sends (spec/Runtime.tla: every send's prevSendSettled).
+
+    A send is in flight from its authorization until its send_deadline + settle_margin, or until
+    a resolving REFUSED records its answer (the effect back to proposed, after which a new
+    DISPATCHED may send at once). Checked twice:
+
+    - the journal: each send-authorizing entry (``Snapshot.sends``) commits after the previous
+      one's settle deadline (T_resolve reads the effect settled under its row lock);
+    - the access log (evidence, when given): each request arrives after the settle deadline of
+      the authorization the request before it went out under (the latest one authorized at or
+      before its arrival). Only requests that arrived after the first DISPATCHED are this
+      journal's sends: a send leaves only after its T_dispatch committed. An earlier request was
+      authorized by a dispatch this database does not hold (lost with a failed-over primary's
+      WAL tail, ilr.failover), which the runtime waits out before a new first send
+      (prove/harness/failover.py checks that).
+
+    Returns:
+        a violation per overlapping pair: ``authorized_at`` (journal) or ``send_at`` (access
+        log), with the previous send's ``settle_deadline``.
+    """
     posts = s.posts_by_key()
-    if posts is None:
-        return []
+    by_effect: dict[str, list[dict]] = defaultdict(list)
+    for eid, e in s.sends():
+        by_effect[eid].append(e)
     out = []
     for eid, entries in s.journal.items():
+        sends = {id(e) for e in by_effect.get(eid, [])}
+        auths: list[tuple[float, float]] = []  # (authorized_at, settle deadline), chain order
+        refusals: list[float] = []  # when a resolving REFUSED recorded the answer
+        dispatched: dict | None = None
+        for e in entries:
+            if e.get("kind") == "DISPATCHED":
+                dispatched = e
+            if e.get("kind") == "REFUSED" and e.get("resolves"):
+                refusals.append(e.get("ts", 0))
+            at = s.authorized_at(e)
+            # One authorizing transaction may leave two entries (a resend's entry before its
+            # bytes and the COMMITTED its answer brings): the same time is the same authorization.
+            if id(e) in sends and dispatched is not None and not any(a == at for a, _ in auths):
+                auths.append((at, _settle_deadline(e, dispatched, at)))
+        if not auths:
+            continue
+        auths.sort()
+        for (prev_at, settle_at), (at, _) in zip(auths, auths[1:]):
+            if at <= settle_at and not _answered(refusals, prev_at, at):
+                out.append(_v(effect_id=eid, authorized_at=at, settle_deadline=settle_at, source="journal"))
+        if posts is None:
+            continue
+        reqs = sorted((p for p in posts.get(eid, []) if p["t_wall"] >= auths[0][0]), key=lambda p: p["t_wall"])
+        for prev, req in zip(reqs, reqs[1:]):
+            prev_at, settle_at = [a for a in auths if a[0] <= prev["t_wall"]][-1]
+            if req["t_wall"] <= settle_at and not _answered(refusals, prev_at, req["t_wall"]):
+                out.append(
+                    _v(
+                        effect_id=eid,
+                        send_at=req["t_wall"],
+                        previous_send_at=prev["t_wall"],
+                        settle_deadline=settle_at,
+                        source="access_log",
+                    )
+                )
+    return out
+
+
+def every_send_journaled(s: Snapshot) -> list:
+    """Every request on the wire is on the signed record: ``effects.sends`` equals the effect's
+    send entries (DISPATCHED and RESENT, ``receipts.send_entries``), and the target received no
+    more requests for the key after its first DISPATCHED than there are such entries (evidence:
+    access_log, optional). An effect whose chain holds a resend COMMITTED with no RESENT (written
+    before migration 0013) is judged by the access log only."""
+    posts = s.posts_by_key()
+    out = []
+    for eid, eff in s.effects.items():
+        entries = s.journal.get(eid, [])
+        sent = receipts.send_entries(entries)
+        legacy = any(e.get("kind") == "COMMITTED" for e in sent)
+        if not legacy and eff.get("sends") is not None and eff["sends"] != len(sent):
+            out.append(_v(effect_id=eid, sends=eff["sends"], send_entries=len(sent)))
         dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
-        if not dispatched:
-            continue
-        d = dispatched[0]
-        sends = sorted((p for p in posts.get(eid, []) if p["t_wall"] >= d.get("ts", 0)), key=lambda e: e["t_wall"])
-        if len(sends) < 2:
-            continue
-        settle_at = (d.get("send_deadline") or 0) + (d.get("settle_margin") or 0)
-        if sends[1]["t_wall"] <= settle_at:
-            out.append(_v(effect_id=eid, second_send_at=sends[1]["t_wall"], settle_deadline=settle_at))
+        if posts is not None and dispatched:
+            # A request before the first DISPATCHED was authorized by a dispatch this database
+            # lost in a failover (no_overlapping_sends explains it); it is not this chain's.
+            arrived = [p for p in posts.get(eid, []) if p["t_wall"] >= dispatched[0].get("ts", 0)]
+            if len(arrived) > len(sent):
+                out.append(_v(effect_id=eid, requests=len(arrived), send_entries=len(sent)))
     return out
 
 
@@ -315,8 +391,9 @@ def committed_implies_applied(s: Snapshot) -> list:
 
 
 def ambiguous_only_when_unknowable(s: Snapshot) -> list:
-    """AMBIGUOUS only at effective tier 3, or tier 1 with no lookup after a failed re-check or
-    after the target rejected a resend (the first send's outcome stays unknown), or at tier 1 or
+    """AMBIGUOUS only at effective tier 3, or tier 1 with no lookup after a failed re-check,
+    after the target rejected a resend (the first send's outcome stays unknown) or once the
+    resend policy is spent, or at tier 1 or
     3 when a dispatch may have been lost in a failover (the entry's ``failover``, ilr.failover);
     never at tier 2, which a lookup answers."""
     out = []
@@ -329,8 +406,11 @@ def ambiguous_only_when_unknowable(s: Snapshot) -> list:
             failed = (not rc.get("lease_live")) or bool(rc.get("violations"))
             tier3 = tier == 3 or "tier 3" in str(e.get("reason", ""))
             rejected_resend = tier == 1 and bool(e.get("rejected_resend"))
+            # A tier-1 target with no lookup whose resend policy is spent: nothing more can be
+            # learned without a person (docs/protocol.md §6.5).
+            spent = tier == 1 and str(e.get("reason", "")).startswith("resend policy spent")
             lost_dispatch = tier in (1, 3) and bool(e.get("failover"))
-            if tier == 2 or not (tier3 or (tier == 1 and failed) or rejected_resend or lost_dispatch):
+            if tier == 2 or not (tier3 or (tier == 1 and failed) or rejected_resend or lost_dispatch or spent):
                 out.append(_v(effect_id=eid, tier=tier, reason=e.get("reason")))
     return out
 
@@ -532,16 +612,40 @@ def receipt_truthful(s: Snapshot) -> list:
 # -- timers and signals ----------------------------------------------------------------------------
 
 
+def _timer_until(st: dict) -> str | None:
+    # The deadline a step's timer fired at, as the suspend transaction recorded it
+    # (docs/protocol.md §5.1, §5.3): a sleep's output, a signal wait's SignalTimeout error, a
+    # child wait's timeout outcome. None when no timer fired (a consumed signal, an ended child).
+    out, err = st["output"], st["error"]
+    if st["kind"] == "sleep" and isinstance(out, dict):
+        return out.get("until")
+    if st["kind"] == "signal" and isinstance(err, dict) and err.get("type") == "SignalTimeout":
+        return err.get("until")
+    if st["kind"] == "child" and isinstance(out, dict) and out.get("status") == "timeout":
+        return out.get("until")
+    return None
+
+
 def timer_not_early(s: Snapshot, conn=None) -> list:
-    """A sleep step is recorded only at database time >= its recorded until."""
+    """A timer's step is recorded only at database time >= its recorded until: a sleep, a
+    signal wait that timed out, a child wait that timed out (spec/Signals.tla TimerNotEarly
+    covers the sleep and the wait's timeout alike)."""
     import datetime as dt
 
     out = []
     for st in s.steps:
-        if st["kind"] == "sleep" and isinstance(st["output"], dict) and st["output"].get("until"):
-            until = dt.datetime.fromisoformat(st["output"]["until"])
+        if until_text := _timer_until(st):
+            until = dt.datetime.fromisoformat(until_text)
             if st["created_at"] < until:
-                out.append(_v(workflow_id=st["workflow_id"], seq=st["seq"], recorded=st["created_at"], until=until))
+                out.append(
+                    _v(
+                        workflow_id=st["workflow_id"],
+                        seq=st["seq"],
+                        kind=st["kind"],
+                        recorded=st["created_at"],
+                        until=until,
+                    )
+                )
     return out
 
 
@@ -672,6 +776,7 @@ INVARIANTS: dict[str, Check] = {
     "NoSendAfterCancel": no_send_after_cancel,
     "LateResultPreserved": late_result_preserved,
     "ReceiptChainLinear": receipt_chain_linear,
+    "EverySendJournaled": every_send_journaled,
     "ReceiptTruthful": receipt_truthful,
     "TimerNotEarly": timer_not_early,
     "SignalExactlyOnceConsumed": signal_exactly_once_consumed,
@@ -685,7 +790,6 @@ INVARIANTS: dict[str, Check] = {
 NEEDS = {
     "NoRerunAfterComplete": "invocations",
     "EffectAtMostOnceTier12": "ledger",
-    "NoOverlappingSends": "access_log",
     "CommittedImpliesApplied": "ledger",
     "ReceiptTruthful": "ledger",
 }

@@ -16,7 +16,7 @@ from typing import Any
 
 from ilr import codec, keys
 
-KINDS = ("PROPOSED", "AUTHORIZED", "DISPATCHED", "COMMITTED", "REFUSED", "AMBIGUOUS", "LATE_RESULT")
+KINDS = ("PROPOSED", "AUTHORIZED", "DISPATCHED", "RESENT", "COMMITTED", "REFUSED", "AMBIGUOUS", "LATE_RESULT")
 
 
 def seal(entry: dict, signing_key=None) -> dict:

@@ -223,6 +223,8 @@ class Effect(ReadOnlyModel):
     sends = models.IntegerField()
     late_result = models.JSONField(null=True)
     reconciled = models.JSONField(null=True)
+    last_error = models.JSONField(null=True)
+    next_attempt_at = models.DateTimeField(null=True)
 
     class Meta:
         managed = False

@@ -63,9 +63,11 @@ class _NotSettled(Exception):
 class _OrphanCall(EffectCall):
     """The recovery path of one orphan: an ended workflow has nothing to release."""
 
-    def _release_until(self, until_sql, params, more_waiting_sql="'{}'::jsonb"):
+    def _release_until(self, until_sql, params, more_waiting_sql="'{}'::jsonb", also=None):
         # A worker releases its workflow to pending until the settle deadline; an ended workflow
-        # must keep its status (it would become claimable), so the sweep stops here instead.
+        # must keep its status (it would become claimable), so the sweep stops here instead,
+        # writing nothing (``also`` included): a send's unknown outcome, an overrun one too
+        # (watchdog.SendOverrun), leaves the effect dispatched for a later sweep.
         raise _NotSettled()
 
 
@@ -121,7 +123,16 @@ def _call_for(ctx, target, effect: dict) -> EffectCall:
     call.target_name, call.action = attr(target, "name"), attr(target, "action")
     call.effect_id, call.payload, call.payload_hash = effect["effect_id"], effect["payload"], effect["payload_hash"]
     call.seq, call.name, call.compensation, call.premises = None, "orphan-recovery", False, None
-    for key in ("send_timeout", "settle_margin", "premise_max_age", "queryable", "dedup_window"):
+    # Every target attribute EffectCallBase.__init__ reads (this call skips __init__).
+    for key in (
+        "send_timeout",
+        "settle_margin",
+        "premise_max_age",
+        "queryable",
+        "dedup_window",
+        "resend_policy",
+        "lookup_after",
+    ):
         setattr(call, key, attr(target, key))
     return call
 

@@ -96,9 +96,26 @@ def _arrived_past_settle(entry: dict) -> bool:
     return isinstance(ts, (int, float)) and isinstance(deadline, (int, float)) and ts > deadline
 
 
-def _records_send(entry: dict) -> bool:
-    """Whether ``entry`` records a send: a DISPATCHED, or a COMMITTED whose via is a resend."""
-    return entry.get("kind") == "DISPATCHED" or (entry.get("kind") == "COMMITTED" and entry.get("via") in RESEND_VIAS)
+def send_entries(entries: list[dict]) -> list[dict]:
+    """The entries that record a send, one per request the runtime put on the wire: every
+    DISPATCHED and every RESENT (docs/protocol.md §6.5), each carrying the checks that
+    authorized it. A COMMITTED whose via is a resend records a send only in a journal written
+    before RESENT existed (no RESENT precedes it since the last DISPATCHED): then it carries
+    the resend's ``rechecked`` itself.
+    """
+    out = []
+    resent_open = False
+    for e in entries:
+        kind = e.get("kind")
+        if kind == "DISPATCHED":
+            out.append(e)
+            resent_open = False
+        elif kind == "RESENT":
+            out.append(e)
+            resent_open = True
+        elif kind == "COMMITTED" and e.get("via") in RESEND_VIAS and not resent_open:
+            out.append(e)
+    return out
 
 
 def _send_checks(entry: dict) -> Any:
@@ -143,8 +160,11 @@ def verify(bundle: dict, public_key=None) -> dict:
       reuses the idempotency key inside the dedup window, so the target deduplicates it (A4) and
       it stays True; so does a COMMITTED via "recovery-query", which sent nothing. "unknown"
       also when happened is "unknown"; False when happened is False.
-    - authorized_when_fired (P3): every DISPATCHED's ``checks`` and every resend's (a COMMITTED
-      whose via is in RESEND_VIAS) ``rechecked`` carried a live lease snapshot covering the payload
+    - sends: how many requests the runtime put on the wire (``send_entries``: each DISPATCHED
+      and each RESENT, the signed record written before a resend's bytes leave).
+    - authorized_when_fired (P3): every DISPATCHED's ``checks`` and every resend's (a RESENT, or
+      in a journal older than RESENT a COMMITTED whose via is in RESEND_VIAS) ``rechecked``
+      carried a live lease snapshot covering the payload
       at its ts.
     - assumptions_held (P4, "were the decision's premises checked immediately before every
       send"): the premise checks that accompanied a send, each DISPATCHED's ``checks`` and each
@@ -170,7 +190,7 @@ def verify(bundle: dict, public_key=None) -> dict:
         "happened_once": happened_once,
         "authorized_when_fired": authorized if dispatched else None,
         "assumptions_held": assumptions,
-        "sends": sum(1 for e in entries if _records_send(e)),
+        "sends": len(send_entries(entries)),
         "unsigned": chain.unsigned,
         "refusals": [_refusal(e, dispatched) for e in entries if e.get("kind") == "REFUSED"],
         "problems": key_problems + chain.problems + once_problems + p3_problems + p4_problems,
@@ -311,9 +331,7 @@ def _authorized_when_fired(entries: list[dict], dispatched: list[dict]) -> tuple
     """P3: every DISPATCHED and every resend carried a live lease covering the payload at its ts."""
     authorized = True
     problems = []
-    for e in entries:
-        if not _records_send(e):
-            continue
+    for e in send_entries(entries):
         checks = _send_checks(e) or {}
         if e.get("kind") == "DISPATCHED":
             payload = e.get("effect")
@@ -335,15 +353,16 @@ def _assumptions_held(entries: list[dict]) -> tuple[bool | None, list[str]]:
     docstring)."""
     assumptions: bool | None = True
     problems = []
+    sends = send_entries(entries)
     for e in entries:
-        checks = _send_checks(e) if _records_send(e) else None
+        checks = _send_checks(e) if any(e is x for x in sends) else None
         if isinstance(checks, dict) and checks.get("violations"):
             assumptions = False
             problems.append(f"{e['kind']} at ts {e.get('ts')}: premise violations {checks['violations']}")
         if e.get("kind") == "LATE_RESULT" and _arrived_past_settle(e):
             assumptions = False
             problems.append("a response arrived after send_deadline + settle_margin (A2 did not hold)")
-    if not any(_records_send(e) for e in entries):
+    if not sends:
         # Nothing went out: "were the premises checked before every send" has no answer, and a
         # True here would read as "the premises held" beside a refusal that found them changed.
         assumptions = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import traceback
 
 from ilr import codec, db, registry, store
 from ilr.claims import Run
@@ -11,6 +12,42 @@ from ilr.context import WorkflowContext, dumps_error
 from ilr.errors import Cancelled, Fenced, InvalidInput, Suspend
 
 log = logging.getLogger("ilr.worker")
+
+TRACEBACK_LIMIT = 8000
+"""At most this many characters of a failed workflow's traceback are kept (``error["traceback"]``)."""
+
+_MESSAGE_LIMIT = 1000  # of the exception's own line(s) in a cut traceback: the frames matter more
+
+
+def traceback_text(exc: BaseException, limit: int = TRACEBACK_LIMIT) -> str:
+    """The formatted traceback of ``exc`` (with its chained causes), at most ``limit`` characters.
+
+    Cut from the front, where the outermost frames are (the runtime's own): the innermost frames,
+    which name the raising function, and the exception's line are what a reader needs. The
+    exception's line is cut to 1000 characters first, so that a long message cannot push every
+    frame out.
+    """
+    text = "".join(traceback.format_exception(exc))
+    if len(text) <= limit:
+        return text
+    last = "".join(traceback.format_exception_only(type(exc), exc))
+    frames = text[: len(text) - len(last)] if text.endswith(last) else text
+    if len(last) > _MESSAGE_LIMIT:
+        last = last[:_MESSAGE_LIMIT] + " [cut]\n"
+    head = "Traceback (most recent call last):\n  [outer frames cut]\n"
+    room = limit - len(head) - len(last)
+    if len(frames) > room:
+        tail = frames[len(frames) - room :]
+        frames = head + tail[tail.find("\n") + 1 :]  # from a line's start
+    return (frames + last)[-limit:]
+
+
+def _failed_error(exc: BaseException) -> str:
+    """The error of a workflow that failed with ``exc``: ``dumps_error`` plus its bounded
+    traceback under "traceback" (``rt.describe`` shows it apart from the error)."""
+    body = json.loads(dumps_error(exc))
+    body["traceback"] = traceback_text(exc)
+    return json.dumps(body)
 
 
 def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max_takeovers: int) -> None:
@@ -72,7 +109,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         else:
-            store.finish(ctx._conn, run, "failed", error_json=dumps_error(exc))
+            store.finish(ctx._conn, run, "failed", error_json=_failed_error(exc))
         return
     if ctx.suspended:
         suspend_swallowed(ctx._conn, run, worker_id)

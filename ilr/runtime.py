@@ -103,7 +103,8 @@ class Runtime:
 
         Args:
             name: the registered workflow name.
-            wf_id: 1 to 200 characters; a second start with the same id and name returns it.
+            wf_id: 1 to 200 characters, without '/' or '#' (the separators of derived child and
+                successor ids); a second start with the same id and name returns it.
             input: plain JSON; a JSON object unless the workflow says otherwise. Default {}.
             version: default the newest unretired version; a retired version takes no new
                 starts.
@@ -117,7 +118,7 @@ class Runtime:
             UnknownWorkflow: unknown name or version.
             WorkflowConflict: the id exists for another workflow name.
         """
-        check_workflow_id(wf_id)
+        codec.check_new_workflow_id(wf_id)
         if input is None:
             input = {}
         input_json = codec.dumps(input, "input")
@@ -175,7 +176,8 @@ class Runtime:
             a step (or decide) whose attempt failed and is waiting to retry has
             ``{"type", "message", "attempt", "at"}`` there (``waiting["last_error"]``: the
             exception type, its message cut at 2000 characters, the failed attempt's number
-            and the database time), else None.
+            and the database time), else None; and "traceback": a failed workflow's
+            formatted traceback, its last 8000 characters at most, else None.
 
         Raises:
             WorkflowNotFound: no workflow has this id.
@@ -204,6 +206,8 @@ class Runtime:
                 ).fetchall()
             ]
         wf["last_error"] = (wf["waiting"] or {}).get("last_error")
+        # A failed workflow's traceback is kept in its error object; shown apart from it.
+        wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
         return wf
 
     def list(

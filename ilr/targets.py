@@ -11,13 +11,23 @@ import math
 from typing import Any, Protocol, runtime_checkable
 
 from ilr.errors import InvalidInput, TargetMisconfigured
+from ilr.retry import RetryPolicy
 
 DEDUP_MARGIN = 600.0
 """Seconds: a tier-1 effect older than dedup_window - DEDUP_MARGIN is recovered as tier 2 (when
 queryable) or tier 3 (docs/protocol.md §6.5). Safe only while DEDUP_MARGIN > send_timeout +
 settle_margin: a resend authorized just inside the window may be processed that much later (A2)."""
 
-DEFAULTS = {"send_timeout": 35.0, "settle_margin": 10.0, "premise_max_age": 5.0, "dedup_window": math.inf}
+DEFAULTS = {
+    "send_timeout": 35.0,
+    "settle_margin": 10.0,
+    "premise_max_age": 5.0,
+    "dedup_window": math.inf,
+    "lookup_after": 3.0,
+}
+
+RESEND_POLICY = RetryPolicy()
+"""The default resend policy of a target (Temporal's defaults: 1 s, x2, cap 100 s, unlimited)."""
 
 
 @runtime_checkable
@@ -39,6 +49,13 @@ class EffectTarget(Protocol):
     (the payload key holding integer cents; "amount"), ``currency`` ("USD") and
     ``reference_field`` (the key of apply's answer holding the provider's reference; the first
     of "reference", "id", "reference_id").
+
+    Recovery resends (docs/protocol.md §6.5): ``resend_policy`` (a RetryPolicy; default
+    Temporal's, 1 s, x2, cap 100 s, unlimited; its ``max_attempts`` counts every send, the first
+    included) spaces them, never closer than send_timeout + settle_margin; ``lookup_after``
+    (3) unanswered sends in a row, or two sends answered with the same error, make a
+    queryable target be looked up before the next resend. An apply that raises
+    ``SendInProgress`` says the key's first request is still being processed: wait and resend.
     """
 
     tier: int
@@ -55,6 +72,9 @@ def attr(target: Any, name: str) -> Any:
         return getattr(target, "name", None) or type(target).__name__
     if name == "action":
         return getattr(target, "action", None) or "refund"
+    if name == "resend_policy":
+        policy = getattr(target, "resend_policy", None)
+        return RESEND_POLICY if policy is None else policy
     return float(getattr(target, name, DEFAULTS[name]))
 
 
@@ -90,6 +110,14 @@ def check_target(target: Any) -> None:
     """
     if getattr(target, "tier", None) not in (1, 2, 3):
         raise TargetMisconfigured(f"target {attr(target, 'name')}: tier must be 1, 2 or 3")
+    if not isinstance(attr(target, "resend_policy"), RetryPolicy):
+        raise TargetMisconfigured(f"target {attr(target, 'name')}: resend_policy must be an ilr.RetryPolicy or None")
+    lookup_after = attr(target, "lookup_after")
+    if not (lookup_after >= 1 and lookup_after == int(lookup_after)):
+        raise TargetMisconfigured(
+            f"target {attr(target, 'name')}: lookup_after must be a whole number of sends, 1 or more; "
+            f"got {lookup_after:g}"
+        )
     if not callable(getattr(target, "apply", None)):
         raise TargetMisconfigured(f"target {attr(target, 'name')}: an effect target needs apply(effect_id, payload)")
     if target.tier == 1:

@@ -54,7 +54,9 @@ from ilr.worker_deployments import (
     DEPLOYMENT_STALE_AFTER,  # noqa: F401 (re-exported)
     SEEN_SQL,
     refresh_deployments,
+    retake_worker_id,
     seen_params,
+    take_worker_id,
     unregister,
 )
 
@@ -65,6 +67,11 @@ WAKEUP_CHANNEL = "ilr_claimable"
 
 
 POOLERS = (None, "session", "transaction")
+
+BACKOFF_MIN = 0.1
+BACKOFF_MAX = 5.0
+"""Seconds the claim loop waits after a failed statement: BACKOFF_MIN after the first, doubling
+per failure up to BACKOFF_MAX; the next success ends it (``Worker._claim_loop_failed``)."""
 
 
 def check_pooler(pooler) -> None:
@@ -142,11 +149,14 @@ class Worker:
         self._active: dict[tuple[str, int], Run] = {}
         self._conns: queue.SimpleQueue = queue.SimpleQueue()
         self._claim_conn: db.Connection | None = None
+        self._id_conn: db.Connection | None = None  # holds the id's lock from register() to the listen loop
         # Claims (workflow id, epoch) whose run ended on a database fault, to release (RELEASE_SQL)
         # from the claim loop, before its next claim, once the database takes writes again.
         self._abandoned: list[tuple[str, int]] = []
         self._abandoned_lock = threading.Lock()
         self._last_fault = float("-inf")  # monotonic time any thread of this worker last met a fault
+        self._backoff = 0.0  # seconds the claim loop waits after a failed statement; 0: none failed
+        self._outage_since: float | None = None  # monotonic time the claim loop's outage began
         self.failover: dict | None = None  # the last timeline switch (ilr.failover.seen), read per claim connection
         self.heartbeats = 0
         self.worst_heartbeat_gap = 0.0
@@ -161,9 +171,13 @@ class Worker:
         self._wake.set()
 
     def register(self) -> None:
-        """Insert this worker's deployments; refuse a changed code hash (docs/protocol.md §4).
+        """Take this worker's id, insert its deployments; refuse a taken id or a changed code
+        hash (docs/protocol.md §4).
 
-        A new (name, version) is inserted with this worker's code_sha256. An existing one with
+        The id is a session-level lock (``ilr.worker_deployments.take_worker_id``) held by the
+        listen connection for the worker's life: a second live process with the id is refused,
+        one whose predecessor died is not (the server ends a dead process's session and its
+        lock). A new (name, version) is inserted with this worker's code_sha256. An existing one with
         another hash is refused (CodeChanged: the worker exits 2, naming the name, the version
         and both hashes) unless allow_code_change, which records the new hash. A worker claims
         only the pairs it registered here (VersionPinned). Then every pair is upserted into
@@ -171,6 +185,7 @@ class Worker:
         refreshes them and ``run`` deletes them on a clean exit.
 
         Raises:
+            InvalidInput: field "worker_id": a live worker holds this id.
             CodeChanged: an existing (name, version) has another code_sha256 and
                 allow_code_change is false.
         """
@@ -178,6 +193,18 @@ class Worker:
         for target in registered_targets().values():
             # docs/protocol.md §6.5: refuse a tier-1 target with a thin dedup margin.
             check_target(target)
+        # The id's lock before any write, on the connection the listen loop keeps (no extra
+        # connection): a second live process with this id is refused here.
+        id_conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-listen")
+        try:
+            take_worker_id(id_conn, self.worker_id)
+            self._register_deployments()
+        except BaseException:
+            db.discard(id_conn)
+            raise
+        self._id_conn = id_conn
+
+    def _register_deployments(self) -> None:
         with db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}") as conn:
             for d in self.definitions:
                 digest = d.code_sha256
@@ -225,22 +252,16 @@ class Worker:
                         # Before the claim, on the same connection: this worker's own claim never
                         # takes one of its abandoned rows as a lapsed-lease takeover.
                         self._release_abandoned()
+                        self._claim_loop_ok()
                     except psycopg.Error as exc:
-                        if not db.is_connection_fault(exc):
-                            raise
-                        self._fault()
                         released = False
-                        log.warning("%s: release of abandoned runs failed (%s); retrying", self.worker_id, exc)
-                        self._drop_claim_conn()
+                        self._claim_loop_failed("release of abandoned runs", exc)
                 if free > 0 and released:
                     try:
                         claimed = self._claim(free)
+                        self._claim_loop_ok()
                     except psycopg.Error as exc:
-                        if not db.is_connection_fault(exc):
-                            raise
-                        self._fault()
-                        log.warning("%s: claim failed (%s); retrying", self.worker_id, exc)
-                        self._drop_claim_conn()
+                        self._claim_loop_failed("claim", exc)
                 for row, t0, steps in claimed:
                     run = Run(row, self.lease_ttl, t0, steps)
                     run.failover = self.failover
@@ -253,7 +274,9 @@ class Worker:
                     self._active[(run.workflow_id, run.epoch)] = run
                     pool.submit(self._execute, run)
                 if not claimed or len(claimed) < free:
-                    self._wake.wait(self.poll)
+                    # After a failure, the backoff instead of the poll; a wakeup still cuts it
+                    # short (the listen loop's reconnect is the first sign the database is back).
+                    self._wake.wait(self._backoff or self.poll)
                     self._wake.clear()
         self._drop_claim_conn()
         heartbeat.join(timeout=self.lease_ttl)  # its last refresh of worker_deployments comes before the delete
@@ -308,6 +331,47 @@ class Worker:
         """Note that a thread of this worker met a database fault now (see ``_execute``)."""
         self._last_fault = time.monotonic()
 
+    def _claim_loop_failed(self, what: str, exc: psycopg.Error) -> None:
+        """A statement of the claim loop (``what``) failed: drop the claim connection and back
+        off (BACKOFF_MIN doubling to BACKOFF_MAX). A connection fault is logged once per outage,
+        when it begins: a worker polling every 0.1 s would otherwise log ten lines a second for
+        as long as the database is away. Any other database error (a revoked privilege, a
+        missing table) is logged with its traceback each time, and the loop goes on: it may be
+        mended while the worker runs, and a worker never dies of a claim."""
+        self._backoff = min(BACKOFF_MAX, self._backoff * 2) if self._backoff else BACKOFF_MIN
+        self._drop_claim_conn()
+        if not db.is_connection_fault(exc):
+            log.exception(
+                "%s: %s failed with a database error that is not a lost connection (%s); retrying in %g s",
+                self.worker_id,
+                what,
+                exc,
+                self._backoff,
+            )
+            return
+        self._fault()
+        if self._outage_since is not None:
+            log.debug("%s: %s failed (%s); retrying in %g s", self.worker_id, what, exc, self._backoff)
+            return
+        self._outage_since = time.monotonic()
+        log.warning(
+            "%s: %s failed (%s); retrying, backing off up to %g s (logged once until the database is reachable again)",
+            self.worker_id,
+            what,
+            exc,
+            BACKOFF_MAX,
+        )
+
+    def _claim_loop_ok(self) -> None:
+        """A statement of the claim loop succeeded: end the backoff, and an outage with one line."""
+        self._backoff = 0.0
+        if self._outage_since is not None:
+            # A warning, as the line that began the outage: whoever saw that one sees its end.
+            log.warning(
+                "%s: database reachable again after %.1f s", self.worker_id, time.monotonic() - self._outage_since
+            )
+            self._outage_since = None
+
     def _abandon(self, run: Run) -> None:
         """Queue ``run``'s claim for RELEASE_SQL (the run has returned)."""
         with self._abandoned_lock:
@@ -339,23 +403,48 @@ class Worker:
             log.info("%s: released %s (epoch %s) after a database fault", self.worker_id, row["id"], row["epoch"])
 
     def _listen_loop(self) -> None:
-        """LISTEN on WAKEUP_CHANNEL and wake the claim loop on each notification."""
-        conn = None
+        """LISTEN on WAKEUP_CHANNEL and wake the claim loop on each notification. The connection
+        holds this worker id's lock (register() opened the first one); a new one takes it again."""
+        conn, self._id_conn = self._id_conn, None
+        holds_id = conn is not None
+        id_warned = False
+        listening = False
+        failing = False  # a failure was logged and nothing has listened since: log no more
         while not self._stop.is_set():
             try:
                 if conn is None or conn.closed:
                     conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-listen")
+                    holds_id = listening = False
+                if not holds_id:
+                    # Retried each turn while another session has it: it may be this worker's
+                    # own old session, which the server has not yet ended.
+                    holds_id = retake_worker_id(conn, self.worker_id)
+                    if not holds_id and not id_warned:
+                        log.warning(
+                            "%s: another database session holds this worker id; a second worker with "
+                            "this id may be running",
+                            self.worker_id,
+                        )
+                    id_warned = not holds_id
+                if not listening:
                     conn.execute(f"listen {WAKEUP_CHANNEL}")
+                    listening = True
+                    failing = False
                     self._wake.set()  # whatever was announced while nobody listened: claim now
                 for _ in conn.notifies(timeout=1.0):
                     self._wake.set()
             except psycopg.Error as exc:
-                if not db.is_connection_fault(exc):
-                    raise
-                self._fault()
-                log.warning("%s: listen connection failed (%s); polling meanwhile", self.worker_id, exc)
-                if conn is not None:
-                    conn.close()
+                # Logged once until it listens again (the claim loop says when the database is
+                # back); an error that is not a lost connection with its traceback, and retried
+                # too: the claim loop would lose its wakeups to a dead thread.
+                if db.is_connection_fault(exc):
+                    self._fault()
+                    if not failing:
+                        log.warning("%s: listen connection failed (%s); polling meanwhile", self.worker_id, exc)
+                elif not failing:
+                    log.exception("%s: listen connection failed; polling meanwhile", self.worker_id)
+                failing = True
+                db.discard(conn)
                 conn = None
                 self._stop.wait(min(self.poll, 1.0))
         if conn is not None:

@@ -1,16 +1,106 @@
 """A worker's rows in ilr.worker_deployments: which (name, version) pairs it serves and until
-when it counts as live (read by ``ilr.deployments`` LIVE_SQL and UNSERVED_SQL).
+when it counts as live (read by ``ilr.deployments`` LIVE_SQL and UNSERVED_SQL); and the lock
+that keeps one worker id to one live process (``take_worker_id``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 import psycopg
 
 from ilr import db
+from ilr.errors import InvalidInput
 
 log = logging.getLogger("ilr.worker")
+
+WORKER_ID_KEY_SQL = "hashtextextended('ilr.worker:' || %(worker)s, 0)"
+"""The bigint key of a worker id's session-level advisory lock (64 bits: two ids colliding is
+out of reach)."""
+
+WORKER_ID_LOCK_SQL = f"select pg_try_advisory_lock({WORKER_ID_KEY_SQL}) as taken"
+"""Take a worker id's lock for the session's lifetime, without waiting: ``taken`` is false
+while another session holds it. The server releases it when the session ends, however the
+process holding it died."""
+
+WORKER_ID_HOLDERS_SQL = f"""
+select l.pid,
+       exists (select 1 from ilr.worker_deployments s where s.worker_id = %(worker)s) as has_rows,
+       exists (select 1 from ilr.worker_deployments s
+                where s.worker_id = %(worker)s and s.live_until > now()) as live
+  from pg_locks l
+ where l.locktype = 'advisory' and l.granted and l.objsubid = 1 and l.pid <> pg_backend_pid()
+   and l.database = (select oid from pg_database where datname = current_database())
+   and ((l.classid::bigint << 32) | l.objid::bigint) = {WORKER_ID_KEY_SQL}
+"""
+"""The sessions holding a worker id's lock (pg_locks splits a bigint key into classid, its high
+32 bits, and objid), with whether the id has worker_deployments rows and whether one is live."""
+
+WORKER_ID_WAIT = 2.0
+"""Seconds a starting worker retries a taken id before refusing: the server ends the session of
+a process that was just killed a moment after the process is gone."""
+
+
+def take_worker_id(conn: db.Connection, worker_id: str, wait: float = WORKER_ID_WAIT) -> None:
+    """Take ``worker_id``'s lock (WORKER_ID_LOCK_SQL) on ``conn``, held until ``conn`` closes.
+
+    A holder whose worker is gone is no live worker: when every worker_deployments row of the
+    id is stale (the worker stopped refreshing them; a clean exit deletes them), the session
+    holding the lock is left over from a dead process (a host that died leaves its session open
+    until TCP keepalive ends it) and is terminated. With no rows at all the holder is a worker
+    starting or exiting, and counts as live.
+
+    Args:
+        conn: the connection to hold the lock on (the worker's listen connection).
+        worker_id: the id.
+        wait: seconds to retry while a live-looking holder has it.
+
+    Raises:
+        InvalidInput: field "worker_id", naming the id: another session still holds the lock
+            after ``wait`` seconds.
+    """
+    deadline = time.monotonic() + wait
+    params = {"worker": worker_id}
+    while True:
+        row = conn.execute(WORKER_ID_LOCK_SQL, params).fetchone()
+        if row is not None and row["taken"]:
+            return
+        holders = conn.execute(WORKER_ID_HOLDERS_SQL, params).fetchall()
+        pids = [h["pid"] for h in holders]
+        if holders and holders[0]["has_rows"] and not holders[0]["live"]:
+            for pid in pids:
+                try:
+                    conn.execute("select pg_terminate_backend(%s)", (pid,))
+                except psycopg.errors.InsufficientPrivilege:
+                    continue  # not ours to end: refused below once the wait is over
+                log.warning(
+                    "%s: ended the session (pid %s) that held this worker id: every worker_deployments "
+                    "row of the id is stale, so the worker that opened it is gone",
+                    worker_id,
+                    pid,
+                )
+        if time.monotonic() >= deadline:
+            raise InvalidInput(
+                "worker_id",
+                f"{worker_id!r} is already taken by a live worker (database session pid "
+                f"{', '.join(map(str, pids)) or '?'}); two processes with one id would share its claims and "
+                f"worker_deployments rows: give this worker another id, or stop that worker first",
+            )
+        time.sleep(0.1)
+
+
+def retake_worker_id(conn: db.Connection, worker_id: str) -> bool:
+    """Take ``worker_id``'s lock again on a new connection of a running worker (the session
+    that held it ended: a database restart, a lost connection).
+
+    Returns:
+        whether it is held now; False while another session holds it (the worker's own session
+        that the server has not yet ended, or a worker started with this id meanwhile).
+    """
+    row = conn.execute(WORKER_ID_LOCK_SQL, {"worker": worker_id}).fetchone()
+    return bool(row and row["taken"])
+
 
 DEPLOYMENT_REFRESH_MIN = 5.0
 """Seconds, the shortest default period of a worker's ilr.worker_deployments refresh: the

@@ -13,7 +13,7 @@ import functools
 import os
 from typing import Any
 
-from ilr import SignalTimeout, workflow
+from ilr import RetryPolicy, SignalTimeout, workflow
 from ilr.targets import register_target
 from prove.peers import model
 from prove.peers.targets_client import LocalRefunds
@@ -27,7 +27,8 @@ def target_for(case: dict) -> LocalRefunds:
 
     Args:
         case: {"target": {"url", "tier", "queryable", "send_timeout", "settle_margin",
-            "premise_max_age", "dedup_window"}} or nothing (then ILR_TARGET_URL, ILR_TARGET_TIER,
+            "premise_max_age", "dedup_window", "lookup_after", "resend_policy": {RetryPolicy's
+            fields}}} or nothing (then ILR_TARGET_URL, ILR_TARGET_TIER,
             ILR_TARGET_QUERYABLE, ILR_SEND_TIMEOUT, ILR_SETTLE_MARGIN).
     """
     spec = case.get("target") or env_target_spec()
@@ -39,6 +40,10 @@ def target_for(case: dict) -> LocalRefunds:
             kwargs[key] = float(spec[key])
     if spec.get("queryable") is not None:
         kwargs["queryable"] = bool(spec["queryable"])
+    if spec.get("lookup_after") is not None:
+        kwargs["lookup_after"] = int(spec["lookup_after"])
+    if spec.get("resend_policy") is not None:
+        kwargs["resend_policy"] = RetryPolicy(**spec["resend_policy"])
     return LocalRefunds(spec["url"], **kwargs)
 
 

@@ -93,7 +93,7 @@ ASSUME MODE \in {"interlock", "temporal_idem", "temporal_precheck"}
 ASSUME BROKEN \in {"none", "naive_recovery", "no_fencing", "grant_check_outside_txn",
                    "commit_without_checkpoint", "recover_before_deadline",
                    "stopwatch_after_dispatch", "late_ack_dropped",
-                   "no_local_lease_check", "thin_dedup_margin"}
+                   "no_local_lease_check", "thin_dedup_margin", "unjournaled_resend"}
 ASSUME Tier \in {1, 2, 3} /\ (Tier = 2 => Queryable) /\ (Tier = 3 => ~Queryable)
 ASSUME Events \subseteq {"revoke", "hand_refund_full", "hand_refund_partial",
                          "cancel", "prune_keys", "redecide"}
@@ -146,9 +146,11 @@ vars == <<now, wfVars, effVars, worldVars, targetVars, workerVars, sendLog, hist
 Sym == Permutations(Workers)
 
 \* The facts a send carries, fixed at the step that authorized it (docs/protocol.md section 11).
+\* journaled: the transaction that authorized the send appended its signed entry (DISPATCHED for a
+\* first send, RESENT for a resend) before the bytes left (EverySendJournaled).
 NoAuth == [liveClaim |-> FALSE, grantOk |-> FALSE, premiseOk |-> FALSE, resend |-> FALSE,
            recheckOk |-> FALSE, afterRevoke |-> FALSE, inReturned |-> FALSE,
-           afterCancel |-> FALSE, pastWindow |-> FALSE]
+           afterCancel |-> FALSE, pastWindow |-> FALSE, journaled |-> FALSE]
 
 \* Per-worker local state.  epoch: the claim's epoch (Temporal: the attempt number);
 \* lease: local_lease (docs/protocol.md section 3.3); deadline: the send watchdog deadline;
@@ -349,7 +351,8 @@ TDispatchCommit(w) ==
          a == [NoAuth EXCEPT !.liveClaim = lw[w].fenceOk, !.grantOk = grantLive,
                              !.premiseOk = lw[w].readOk, !.recheckOk = TRUE,
                              !.afterRevoke = grantRevoked, !.inReturned = revokeReturned,
-                             !.afterCancel = cancelRequested, !.pastWindow = FALSE]
+                             !.afterCancel = cancelRequested, !.pastWindow = FALSE,
+                             !.journaled = TRUE]
      IN CASE effState = "dispatched" ->
                \* step 3, open dispatch by another claim: commit nothing but the suspend
                \* (IN_FLIGHT), available again just past send_deadline + settle_margin.
@@ -517,7 +520,8 @@ TResolve(w) ==
                              !.premiseOk = IF naive THEN Premise ELSE lw[w].recPrem,
                              !.resend = TRUE, !.recheckOk = ~naive,
                              !.afterRevoke = grantRevoked, !.inReturned = revokeReturned,
-                             !.afterCancel = FALSE, !.pastWindow = PastWindow]
+                             !.afterCancel = FALSE, !.pastWindow = PastWindow,
+                             !.journaled = BROKEN # "unjournaled_resend"]
          Resolve(st, why) ==
            IF stepRow["effect"]
              THEN Reset(w) /\ UNCHANGED <<effVars, stepRow, leaseExp, hist>>  \* primary key
@@ -535,7 +539,10 @@ TResolve(w) ==
                   /\ hist' = [hist EXCEPT !.rowWrites = @ + 1,
                                           !.unfencedWrite = @ \/ ~RealFence(w)]
          \* tier 1 retry or tier 2 re-apply: move the dispatch pair to this claim, new deadline,
-         \* committed before any bytes leave; t0 is taken before T_resolve begins.
+         \* and the signed RESENT entry with the re-check (its flag in the send's record: the
+         \* journal keeps no send counter), committed before any bytes leave; t0 is taken before
+         \* T_resolve begins.  BROKEN unjournaled_resend writes no entry: the send is off the
+         \* signed record, as every resend was before RESENT.
          Resend ==
            /\ dispWorkerEpoch' = <<w, lw[w].epoch>>
            /\ sendDeadline' = now + SendTimeout
@@ -876,7 +883,7 @@ SendSummary ==
   LET S == DOMAIN sendLog
   IN [n        |-> IF Len(sendLog) > 2 THEN 2 ELSE Len(sendLog),
       payloads |-> {sendLog[i].payload : i \in S},
-      bad      |-> {f \in {"liveClaim", "grantOk", "premiseOk", "prevSendSettled"} :
+      bad      |-> {f \in {"liveClaim", "grantOk", "premiseOk", "prevSendSettled", "journaled"} :
                       \E i \in S : ~sendLog[i][f]}
                    \cup (IF \E i \in S : sendLog[i].resend /\ ~sendLog[i].recheckOk
                         THEN {"recheck"} ELSE {})
@@ -966,6 +973,8 @@ NoSendOnStalePremise    == \A i \in Sends : sendLog[i].premiseOk
 RecoveryRechecks        == \A i \in Sends : sendLog[i].resend => sendLog[i].recheckOk
 PayloadBound            == \A i \in Sends : sendLog[i].payload = FirstBoundPayload
 NoSendAfterCancel       == \A i \in Sends : ~sendLog[i].afterCancel
+\* Every request on the wire is on the signed record: its entry committed before the bytes left.
+EverySendJournaled      == Interlock => \A i \in Sends : sendLog[i].journaled
 LateResultPreserved     == journal.lateResults = hist.acksAfterResolution
 ReceiptChainLinear      == journal.committed <= 1 /\ journal.dispatched <= journal.resolutions + 1
 

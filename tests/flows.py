@@ -355,3 +355,28 @@ def asks_approval(ctx, input):
 # -- agents (ilr.agents): the agent_refund workflow and its Agent, shared with agents_report ----------
 
 from prove.agent_refund import agent_prompt, agent_refund, refund_agent  # noqa: E402, F401 - registers agent_refund
+
+
+@workflow(name="keyed_refund", version="1")
+def keyed_refund(ctx, input):
+    """One refund under a key the caller picks and a policy grant (input: url, payment, amount,
+    key, grant); two workflows given one key share one effect id. Returns the EffectResult's
+    status, effect_id and result (a refusal's reason when it is recorded on this step only)."""
+    from prove.peers.targets_client import LocalRefunds
+
+    target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
+    payload = {"payment": input["payment"], "amount": input["amount"]}
+    r = ctx.effect(target, key=input["key"], payload=payload, grant=input["grant"])
+    return {"status": r.status, "effect_id": r.effect_id, "result": r.result}
+
+
+def raise_deep(message: str) -> None:
+    """Raises RuntimeError(message): the function a failed workflow's traceback must name."""
+    raise RuntimeError(message)
+
+
+@workflow(name="fails_with_traceback", version="1")
+def fails_with_traceback(ctx, input):
+    """Workflow code (no step, so no retry) raises RuntimeError(input["message"]) from raise_deep:
+    the workflow fails at once."""
+    return raise_deep(input.get("message", "kaboom"))

@@ -184,6 +184,8 @@ CORRUPTIONS = {
     "NoOverlappingSends": lambda c, s: s["evidence"]["access_log"].append(
         {"method": "POST", "path": "/refunds", "key": EID, "t_wall": _ts(c.cursor(), 14), "body": PAYLOAD}
     ),
+    # A resend authorized off the signed record: the counter moved, no RESENT entry.
+    "EverySendJournaled": lambda c, s: c.execute("update ilr.effects set sends = sends + 1"),
     "CommittedImpliesApplied": lambda c, s: s["evidence"]["ledger"].clear(),
     "AmbiguousOnlyWhenUnknowable": lambda c, s: (
         _spare_effect(c, tier=2),

@@ -391,3 +391,41 @@ def test_a_send_the_revoke_listed_in_flight_is_no_false_p3_claim(rt, workers, tm
         assert answers["P3"] is True and answers["verify"]["authorized_when_fired"] is True
         scored = audit.score(answers, oracle.ground_truth(c))
         assert scored["false_claims"] == 0 and scored["per"]["P3"] == 1, scored
+
+
+# sends: every request on the wire is on the signed record (docs/protocol.md §6.5, §9).
+
+
+def resent(n: int, check_: dict | None = None, via: str = "retry-idempotent") -> tuple[str, dict]:
+    return "RESENT", {
+        "via": via,
+        "send": n,
+        "rechecked": check_ or rechecked(),
+        "by": BY_RECOVERY,
+        "send_deadline": T0 + 10 * n,
+        "after": {"type": "SendInProgress", "message": "HTTP 409", "in_progress": True},
+    }
+
+
+def test_sends_count_every_resent_entry_and_not_the_commit_after_them(signing_key):
+    v = check(signing_key, *HEAD, resent(2), resent(3), resent(4), committed("retry-idempotent", rechecked=rechecked()))
+    assert v["sends"] == 4 and v["happened"] is True and v["happened_once"] is True, v
+    assert v["authorized_when_fired"] is True and v["assumptions_held"] is True, v
+
+
+def test_a_chain_written_before_resent_still_counts_its_resend(signing_key):
+    v = check(signing_key, *HEAD, committed("retry-idempotent", rechecked=rechecked()))
+    assert v["sends"] == 2, v
+
+
+def test_p3_and_p4_judge_every_resend_not_only_the_one_answered(signing_key):
+    # The second resend went out under a revoked grant with a changed premise; the third, which
+    # the target answered, under a live one. Before RESENT only the answered one was judged.
+    bad = rechecked(VIOLATION, live=False)
+    v = check(signing_key, *HEAD, resent(2, bad), resent(3), committed("retry-idempotent", rechecked=rechecked()))
+    assert v["authorized_when_fired"] is False and v["assumptions_held"] is False, v
+
+
+def test_an_open_resend_leaves_happened_unknown(signing_key):
+    v = check(signing_key, *HEAD, resent(2))
+    assert v["sends"] == 2 and v["happened"] == "unknown", v

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import time
 
 import pytest
@@ -111,18 +112,12 @@ def targets(tmp_path_factory):
         yield {1: t1, 2: t2, 3: t3}
 
 
-DB_COMBOS = [c for c in COMBOS if not (c[0] == 3 and (c[1] or c[2]))]  # tier 3 ignores window and lookup
-
-
-@pytest.mark.parametrize("tier, window, queryable, grant_live, stale_premise, found", DB_COMBOS)
-def test_database_path_matches_the_table(rt, targets, tier, window, queryable, grant_live, stale_premise, found):
-    url = targets[tier]
-    tag = f"{tier}{int(window)}{int(queryable)}{int(grant_live)}{int(stale_premise)}{int(found)}-{time.time_ns()}"
+def _dispatched_call(rt, target, tag: str):
+    """A claimed "waiter" run and an EffectCall whose T_dispatch committed DISPATCHED and whose
+    first send was never made (its answer "lost"). Returns (conn, run, call, payment, payload,
+    grant)."""
     payment = f"pay-{tag}"
-    http_json("POST", f"{url}/admin/payments", {"id": payment, "paid": 10_000})
-    target = LocalRefunds(
-        url, tier=tier, queryable=queryable if tier == 1 else None, send_timeout=3, settle_margin=1, dedup_window=700.0
-    )  # window passes at an age over 100 s
+    http_json("POST", f"{target.base_url}/admin/payments", {"id": payment, "paid": 10_000})
     facts = target.capture(payment)
     rt.start("waiter", f"wf-{tag}", {})
     conn = db.connect()
@@ -132,7 +127,21 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     payload = {"payment": payment, "amount": 2000}
     call = EffectCall(WorkflowContext(run, conn, {}), target, f"key-{tag}", payload, facts, grant, None, (), False)
     call.seq = 1
-    assert call._t_dispatch([]) is None  # DISPATCHED; the first send is "lost": never made
+    assert call._t_dispatch([]) is None
+    return conn, run, call, payment, payload, grant
+
+
+DB_COMBOS = [c for c in COMBOS if not (c[0] == 3 and (c[1] or c[2]))]  # tier 3 ignores window and lookup
+
+
+@pytest.mark.parametrize("tier, window, queryable, grant_live, stale_premise, found", DB_COMBOS)
+def test_database_path_matches_the_table(rt, targets, tier, window, queryable, grant_live, stale_premise, found):
+    url = targets[tier]
+    tag = f"{tier}{int(window)}{int(queryable)}{int(grant_live)}{int(stale_premise)}{int(found)}-{time.time_ns()}"
+    target = LocalRefunds(
+        url, tier=tier, queryable=queryable if tier == 1 else None, send_timeout=3, settle_margin=1, dedup_window=700.0
+    )  # window passes at an age over 100 s
+    conn, run, call, payment, payload, grant = _dispatched_call(rt, target, tag)
     # Drive the effect into the combination.
     conn.execute(
         "update ilr.effects set send_deadline = now() - interval '5 seconds', "
@@ -157,4 +166,91 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
         "select output from ilr.steps where workflow_id = %s and seq = 1", (run.workflow_id,)
     ).fetchone()
     assert step["output"]["status"] == want  # recorded with the resolving entry, in one transaction
+    conn.close()
+
+
+# -- resends that converge (docs/protocol.md §6.5): a lookup when one is due, and a spent policy --
+#   tier 1 (in its window), not stale:
+#     lookup due (a repeated answer, or lookup_after unanswered sends), queryable:
+#         found -> COMMITTED_ON_QUERY; not found -> resend: COMMITTED_BY_RETRY
+#     lookup due, no lookup                  -> resend: COMMITTED_BY_RETRY (nothing to ask)
+#     policy spent, queryable: found -> COMMITTED_ON_QUERY; not found -> REFUSED:resends_exhausted
+#     policy spent, no lookup                -> AMBIGUOUS
+
+
+def expected_converging(queryable: bool, due: str, found: bool) -> str:
+    if due == "spent":
+        if not queryable:
+            return "AMBIGUOUS"
+        return "COMMITTED_ON_QUERY" if found else "REFUSED:resends_exhausted"
+    if queryable and found:
+        return "COMMITTED_ON_QUERY"
+    return "COMMITTED_BY_RETRY"
+
+
+CONVERGING = list(itertools.product((False, True), ("repeated", "unanswered", "spent"), (False, True)))
+
+
+@pytest.mark.parametrize("queryable, due, found", CONVERGING)
+def test_pure_decision_when_a_lookup_is_due_or_the_policy_spent(queryable, due, found):
+    exhausted = due == "spent"
+    asked = needs_query(1, False, queryable, False, lookup_due=True)
+    assert asked == queryable
+    action = recovery_decision(
+        tier=1,
+        window_passed=False,
+        queryable=queryable,
+        stale=False,
+        found=found if asked else None,
+        exhausted=exhausted,
+    )
+    status = {
+        "ambiguous": "AMBIGUOUS",
+        "resend": "COMMITTED_BY_RETRY",
+        "commit_on_query": "COMMITTED_ON_QUERY",
+        "refuse": "REFUSED:resends_exhausted",
+    }[action]
+    assert status == expected_converging(queryable, due, found)
+
+
+@pytest.mark.parametrize("queryable, due, found", CONVERGING)
+def test_database_path_when_a_lookup_is_due_or_the_policy_spent(rt, targets, queryable, due, found):
+    from ilr import RetryPolicy
+
+    tag = f"conv-{int(queryable)}{due}{int(found)}-{time.time_ns()}"
+    policy = RetryPolicy(max_attempts=1) if due == "spent" else None
+    target = LocalRefunds(
+        targets[1], tier=1, queryable=queryable, send_timeout=3, settle_margin=1, resend_policy=policy
+    )
+    conn, _run, call, _payment, payload, _grant = _dispatched_call(rt, target, tag)
+    # The failed send as the sender records it (_suspend_after_failed_send), and settled.
+    last_error = {
+        "type": "TargetHTTPError",
+        "message": "HTTP 500",
+        "send": 1,
+        "in_progress": False,
+        "repeated": due == "repeated",
+        "unanswered": 3 if due == "unanswered" else 1,
+    }
+    conn.execute(
+        "update ilr.effects set send_deadline = now() - interval '5 seconds', last_error = %s::jsonb "
+        "where effect_id = %s",
+        (json.dumps(last_error), call.effect_id),
+    )
+    if found:
+        target.apply(call.effect_id, payload)  # the first send did land after all
+    result = call._recover(take_status=True)
+    want = expected_converging(queryable, due, found)
+    assert result.status == want
+    entries = journal.parsed(conn, call.effect_id)
+    if want == "COMMITTED_BY_RETRY":
+        # The resend's signed record came first, with the answer that preceded it.
+        assert [e["kind"] for e in entries[-2:]] == ["RESENT", "COMMITTED"], entries
+        assert entries[-2]["send"] == 2 and entries[-2]["after"]["message"] == "HTTP 500"
+    if want == "COMMITTED_ON_QUERY":
+        assert entries[-1]["result"]["key"] == call.effect_id and result.result == entries[-1]["result"]
+    if want == "REFUSED:resends_exhausted":
+        assert entries[-1]["found"] is False and entries[-1]["reason"].startswith("resend policy spent: 1 send without")
+    sends = conn.execute("select sends from ilr.effects where effect_id = %s", (call.effect_id,)).fetchone()
+    assert sends["sends"] == len([e for e in entries if e["kind"] in ("DISPATCHED", "RESENT")])
     conn.close()

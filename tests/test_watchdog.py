@@ -1,6 +1,7 @@
 """The send watchdog (ilr/watchdog.py, docs/protocol.md §6.3, A1): one thread per process watches
-every open send and ends the process when one outlives its deadline. Each case runs in its own
-Python subprocess, because firing is a real os._exit."""
+every open send and ends the process when one outlives its deadline, in a process that opted in
+(the ilr_worker command); elsewhere it ends that send only, with SendOverrun. Each case runs in
+its own Python subprocess, because firing is a real os._exit."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import time
 from tests.conftest import ROOT
 
 
-def _run(body: str, timeout: float = 30) -> tuple[int, str, float]:
-    code = "import threading, time\nfrom ilr.watchdog import Watchdog\n" + textwrap.dedent(body)
+def _run(body: str, timeout: float = 30, opt_in: bool = True) -> tuple[int, str, float]:
+    code = "import threading, time\nfrom ilr.watchdog import Watchdog, SendOverrun, exit_on_overrun\n"
+    code += "exit_on_overrun()\n" if opt_in else ""
+    code += textwrap.dedent(body)
     t = time.monotonic()
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stderr, time.monotonic() - t
@@ -74,4 +77,41 @@ def test_a_later_deadline_that_does_not_wake_the_thread_still_fires():
     )
     assert rc == 70, err
     assert "eff_second" in err and "eff_first" not in err
+    assert took < 15
+
+
+def test_without_the_opt_in_an_overrun_ends_the_send_not_the_process():
+    """A process that did not opt in (a web process running rt.recover_orphans): the sender's
+    thread is interrupted at the deadline and the block raises SendOverrun (an unknown outcome,
+    an Exception), even when the target swallows the interrupt; the process goes on."""
+    rc, err, took = _run(
+        """
+        import sys
+        try:
+            with Watchdog(0.3, "eff_busy"):
+                while True:  # Python code: interrupted at the deadline
+                    time.sleep(0.01)
+        except SendOverrun as exc:
+            print(f"caught: {exc}", file=sys.stderr)
+        try:
+            with Watchdog(0.3, "eff_swallowing"):
+                for _ in range(100):
+                    try:
+                        time.sleep(0.05)
+                    except BaseException:
+                        pass  # a target that catches everything still ends as an overrun
+        except SendOverrun:
+            print("caught again", file=sys.stderr)
+        with Watchdog(5, "eff_quick"):
+            pass
+        time.sleep(0.5)
+        print("alive", file=sys.stderr)
+    """,
+        opt_in=False,
+    )
+    assert rc == 0, err
+    assert "eff_busy outlived its 0.300s deadline; interrupting it" in err, err
+    assert "exiting" not in err and "eff_quick" not in err, err
+    assert "caught: send of eff_busy outlived its 0.300s deadline" in err, err
+    assert "caught again" in err and err.rstrip().endswith("alive"), err
     assert took < 15

@@ -55,6 +55,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
                     "cancel_requested_by",
                     "result_pretty",
                     "error_pretty",
+                    "traceback_text",
                     "input_pretty",
                 )
             },
@@ -157,8 +158,19 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
 
     @admin.display(description="error")
     def error_pretty(self, obj):
-        """The error, indented."""
-        return pre(obj.error) if obj.error is not None else "—"
+        """The error, indented; a failed workflow's traceback is shown apart (``traceback_text``)."""
+        if obj.error is None:
+            return "—"
+        error = obj.error
+        if isinstance(error, dict):
+            error = {k: v for k, v in error.items() if k != "traceback"}
+        return pre(error)
+
+    @admin.display(description="traceback")
+    def traceback_text(self, obj):
+        """A failed workflow's traceback as its worker formatted it (the last 8000 characters)."""
+        tb = obj.error.get("traceback") if isinstance(obj.error, dict) else None
+        return format_html("<pre style='white-space:pre-wrap;margin:0'>{}</pre>", tb) if tb else "—"
 
     @admin.display(description="input")
     def input_pretty(self, obj):

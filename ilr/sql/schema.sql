@@ -111,7 +111,9 @@ create table if not exists ilr.effects (
   settle_margin interval,
   sends int not null default 0,             -- incremented in the transaction that authorizes each send
   late_result jsonb,
-  reconciled jsonb                          -- human attestation for AMBIGUOUS; never written into the journal
+  reconciled jsonb,                         -- human attestation for AMBIGUOUS; never written into the journal
+  last_error jsonb,                         -- the last unknown-outcome answer of a send {type, message, send, at, in_progress, repeated, unanswered}
+  next_attempt_at timestamptz               -- recovery acts no earlier (the resend policy's backoff)
 );
 create index if not exists effects_open on ilr.effects (send_deadline) where state = 'dispatched';
 create index if not exists effects_by_grant on ilr.effects (grant_id) where state = 'dispatched';
@@ -122,11 +124,13 @@ create index if not exists effects_by_workflow on ilr.effects (workflow_id);
 create table if not exists ilr.journal (
   seq bigserial primary key,
   effect_id text not null references ilr.effects(effect_id),
-  kind text not null check (kind in ('PROPOSED','AUTHORIZED','DISPATCHED','COMMITTED','REFUSED','AMBIGUOUS','LATE_RESULT')),
+  kind text not null,
   body text not null,                       -- the sealed entry's JSON text, stored verbatim, never jsonb
   prev text,
   hash text not null unique,
-  unique nulls not distinct (effect_id, prev)
+  unique nulls not distinct (effect_id, prev),
+  constraint journal_kind_check check (kind in (
+    'PROPOSED','AUTHORIZED','DISPATCHED','RESENT','COMMITTED','REFUSED','AMBIGUOUS','LATE_RESULT'))
 );
 create unique index if not exists one_commit on ilr.journal (effect_id) where kind = 'COMMITTED';
 create index if not exists journal_tail on ilr.journal (effect_id, seq);  -- the chain's tail (journal.LAST_HASH_SQL)

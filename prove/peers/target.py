@@ -40,7 +40,7 @@ Endpoints:
 - Fault and admin endpoints (POST, JSON; all faults EMULATED): ``/admin/payments {id, paid}``,
   ``/admin/delay {seconds}``, ``/admin/blackhole {on}``, ``/admin/prune_keys``,
   ``/admin/hand_refund {payment, amount}``, ``/admin/fail_next {status, apply}``,
-  ``/admin/key_conflict {answer}``,
+  ``/admin/key_conflict {answer}``, ``/admin/hold_first {seconds}``,
   ``/admin/reset`` (payments, refunds, keys, faults and the access log; the reset request is
   the first entry of the emptied log). ``GET /ledger``, ``GET /access_log``, ``GET /health``.
 
@@ -59,8 +59,14 @@ Faults, precisely:
   other parameters: 409 (the default), 400 (Stripe's idempotency_error), or the stored refund
   replayed as if the parameters matched (providers that key on the header alone). Nothing is
   applied in any of the three.
-- fail_next ``{status: 500|502|400, apply: bool}``: the next POST /refunds answers ``status``;
-  with ``apply`` it is processed first (a lost success), else nothing is applied.
+- fail_next ``{status: 500|502|400, apply: bool, save: bool}``: the next POST /refunds answers
+  ``status``; with ``apply`` it is processed first (a lost success), else nothing is applied;
+  with ``save`` that answer is saved for the request's key and every later POST with the key
+  gets it again, processing nothing (Stripe saves a key's first result, 5xx included).
+- hold_first ``{seconds}``: the first POST of each key is held ``seconds`` and then processed,
+  whatever the client did meanwhile; until it ends every other POST with the key is answered
+  409 ``{"error": "another request with this key is in progress", "code":
+  "idempotency_key_in_use"}`` (Stripe's rule), processing nothing.
 
 Every request is appended to the access log when it finishes: ``{"seq", "t_mono", "t_wall",
 "t_done_mono", "t_done_wall", "method", "path", "query", "key", "body", "status", "applied",

@@ -138,6 +138,7 @@ class TargetHandler(BaseHTTPRequestHandler):
                 "/admin/hand_refund": self._admin_hand_refund,
                 "/admin/fail_next": self._admin_fail_next,
                 "/admin/key_conflict": self._admin_key_conflict,
+                "/admin/hold_first": self._admin_hold_first,
                 "/admin/reset": self._admin_reset,
             }
         )
@@ -151,6 +152,30 @@ class TargetHandler(BaseHTTPRequestHandler):
             self._hold()
             self.close_connection = True
             return
+        key = self.entry["key"]
+        saved = srv.faults.saved_failure(key) if key else None
+        if saved is not None:
+            # The key's first answer was saved (a 5xx included): replayed, nothing processed.
+            self.entry["injected_failure"] = {"status": saved, "saved": True}
+            self._send(saved, {"error": "injected failure (EMULATED)"})  # the same body, as Stripe replays it
+            return
+        hold = srv.faults.begin(key) if key else "go"
+        if hold == "busy":
+            self._send(409, {"error": "another request with this key is in progress", "code": "idempotency_key_in_use"})
+            return
+        try:
+            self._process_refund(hold)
+        finally:
+            if hold == "hold":
+                srv.faults.end(key)
+
+    def _process_refund(self, hold: str) -> None:
+        srv = self.server
+        if hold == "hold":
+            # The key's first request: processed after hold_first seconds whatever the client
+            # did meanwhile; other requests with the key are answered 409 until then.
+            self.entry["delay"] = srv.faults.hold_first
+            time.sleep(srv.faults.hold_first)
         failure = srv.faults.take_fail_next()
         delay = srv.faults.delay
         self.entry["delay"] = delay
@@ -181,6 +206,8 @@ class TargetHandler(BaseHTTPRequestHandler):
         self.entry["applied"] = applied
         self.entry["refund_id"] = refund["id"] if refund else None
         if failure is not None:
+            if failure.get("save") and self.entry["key"]:
+                srv.faults.save_failure(self.entry["key"], failure["status"])
             self._send(failure["status"], {"error": "injected failure (EMULATED)"})
             return
         self._send(200, {**refund, "status": "succeeded", "already_processed": not applied})
@@ -247,11 +274,18 @@ class TargetHandler(BaseHTTPRequestHandler):
 
     def _admin_fail_next(self) -> None:
         body = self._json_body()
-        status, apply = body.get("status"), body.get("apply", False)
-        if status not in (400, 500, 502) or not isinstance(apply, bool):
-            raise Refused(400, "status must be 400, 500 or 502 and apply true or false")
-        self.server.faults.fail_next = {"status": status, "apply": apply}
+        status, apply, save = body.get("status"), body.get("apply", False), body.get("save", False)
+        if status not in (400, 500, 502) or not isinstance(apply, bool) or not isinstance(save, bool):
+            raise Refused(400, "status must be 400, 500 or 502, and apply and save true or false")
+        self.server.faults.fail_next = {"status": status, "apply": apply, "save": save}
         self._send(200, {"fail_next": self.server.faults.fail_next})
+
+    def _admin_hold_first(self) -> None:
+        seconds = self._json_body().get("seconds")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise Refused(400, "seconds must be a non-negative number")
+        self.server.faults.hold_first = float(seconds)
+        self._send(200, {"hold_first": float(seconds)})
 
     def _admin_key_conflict(self) -> None:
         answer = self._json_body().get("answer")

@@ -14,13 +14,18 @@ from prove.peers.target_ledger import AccessLog, Ledger
 
 
 class Faults:
-    """The injected faults (all EMULATED): delay, blackhole, one-shot failure, key conflicts."""
+    """The injected faults (all EMULATED): delay, blackhole, one-shot failure (optionally saved for
+    its key), key conflicts, and a held first request per key."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self.delay = 0.0
         self.fail_next: dict | None = None
         self.key_conflict = "409"
+        self.hold_first = 0.0
+        self._in_progress: set[str] = set()
+        self._held: set[str] = set()
+        self._saved: dict[str, int] = {}
         # Set while the blackhole is OFF, so held handlers can simply wait on it.
         self.open = threading.Event()
         self.open.set()
@@ -40,11 +45,41 @@ class Faults:
             failure, self.fail_next = self.fail_next, None
             return failure
 
+    def begin(self, key: str) -> str:
+        """Start a POST for ``key`` under hold_first: "hold" (the key's first request: hold it),
+        "busy" (another request with the key is in progress: answer 409) or "go"."""
+        with self._lock:
+            if key in self._in_progress:
+                return "busy"
+            if self.hold_first > 0 and key not in self._held:
+                self._held.add(key)
+                self._in_progress.add(key)
+                return "hold"
+            return "go"
+
+    def end(self, key: str) -> None:
+        with self._lock:
+            self._in_progress.discard(key)
+
+    def save_failure(self, key: str, status: int) -> None:
+        """Answer ``status`` to every later POST with ``key`` (Stripe saves a key's first result,
+        5xx included)."""
+        with self._lock:
+            self._saved.setdefault(key, status)
+
+    def saved_failure(self, key: str) -> int | None:
+        with self._lock:
+            return self._saved.get(key)
+
     def reset(self) -> None:
         with self._lock:
             self.delay = 0.0
             self.fail_next = None
             self.key_conflict = "409"
+            self.hold_first = 0.0
+            self._in_progress.clear()
+            self._held.clear()
+            self._saved.clear()
         self.open.set()
 
 

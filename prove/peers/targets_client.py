@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
-from ilr.errors import TargetRejected
+from ilr.errors import SendInProgress, TargetRejected
+from ilr.retry import RetryPolicy
 
 # 409 (key in use, or reused with other parameters) and 429 say nothing
 # definite about whether the refund exists, so they are not a "definite no".
@@ -105,6 +106,8 @@ class LocalRefunds:
         dedup_window: seconds the server remembers a key (A4); math.inf when it never forgets.
         read_timeout: seconds, socket timeout of query(), capture() and validate_premises().
         name: the target's name in journal entries.
+        resend_policy: how recovery spaces resends (None: Temporal's defaults, docs/protocol.md §6.5).
+        lookup_after: failed sends in a row after which a queryable target is looked up.
     """
 
     base_url: str
@@ -116,6 +119,8 @@ class LocalRefunds:
     dedup_window: float = math.inf
     read_timeout: float = 10.0
     name: str = "local-refunds"
+    resend_policy: RetryPolicy | None = None
+    lookup_after: int = 3
 
     def __post_init__(self):
         if self.tier not in (1, 2, 3):
@@ -161,6 +166,8 @@ class LocalRefunds:
 
         Raises:
             TargetRejected: a definite no (a 4xx other than 409 and 429); nothing was applied.
+            SendInProgress: 409 ``idempotency_key_in_use``: the key's first request is still
+                being processed; the send is in flight.
             TargetHTTPError: 5xx, 409 or 429; the outcome is unknown.
             OSError, http.client.HTTPException: timeout, reset, refused connection, no answer;
                 the outcome is unknown.
@@ -175,6 +182,8 @@ class LocalRefunds:
         )
         if status == 200:
             return answer
+        if status == 409 and answer.get("code") == "idempotency_key_in_use":
+            raise SendInProgress(f"{self.name} POST /refunds: HTTP 409: {answer.get('error')}")
         if 400 <= status < 500 and status not in NOT_DEFINITE_4XX:
             exc = TargetRejected(f"{self.name} refused the refund: HTTP {status}: {answer.get('error', answer)}")
             exc.status, exc.body = status, answer

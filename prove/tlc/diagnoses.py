@@ -127,6 +127,9 @@ BASELINE_NOTES = {
 
 #: What each broken config's counterexample shows, in one sentence (the traces are below).
 BROKEN_READING = {
+    "UnjournaledResend": "a worker crashes after its send, recovery resends without a RESENT entry, and "
+    "the request is on the wire but not on the signed record: the receipt counts fewer sends than "
+    "the target received.",
     "NaiveRecovery": "recovery resends after the grant was revoked (or the premise went stale) "
     "without re-checking either.",
     "NoFencing": "a zombie whose lease expired keeps writing and sending; and two recoverers "

@@ -36,6 +36,7 @@ SAFETY = [
     "NoSendAfterCancel",
     "LateResultPreserved",
     "ReceiptChainLinear",
+    "EverySendJournaled",
 ]
 LIVENESS = ["Termination", "EffectResolved"]
 SIGNALS = ["TimerNotEarly", "SignalExactlyOnceConsumed", "NoLostWakeup"]
@@ -64,6 +65,7 @@ NOT_APPLICABLE = {
     "AmbiguousOnlyWhenUnknowable": "never writes AMBIGUOUS",
     "LateResultPreserved": "no effect journal (predicted n/a)",
     "ReceiptChainLinear": "no receipt chain",
+    "EverySendJournaled": "no signed record of a send: the history holds no entry per request",
 }
 #: Invariants that the Temporal modes hold for a reason the reader should know.
 TEMPORAL_NOTES = {
@@ -114,6 +116,7 @@ PREDICTION: dict[str, tuple[str | None, str | None, str | None]] = {
     "NoSendAfterCancel": ("hold", "V", "V"),
     "LateResultPreserved": ("hold", "n/a", "n/a"),
     "ReceiptChainLinear": ("hold*", None, None),
+    "EverySendJournaled": ("hold", None, None),
     "Termination": ("hold", "hold", "hold"),
     "EffectResolved": ("hold", "hold", "hold"),
 }
@@ -131,6 +134,7 @@ BROKEN = {
     "NoLocalLeaseCheck": ["NoRerunAfterComplete"],
     "ThinDedupMargin": ["EffectAtMostOnceTier12"],
     "WakeOnlyIfSleeping": ["NoLostWakeup"],
+    "UnjournaledResend": ["EverySendJournaled"],
 }
 BROKEN_SOURCE = {
     "NoLocalLeaseCheck": "finding: the local lease (docs/protocol.md §14)",

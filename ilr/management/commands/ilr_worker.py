@@ -1,8 +1,10 @@
 """``manage.py ilr_worker --id w1 --lease-ttl 30 --concurrency 4 --poll 1.0 [--only name@version,...]``.
 
 SIGTERM (or Ctrl-C) stops claiming and exits 0 after in-flight work. The worker refuses to start
-while an ilr migration is pending, and exits 2 when a deployed (name, version) has a different
-code hash (unless --allow-code-change). A bad flag (a concurrency below 1, a lease TTL or poll
+on a database that is not PostgreSQL (the system check's sentence, ilr.E001; exit 2, nothing
+opened), while an ilr migration is pending, and exits 2 when a deployed (name, version) has a different
+code hash (unless --allow-code-change) or a live worker already holds its --id (naming the id; a
+worker whose predecessor with the id died starts). A bad flag (a concurrency below 1, a lease TTL or poll
 that is not a positive number of seconds, a negative --max-takeovers, an empty --id, an --import
 module that cannot be imported, an unknown --only pair, a --deployment-refresh that is not a
 positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
@@ -19,11 +21,12 @@ import signal
 import sys
 
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.migrations.executor import MigrationExecutor
 
-from ilr import codec, registry
-from ilr.errors import UnknownWorkflow
+from ilr import codec, registry, watchdog
+from ilr.checks import database_is_postgresql
+from ilr.errors import InvalidInput, UnknownWorkflow
 from ilr.targets import TargetMisconfigured
 from ilr.worker import CodeChanged, PoolerRefused, Worker
 
@@ -71,6 +74,7 @@ class Command(BaseCommand):
         from ilr.conf import settings
 
         self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
+        self._refuse_other_databases()
         if deployment_refresh is None:
             deployment_refresh = settings.DEPLOYMENT_REFRESH
         if deployment_refresh is not None and not codec.is_seconds(deployment_refresh, positive=True):
@@ -126,9 +130,13 @@ class Command(BaseCommand):
         worker.register = register_then_announce
         signal.signal(signal.SIGTERM, lambda *_: worker.stop())
         signal.signal(signal.SIGINT, lambda *_: worker.stop())
+        # This process runs only the runtime's work, so a send past its deadline may end it
+        # (A1); nowhere else does the runtime end a process (ilr.watchdog).
+        watchdog.exit_on_overrun()
         try:
             worker.run()
-        except (CodeChanged, PoolerRefused, TargetMisconfigured) as exc:
+        except (CodeChanged, PoolerRefused, TargetMisconfigured, InvalidInput) as exc:
+            # InvalidInput: register() refused an id a live worker holds (field "worker_id").
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
         self.stdout.write(
@@ -169,6 +177,15 @@ class Command(BaseCommand):
             raise CommandError(f"--import {module}: cannot import it: {exc}", returncode=2) from None
         except TargetMisconfigured as exc:  # a target registered at import refused its settings
             raise CommandError(f"--import {module}: {exc}", returncode=2) from None
+
+    @staticmethod
+    def _refuse_other_databases() -> None:
+        """Refuse a DATABASES["default"] that is not PostgreSQL with the system check's sentence
+        (ilr.E001), before anything connects: a SQLite connection would create its file, and the
+        migration check would then call the database's missing tables pending migrations."""
+        errors = database_is_postgresql(databases=[DEFAULT_DB_ALIAS])
+        if errors:
+            raise CommandError(f"{errors[0].msg} {errors[0].hint}", returncode=2)
 
     @staticmethod
     def _refuse_pending_migrations() -> None:
