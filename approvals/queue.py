@@ -1,7 +1,8 @@
 """Reads of approval requests (``ilr.approval_requests``) for the review UI and the admin.
 
-A request is shown whatever its workflow and target: its one-line summary, the payload as
-labelled fields (money formatted when the target declares its amount field and currency), the
+A request is shown whatever its workflow and target: its one-line summary, the payload keyed
+exactly (keys that read alike flagged), the amount the rules read as money (the target's
+``amount_field`` and currency; ``ilr.amounts``), the
 decision it cites (the model and its reasoning), the premises it was captured with and what a
 re-check through the registered target says now, the approvers so far and the expiry. Premises
 are re-checked with the target's own ``validate_premises`` (the check the runtime makes before
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -27,7 +29,10 @@ from django.core.paginator import Page, Paginator
 from django.utils import timezone
 
 from approvals import conf
+from ilr.amounts import payload_amount
+from ilr.approval_requests import approver_identity
 from ilr.codec import effect_id_for
+from ilr.errors import InvalidInput
 from ilr.models import ApprovalRequest, Effect, Step
 from ilr.targets import get_target
 
@@ -38,12 +43,23 @@ _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="approvals-premises
 
 @dataclass
 class Field:
-    """One payload field as a person reads it."""
+    """One payload field as a person reads it.
+
+    Attributes:
+        name: the key, exactly as in the payload.
+        label: the key as shown: itself, or quoted with escapes when it has whitespace at an
+            end, a run of spaces, or a character that is not plain printable text (``shown_key``).
+        value: the value.
+        money: the value formatted as money, for the amount the rules read (else None).
+        ambiguous_with: the labels of the other keys of this payload that read the same once
+            case, whitespace, "_"/"-" and look-alike letters are set aside ([]: none).
+    """
 
     name: str
     label: str
     value: Any
-    money: str | None = None  # the value formatted as money, for the target's amount field
+    money: str | None = None
+    ambiguous_with: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -103,7 +119,13 @@ class Turn:
 
 @dataclass
 class RequestCard:
-    """An approval request as the queue and the case page show it."""
+    """An approval request as the queue and the case page show it.
+
+    ``amount`` is the request's amount as the rules read it (``amount_cents``, written at
+    request time by ``ilr.amounts.payload_amount``: the two-person rule's and the grant cap's
+    figure), in money; the Approve button shows it. ``amount_note`` says when this page cannot
+    show which payload key it came from.
+    """
 
     request: ApprovalRequest
     fields: list[Field]
@@ -113,11 +135,26 @@ class RequestCard:
     effect: Effect | None
     conversation: list[Turn] = field(default_factory=list)
     """An agent's turns up to the one that made this request's call ([] for other workflows)."""
+    amount_note: str | None = None
 
     @property
     def approvers(self) -> list[str]:
         """Who approved so far, in order."""
         return [a["by"] for a in self.request.approvals or []]
+
+    def approved_by(self, username: str) -> bool:
+        """True when ``username`` is one of the approvers so far, compared as identities
+        (``ilr.approval_requests.approver_identity``: the UI's user and the API's ``by`` agree)."""
+        try:
+            me = approver_identity(username)
+        except InvalidInput:
+            return username in self.approvers
+        return any(_identity_or_raw(a) == me for a in self.approvers)
+
+    @property
+    def ambiguous_keys(self) -> bool:
+        """True when two keys of the payload read alike (``Field.ambiguous_with``)."""
+        return any(f.ambiguous_with for f in self.fields)
 
     @property
     def needs_two(self) -> bool:
@@ -175,20 +212,93 @@ def money(cents: Any, currency: str = "USD") -> str | None:
     return f"{sign}${amount}" if currency == "USD" else f"{sign}{currency} {amount}"
 
 
-def _fields(request: ApprovalRequest) -> tuple[list[Field], str | None]:
-    """The payload as labelled fields, and the amount in money when the target declares one
-    (``amount_field``, default "amount"; ``currency``, default "USD")."""
+def _identity_or_raw(name: Any) -> Any:
+    try:
+        return approver_identity(name)
+    except InvalidInput:
+        return name
+
+
+# Latin look-alikes of Cyrillic and Greek letters (after casefolding), and of digits, for the
+# ambiguity check only: a key that differs from another by one of these reads the same.
+_LOOK_ALIKES = str.maketrans(
+    {
+        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
+        "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "к": "k", "м": "m", "т": "t",
+        "в": "b", "н": "h", "α": "a", "ο": "o", "ρ": "p", "ν": "v", "ι": "i", "κ": "k", "τ": "t",
+        "υ": "u", "χ": "x", "ε": "e", "β": "b", "μ": "u", "0": "o", "1": "l", "|": "l",
+        "_": None, "-": None,
+    }
+)  # fmt: skip
+
+
+def key_skeleton(key: str) -> str:
+    """What a key reads as to a person: NFKC, casefolded, without whitespace, invisible
+    characters, "_" or "-", look-alike letters mapped to Latin. Two keys with one skeleton are
+    ambiguous on screen."""
+    text = unicodedata.normalize("NFKC", key).casefold()
+    text = "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch)[0] != "C")
+    return text.translate(_LOOK_ALIKES)
+
+
+def shown_key(key: Any) -> str:
+    """A payload key as shown: itself when it is plain (printable, no whitespace at an end, no
+    run of spaces, no whitespace but spaces), else in double quotes with each such character
+    escaped (``"amount "``, ``"acct\\u200b"``), so two keys never look the same."""
+    key = str(key)
+    plain = key and key == key.strip() and "  " not in key and all(ch.isprintable() for ch in key)
+    if plain:
+        return key
+    escaped = "".join(
+        ch if ch.isprintable() and ch not in '"\\' else (f"\\{ch}" if ch in '"\\' else f"\\u{ord(ch):04x}")
+        for ch in key
+    )
+    return f'"{escaped}"'
+
+
+def labelled(values: dict) -> list[Field]:
+    """``values`` as fields keyed exactly (``shown_key``), each flagged with the keys it reads
+    alike (``key_skeleton``)."""
+    out = [Field(str(name), shown_key(name), value) for name, value in values.items()]
+    groups: dict[str, list[Field]] = {}
+    for f in out:
+        groups.setdefault(key_skeleton(f.name), []).append(f)
+    for same in groups.values():
+        if len(same) > 1:
+            for f in same:
+                f.ambiguous_with = [g.label for g in same if g is not f]
+    return out
+
+
+def _fields(request: ApprovalRequest) -> tuple[list[Field], str | None, str | None]:
+    """The payload as fields keyed exactly (``labelled``), the amount the rules read (the
+    request's ``amount_cents``) in money, and a note when this page cannot tie that amount to a
+    payload key.
+
+    The key is the target's ``amount_field`` (``ilr.amounts.payload_amount``, the definition
+    the two-person rule and the grant cap used when the request was written); currency: the
+    target's ``currency``, default "USD". Only that key's value is shown as money, and only when
+    it is the figure the rules read.
+    """
     target = get_target(request.target)
-    amount_field = getattr(target, "amount_field", "amount")
     currency = getattr(target, "currency", "USD")
     payload = request.payload if isinstance(request.payload, dict) else {"value": request.payload}
-    out, amount = [], None
-    for name, value in payload.items():
-        formatted = money(value, currency) if name == amount_field else None
-        if formatted is not None:
-            amount = formatted
-        out.append(Field(name, name.replace("_", " ").capitalize(), value, formatted))
-    return out, amount
+    out = labelled(payload)
+    try:
+        key, cents = payload_amount(target, request.payload)
+    except InvalidInput:
+        key, cents = None, None
+    ruled = request.amount_cents
+    note = None
+    for f in out:
+        if f.name == key and cents is not None and cents == ruled:
+            f.money = money(cents, currency)
+    if ruled is not None and (cents != ruled):
+        note = (
+            f"The rules read {money(ruled, currency)} from this request; this page cannot show which key holds "
+            f"it (target {request.target!r} is not registered in this process, or its amount_field changed)."
+        )
+    return out, money(ruled, currency), note
 
 
 def _start_check(request: ApprovalRequest):
@@ -272,9 +382,8 @@ def _result_of(step: Step | None, tool: str, refusal: Step | None, outcome: Step
 
 
 def _arguments(value: Any) -> list[Field]:
-    """A tool call's input as labelled fields."""
-    args = value if isinstance(value, dict) else {"input": value}
-    return [Field(name, str(name).replace("_", " ").capitalize(), v) for name, v in args.items()]
+    """A tool call's input as fields keyed exactly, look-alike keys flagged (``labelled``)."""
+    return labelled(value if isinstance(value, dict) else {"input": value})
 
 
 def _conversation(request: ApprovalRequest, decide: Step, steps: list[Step]) -> list[Turn]:
@@ -379,7 +488,7 @@ def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[Request
     checks = {rid: _finish_check(result, future, deadline) for rid, (result, future) in started.items()}
     out = []
     for r in requests:
-        fields, amount = _fields(r)
+        fields, amount, note = _fields(r)
         premises = checks.get(r.id) or PremiseCheck(seen=dict(r.premises) if isinstance(r.premises, dict) else {})
         out.append(
             RequestCard(
@@ -390,6 +499,7 @@ def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[Request
                 decisions.get(r.id, {}),
                 effects.get(effect_id_for({"request_id": r.effect_key})),
                 conversations.get(r.id, []),
+                note,
             )
         )
     return out

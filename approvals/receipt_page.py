@@ -18,7 +18,7 @@ from typing import Any
 from approvals.cases import flag, refused
 from approvals.queue import money
 from ilr import db, receipts
-from ilr.grants import EffectNotFound
+from ilr.errors import EffectNotFound
 from ilr.models import ApprovalRequest, Effect, Grant
 from ilr.targets import get_target
 
@@ -87,15 +87,44 @@ class Receipt:
     facts: Facts = field(default_factory=Facts)
 
     @property
+    def truncated(self) -> str | None:
+        """verify()'s truncation finding ("truncated: the chain ends at entry k but the effect's
+        head is entry n"), or None."""
+        return next((p for p in self.verdict.get("problems") or () if p.startswith("truncated:")), None)
+
+    @property
+    def unsigned_journal(self) -> bool:
+        """True when nothing signs this deployment's journal: the chain is intact, no entry is
+        signed, and neither the bundle nor this server knows a key. Intact as far as hashes go,
+        and said so, never as tamper-evident."""
+        return _unsigned_journal(self.verdict, self.bundle)
+
+    @property
     def unverifiable(self) -> bool:
-        """True when the only problems are entries with no signature under a known key."""
+        """True when the chain is intact but its signatures cannot be verified: an entry with no
+        signature under a known key, a key that is not trusted, or no trusted key."""
         v = self.verdict
-        return bool(v.get("unsigned")) and len(v.get("problems", ())) == v["unsigned"] and bool(v.get("valid"))
+        return (
+            bool(v.get("valid"))
+            and bool(v.get("chain_intact"))
+            and not v.get("tamper_evident")
+            and not self.unsigned_journal
+            and not str(v.get("signature", "")).startswith("unverified: the signature of")
+        )
 
     @property
     def tampered(self) -> bool:
-        """True when verify() found the journal changed or broken (not merely unsigned)."""
-        return not (self.verdict.get("tamper_evident") and self.verdict.get("valid")) and not self.unverifiable
+        """True when verify() found the journal changed, broken or cut short (not merely
+        unverifiable)."""
+        v = self.verdict
+        return not (v.get("tamper_evident") and v.get("valid")) and not self.unverifiable and not self.unsigned_journal
+
+    @property
+    def trusted_keys(self) -> str:
+        """The key ids verify() found the signatures by, for the page ("" when none)."""
+        signature = str(self.verdict.get("signature") or "")
+        match = re.search(r"by a trusted key \(([^)]*), from ", signature)
+        return match.group(1) if match else ""
 
     def bundle_json(self) -> str:
         """The bundle as pretty JSON, as downloaded."""
@@ -118,8 +147,25 @@ def _refusal_words(refusals: list[dict], at: str) -> str:
     return "; ".join(parts)
 
 
+def _unsigned_journal(v: dict, b: dict) -> bool:
+    """See Receipt.unsigned_journal."""
+    return (
+        bool(v.get("valid"))
+        and bool(v.get("chain_intact"))
+        and not v.get("unsigned")
+        and not b.get("key_id")
+        and str(v.get("signature", "")).startswith("unverified: no trusted key")
+        and not any('"sig":"' in str(body) for body in b.get("entries") or ())
+    )
+
+
+def _truncation(v: dict) -> str | None:
+    return next((p for p in v.get("problems") or () if p.startswith("truncated:")), None)
+
+
 def _answers(v: dict, b: dict) -> list[Answer]:
     happened, once, auth, held = v["happened"], v["happened_once"], v["authorized_when_fired"], v["assumptions_held"]
+    truncated = _truncation(v)
     sends = v.get("sends")
     refusals = v.get("refusals") or []
     at_dispatch, at_recovery = _refusal_words(refusals, "dispatch"), _refusal_words(refusals, "recovery")
@@ -149,6 +195,18 @@ def _answers(v: dict, b: dict) -> list[Answer]:
                 "No",
                 "It was never applied: the journal shows it refused or never sent." + why,
                 True,
+            )
+        )
+    elif truncated or not v.get("chain_intact", True):
+        out.append(
+            Answer(
+                "P1",
+                "Did it happen?",
+                "Unknown",
+                "Entries are missing from the end of the journal, or the effect's row says what the "
+                "journal does not: what was recorded cannot be read from this receipt. Check the "
+                "target's records and an earlier copy of this receipt.",
+                None,
             )
         )
     else:
@@ -279,18 +337,33 @@ def _answers(v: dict, b: dict) -> list[Answer]:
                 False,
             )
         )
-    if v["tamper_evident"] and v["valid"] and b.get("key_id"):
+    signature = str(v.get("signature") or "")
+    if v["tamper_evident"] and v["valid"]:
         out.append(
             Answer(
                 "P5",
                 "Is the record intact?",
                 "Yes",
-                f"Every entry's hash recomputes, each links to the one before it, and the signatures "
-                f"verify with key {b.get('key_id')}. Any change would show.",
+                f"Every entry's hash recomputes, each links to the one before it at its position, the "
+                f"chain ends at the effect's head, and the signatures verify with a trusted key "
+                f"({signature.removeprefix('verified: ')}). Any change would show, except one the "
+                f"database alone cannot: the journal and the effect row rewound together to an earlier "
+                f"point. Keep the downloaded bundle; a later receipt compared with it shows that.",
                 True,
             )
         )
-    elif v["tamper_evident"] and v["valid"]:
+    elif truncated:
+        out.append(
+            Answer(
+                "P5",
+                "Is the record intact?",
+                "No: truncated",
+                f"The journal was cut short ({truncated}): its last entries were deleted from the "
+                f"database. What they recorded is unknown. Do not rely on this receipt.",
+                False,
+            )
+        )
+    elif _unsigned_journal(v, b):
         out.append(
             Answer(
                 "P5",
@@ -302,16 +375,16 @@ def _answers(v: dict, b: dict) -> list[Answer]:
                 None,
             )
         )
-    elif v.get("unsigned") and len(v["problems"]) == v["unsigned"] and v["valid"]:
+    elif v["valid"] and v.get("chain_intact") and not signature.startswith("unverified: the signature of"):
+        why = signature.removeprefix("unverified: ")
         out.append(
             Answer(
                 "P5",
                 "Is the record intact?",
                 "Cannot tell",
-                f"{v['unsigned']} of its entries carry no signature although the bundle names key "
-                f"{b.get('key_id')}: they were written before the key existed or by a worker started "
-                f"without it (or the signatures were removed). Their hashes and links recompute, but "
-                f"an unsigned chain can be recomputed by anyone who can write the journal.",
+                f"Its hashes and links recompute, but its signatures cannot be verified: {why}. A "
+                f"chain is evidence only when a key this server trusts signed it; anyone who can "
+                f"write the journal can recompute an unsigned chain or sign one with a key of their own.",
                 False,
             )
         )
@@ -321,8 +394,9 @@ def _answers(v: dict, b: dict) -> list[Answer]:
                 "P5",
                 "Is the record intact?",
                 "No: tampering detected",
-                "The journal does not match its hashes, chain links or signatures; see the problems "
-                "below. Do not rely on this receipt.",
+                "The journal does not match its hashes, chain links, positions or signatures, or the "
+                "effect's row does not match its signed entries; see the problems below. Do not rely "
+                "on this receipt.",
                 False,
             )
         )

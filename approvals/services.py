@@ -28,8 +28,9 @@ from ilr import CancelRequest, cancel_in, resume_in
 from ilr.approval_requests import ApprovalRefused, ApprovalRequestNotFound, approve_request_in, reject_request_in
 from ilr.deployments import retire_in
 from ilr.errors import ActionRefused, AlreadyReconciled, DeploymentNotFound, InvalidInput
-from ilr.grants import grant_in, reconcile_in, revoke_in
+from ilr.grants import grant_in, revoke_in
 from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
+from ilr.reconcile import reconcile_in
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,7 @@ from approvals import receipt_page, selectors, services
 from approvals.forms import ApproveForm, ReconcileForm, RejectForm
 from approvals.queue import approval_queue, request_card, requests_of
 from ilr.approval_requests import ApprovalRequestNotFound
-from ilr.errors import InvalidInput
-from ilr.grants import EffectNotFound
+from ilr.errors import EffectNotFound, InvalidInput
 from ilr.models import Workflow
 
 REVIEW_PERMS = ("approvals.review", "approvals.approve", "approvals.reconcile", "approvals.revoke")

@@ -565,13 +565,18 @@ class Agent:
             return done("effect", r.status, json.dumps(body, sort_keys=True), False, **extra)
         if r.status == "AMBIGUOUS":
             return done("effect", r.status, f"{AMBIGUOUS_TEXT} (effect {r.effect_id}); do not retry it", True, **extra)
-        detail = ctx.step(f"{self.name}:refusal:{where}", _refusal, tool, args, facts, r.effect_id, r.status)
+        detail = ctx.step(f"{self.name}:refusal:{where}", _refusal, tool, args, facts, r.effect_id, r.status, r.result)
         return done("effect", r.status, detail["text"], True, **extra)
 
 
-def _refusal(tool: Tool, args: dict, facts: Any, effect_id: str, status: str) -> dict:
-    """Step body: the refusal's words, from the journal and (for a premise) a fresh read."""
-    detail = refusal_detail(effect_id)
+def _refusal(tool: Tool, args: dict, facts: Any, effect_id: str, status: str, result: Any = None) -> dict:
+    """Step body: the refusal's words, from the journal and (for a premise) a fresh read. A
+    refusal of a key another workflow owns is on the call's own result, not the key's journal
+    (docs/protocol.md §6.8): its reason is read there."""
+    if isinstance(result, dict) and result.get("reason") is not None:
+        detail = {"reason": result["reason"], "recorded": result.get("recorded")}
+    else:
+        detail = refusal_detail(effect_id)
     changes = _changed_premises(tool, args, facts) if "stale_premise" in status else []
     return {"text": refusal_text(status, detail, changes), "detail": detail}
 

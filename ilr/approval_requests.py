@@ -18,12 +18,14 @@ approved and expired, and a workflow never misses an approval that committed.
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 from psycopg.rows import dict_row
 
 from ilr import codec
+from ilr.amounts import is_cents, payload_amount
 from ilr.errors import ApprovalRefused, ApprovalRequestNotFound, InvalidInput
 from ilr.grants import APPROVAL_REQUEST_SIGNAL_PREFIX, insert_payload_grant, lifetime_seconds
 
@@ -82,15 +84,116 @@ def signal_name(request_id: str) -> str:
     return f"{APPROVAL_REQUEST_SIGNAL_PREFIX}{request_id}"
 
 
-def approvals_needed(target: Any, target_name: str, action: str, amount: int | None) -> int:
-    """How many distinct people must approve: 2 when ``amount`` (cents) is at or above the
-    two-person threshold, else 1. The threshold is the project's (``ILR_TWO_PERSON_CENTS``: a
-    dict from action or target name to cents; the action's entry first), else the target's own
-    ``two_person_cents`` attribute, else none."""
-    from ilr.conf import settings
+_LINES = ("Zl", "Zp")
 
-    rules = settings.TWO_PERSON_CENTS or {}
-    threshold = rules.get(action, rules.get(target_name, getattr(target, "two_person_cents", None)))
+
+def approver_identity(by: Any, field: str = "by") -> str:
+    """The identity of an approver named ``by``: what the two-person rule compares and what is
+    stored (``approvals``, ``decided_by``, the grant's ``granted_by``).
+
+    The rule: Unicode NFKC, runs of whitespace as one space, stripped, casefolded (then NFKC
+    again, as casefolding can leave a string that is not). So "alice", " Alice ", "ALICE" and
+    fullwidth "ａｌｉｃｅ" are one person; a name holding a control, format (zero-width,
+    bidirectional), surrogate, private-use or unassigned character is refused, as a look-alike
+    of another name. The review UI passes the logged-in Django user's username through the
+    same rule, so a person approving once in the UI and once through the API counts once. Two
+    usernames that differ only by case are one identity here: the rule errs towards asking for
+    another person.
+
+    Raises:
+        InvalidInput: naming ``field``: not a str, empty once normalized, over
+            codec.MAX_TEXT_LENGTH characters, or holding such a character.
+    """
+    codec.check_who(by, field)
+    text = unicodedata.normalize("NFKC", by)
+    # Control (tab and newline too), format, surrogate, private-use, unassigned; line and
+    # paragraph separators: none is part of a name a person reads.
+    bad = next((ch for ch in text if unicodedata.category(ch)[0] == "C" or unicodedata.category(ch) in _LINES), None)
+    if bad is not None:
+        raise InvalidInput(
+            field,
+            f"an approver's name may not hold control, format or invisible characters "
+            f"(found U+{ord(bad):04X}); give the person's plain name",
+        )
+    identity = unicodedata.normalize("NFKC", " ".join(text.split()).casefold())
+    if not identity:
+        raise InvalidInput(field, "must name the person or service acting (a non-empty string)")
+    return identity
+
+
+def _same_person(recorded: str, identity: str) -> bool:
+    try:
+        return approver_identity(recorded) == identity
+    except InvalidInput:
+        return recorded == identity
+
+
+def two_person_threshold(target: Any, target_name: str, action: str) -> tuple[int | None, str]:
+    """The two-person threshold (cents) of a request, and the rule it comes from in words.
+
+    The project's ``ILR_TWO_PERSON_CENTS`` (a dict from action or target name to cents; the
+    action's entry first), else the target's own ``two_person_cents`` attribute, else none.
+
+    Returns:
+        (cents or None, where it is set: "ILR_TWO_PERSON_CENTS['refund']" or "the target's
+        two_person_cents").
+
+    Raises:
+        InvalidInput: the setting or the target's threshold is not of the rule's shape (named,
+            as ``manage.py check`` names it: ilr.E002), instead of a TypeError at the comparison.
+    """
+    from ilr.conf import setting_problems, settings
+
+    rules = settings.TWO_PERSON_CENTS
+    problems = setting_problems("TWO_PERSON_CENTS", rules)
+    if problems:
+        raise InvalidInput(*problems[0])
+    rules = rules or {}
+    for key in (action, target_name):
+        if key in rules:
+            return rules[key], f"ILR_TWO_PERSON_CENTS[{key!r}]"
+    own = getattr(target, "two_person_cents", None)
+    if own is not None and not is_cents(own):
+        raise InvalidInput(
+            "two_person_cents", f"a target's two_person_cents is a non-negative integer of cents, got {own!r}"
+        )
+    return own, "the target's two_person_cents"
+
+
+def request_amount(target: Any, target_name: str, action: str, payload: Any) -> tuple[int | None, int]:
+    """The amount of a request's payload (``ilr.amounts.payload_amount``: the target's
+    ``amount_field``) and how many distinct people must approve it: 2 when the amount is at or
+    above the two-person threshold (``two_person_threshold``), else 1.
+
+    Returns:
+        (cents or None, approvals needed).
+
+    Raises:
+        InvalidInput: naming ``payload.<amount_field>``: the field holds something that is not
+            cents, or a two-person rule applies and the amount cannot be read (missing), so the
+            rule could not be checked; and as ``two_person_threshold``.
+    """
+    field, cents = payload_amount(target, payload)
+    threshold, rule = two_person_threshold(target, target_name, action)
+    if cents is None and isinstance(payload, dict) and field in payload:
+        raise InvalidInput(
+            f"payload.{field}",
+            f"an amount is a non-negative integer of cents up to {codec.MAX_CENTS}, got {payload[field]!r} "
+            f"(the target's amount_field {field!r}, which the two-person rule and the grant's cap read)",
+        )
+    if cents is None and threshold is not None:
+        raise InvalidInput(
+            f"payload.{field}",
+            f"the two-person rule ({rule} = {threshold} cents) applies to this request, and the payload "
+            f"has no amount under {field!r} (the target's amount_field) to check it against",
+        )
+    return cents, 2 if threshold is not None and cents is not None and cents >= threshold else 1
+
+
+def approvals_needed(target: Any, target_name: str, action: str, amount: int | None) -> int:
+    """How many distinct people must approve ``amount`` (cents): 2 at or above the two-person
+    threshold (``two_person_threshold``), else 1."""
+    threshold, _ = two_person_threshold(target, target_name, action)
     return 2 if threshold is not None and amount is not None and amount >= threshold else 1
 
 
@@ -193,15 +296,17 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
     Raises:
         ApprovalRequestNotFound: no such request.
         ApprovalRefused: not pending, expired, its workflow ended, or ``by`` approved it already
-            (the two-person rule needs two different people). Nothing is written.
-        InvalidInput: an empty ``by`` or a bad ``expires_in``.
+            (the two-person rule needs two different people: ``by`` is compared and stored as
+            ``approver_identity(by)``). Nothing is written.
+        InvalidInput: a ``by`` that is no identity (``approver_identity``) or a bad ``expires_in``.
     """
-    codec.check_who(by)
+    by = approver_identity(by)
     seconds = lifetime_seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
     req = _open_for_decision(conn, cur, request_id)
     approvals = list(req["approvals"] or [])
-    if any(a["by"] == by for a in approvals):
+    # Rows written before identities were normalized hold raw names: compare their identities.
+    if any(_same_person(a["by"], by) for a in approvals):
         raise ApprovalRefused(
             request_id, "pending", f"{by} approved it already; the two-person rule needs a second, different person"
         )
@@ -222,6 +327,7 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
         principal=principal,
         action=req["action"],
         payload=req["payload"],
+        max_cents=req["amount_cents"],
         facts_text=facts_text,
         by=" and ".join(a["by"] for a in approvals),
         seconds=min(lifetimes) if lifetimes else None,
@@ -244,9 +350,9 @@ def reject_request_in(conn, request_id: str, *, by: str, reason: str) -> dict:
 
     Raises:
         ApprovalRequestNotFound, ApprovalRefused: as ``approve_request_in``.
-        InvalidInput: an empty ``by`` or ``reason``.
+        InvalidInput: a ``by`` that is no identity (``approver_identity``), an empty ``reason``.
     """
-    codec.check_who(by)
+    by = approver_identity(by)
     codec.check_text(reason, "reason", "must say why the request is rejected (a non-empty string)")
     cur = conn.cursor(row_factory=dict_row)
     req = _open_for_decision(conn, cur, request_id)

@@ -58,8 +58,9 @@ class EffectCalls(StepCalls):
             InvalidInput: a target that is not one (no ``tier`` of 1, 2 or 3 and callable
                 ``apply``) or a name no target is registered under, an empty key, a payload not
                 plain JSON, premises not a JSON object (or None), a decision not a JSON object
-                (or None), a bad amount, a summary over one line, a bad timeout; nothing is
-                written.
+                (or None), a bad amount (under the target's ``amount_field``; a missing one when
+                a two-person rule applies), a summary over one line, a bad timeout; nothing
+                is written.
             Cancelled: the workflow was cancelled while waiting (the request reads cancelled).
         """
         from ilr import approval_requests as ar
@@ -88,11 +89,9 @@ class EffectCalls(StepCalls):
         # The action ctx.effect will ask the grant to cover (targets.attr's default included).
         action = codec.check_text(action or targets.attr(target, "action"), "action")
         payload_text = codec.dumps(payload, "payload")
-        amount = (
-            codec.check_cents(payload["amount"], "payload.amount")
-            if isinstance(payload, dict) and "amount" in payload
-            else None
-        )
+        # One definition of the amount (ilr.amounts, the target's amount_field) for the rule,
+        # the grant's cap and the review UI; unreadable under a two-person rule is refused here.
+        amount, needed = ar.request_amount(target, target_name, action, payload)
         summary = ar.check_summary(summary)
         if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout != timeout or not timeout > 0:
             raise InvalidInput("timeout", f"must be a positive number of seconds, got {timeout!r}")
@@ -127,7 +126,7 @@ class EffectCalls(StepCalls):
                     "premises": codec.dumps(facts, "premises"),
                     "decision": codec.dumps(decision, "decision"),
                     "summary": summary,
-                    "needed": ar.approvals_needed(target, target_name, action, amount),
+                    "needed": needed,
                     "timeout": float(timeout),
                 },
             )

@@ -13,6 +13,7 @@ from dataclasses import fields as dataclass_fields
 from typing import Any
 
 from ilr import codec, journal, store
+from ilr.amounts import amount_field
 from ilr.effect_result import EffectResult
 from ilr.errors import Fenced, InvalidInput, Suspend
 from ilr.targets import attr, check_target
@@ -57,8 +58,10 @@ class EffectCallBase:
         # Plain JSON and at most MAX_JSON_BYTES each: the three are stored and sealed into the
         # journal; the decision's fields are encoded before T_dispatch reads the fence.
         self.payload_text = codec.dumps(payload, "payload")
-        if isinstance(payload, dict) and "amount" in payload:
-            codec.check_cents(payload["amount"], "payload.amount")
+        # The amount is the target's amount_field (ilr.amounts): what a grant's max_cents caps.
+        self.amount_field = amount_field(target)
+        if isinstance(payload, dict) and self.amount_field in payload:
+            codec.check_cents(payload[self.amount_field], f"payload.{self.amount_field}")
         codec.dumps(premises, "premises")
         codec.dumps(decision, "decision")
         if grant is not None and not isinstance(grant, str):

@@ -180,7 +180,7 @@ class EffectDispatch(EffectSend):
             assert eff is not None  # insert ... on conflict do update ... returning: always one row
             tail = tail_cur.fetchone()
             grant = grant_cur.fetchone() if grant_cur is not None else None
-            chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
+            chain = journal.Chain.after(self.effect_id, tail)
             # One INSERT for this transaction's entries, when the block ends (Chain.batched).
             with chain.batched(cur):
                 ts = entry_ts(fence["now"])
@@ -293,7 +293,9 @@ class EffectDispatch(EffectSend):
                 if cancelled and not self.compensation:
                     return refuse({"reason": "cancelled", "resolves": True}, "REFUSED:cancelled")
                 # 8. the grant read above under FOR SHARE.
-                allowed, snapshot = lease_snapshot(grant, self.action, self.payload, self.payload_hash)
+                allowed, snapshot = lease_snapshot(
+                    grant, self.action, self.payload, self.payload_hash, self.amount_field
+                )
                 checks: dict[str, Any] = {"lease_live": allowed, "lease": snapshot}
                 if not allowed:
                     return refuse(

@@ -119,7 +119,9 @@ class EffectRecovery(EffectSend):
                 t0, via=via, status=status, rechecked=rechecked, take_status=take_status, payload=dispatched["effect"]
             )
 
-    def _t_resolve(self, eff, dispatched, violations, window_passed, found, take_status, *, exhausted, answer):
+    def _t_resolve(
+        self, eff, dispatched, violations, window_passed, found, take_status, *, exhausted=False, answer=None
+    ):
         run = self.run
         t_fence = time.monotonic()
         with self.conn.transaction():
@@ -146,7 +148,7 @@ class EffectRecovery(EffectSend):
                 return None
             grant = cur.execute(GRANT_FOR_SHARE, (locked["grant_id"],)).fetchone() if locked["grant_id"] else None
             payload = eff["payload"]
-            lease_live, snapshot = lease_snapshot(grant, self.action, payload, eff["payload_hash"])
+            lease_live, snapshot = lease_snapshot(grant, self.action, payload, eff["payload_hash"], self.amount_field)
             rechecked = {"lease_live": lease_live, "lease": snapshot, "violations": violations, "at": ts}
             stale = (not lease_live) or bool(violations)
             stale_kind = "lease" if not lease_live else "stale_premise"

@@ -32,7 +32,9 @@ class EffectResult:
     Attributes:
         status: one of STATUSES.
         effect_id: ``"eff_" + sha256(canonical({"request_id": key}))[:32]``.
-        result: the target's response when the effect committed by a send, else None.
+        result: the target's response when the effect committed by a send (or the lookup's
+            answer for COMMITTED_ON_QUERY); for a refusal of a key another workflow owns,
+            ``{"reason", "effect_owner", ...}`` (docs/protocol.md §6.8); else None.
     """
 
     status: str

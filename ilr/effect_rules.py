@@ -10,18 +10,28 @@ from typing import Any
 # -- the grant check (docs/protocol.md §6.2, check 8) -------------------------------------------
 
 
-def lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tuple[bool, dict | None]:
+def lease_snapshot(
+    grant: dict | None, action: str, payload: Any, ph: str, amount_field: str = "amount"
+) -> tuple[bool, dict | None]:
     """(allowed, snapshot) for a grant row read FOR SHARE in this transaction (docs/protocol.md
-    §6.2, check 8)."""
+    §6.2, check 8).
+
+    Args:
+        amount_field: the target's payload key of the amount (``ilr.amounts.amount_field``, read
+            once per call by the caller): ``max_cents`` caps that key's cents, the amount the
+            two-person rule and the review UI read. Named in the snapshot when it is not
+            "amount", so a receipt checks the same key.
+    """
     if grant is None:
         return False, None
-    amount = payload.get("amount") if isinstance(payload, dict) else None
+    # One dict lookup on T_dispatch's path; the rule is ilr.amounts.is_cents (an int, no bool).
+    amount = payload.get(amount_field) if isinstance(payload, dict) else None
     action_matches = grant["action"] == action
     allowed = (
         grant["revoked_at"] is None
         and grant["live_now"]
         and action_matches
-        and (grant["max_cents"] is None or (isinstance(amount, int) and amount <= grant["max_cents"]))
+        and (grant["max_cents"] is None or (type(amount) is int and 0 <= amount <= grant["max_cents"]))
         and (grant["payload_hash"] is None or grant["payload_hash"] == ph)
     )
     snapshot = {
@@ -36,6 +46,8 @@ def lease_snapshot(grant: dict | None, action: str, payload: Any, ph: str) -> tu
         "revoked": grant["revoked_at"].isoformat() if grant["revoked_at"] else None,
         "granted_by": grant["granted_by"],
     }
+    if amount_field != "amount":
+        snapshot["amount_field"] = amount_field
     return bool(allowed), snapshot
 
 

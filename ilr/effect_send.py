@@ -235,7 +235,7 @@ class EffectSend(EffectCallBase):
             fence = db.fenced(fence_cur.fetchone(), run.workflow_id, run.epoch)
             tail = tail_cur.fetchone()
             # The entry and the step row in one statement (Chain.also).
-            chain = journal.Chain(self.effect_id, tail["hash"] if tail else None)
+            chain = journal.Chain.after(self.effect_id, tail)
             with chain.batched(cur):
                 chain.append(cur, "COMMITTED", entry_ts(fence["now"]), committed)
                 out = (

@@ -352,6 +352,14 @@ class AlreadyReconciled(InvalidInput):
         )
 
 
+class SigningKeyUnavailable(InterlockError):
+    """The signing key file the settings name is missing or cannot be read (ilr.keys): the
+    message is one sentence naming the setting (ILR_SIGNING_KEY, or ILR_DATA_DIR for the
+    default path) and the file."""
+
+    code = "ILR-080"
+
+
 class Suspend(BaseException):
     """Internal: the workflow suspended durably; unwinds workflow code. A BaseException so a
     plain ``except Exception`` does not swallow it; a bare ``except:`` that does is detected and

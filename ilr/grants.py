@@ -8,15 +8,15 @@ workflow row, then effect row, then grant row (revoke takes only the grant row).
 from __future__ import annotations
 
 import datetime as dt
-import json
 import secrets
 from typing import Any
 
 from psycopg.rows import dict_row
 
 from ilr import codec
+from ilr.amounts import payload_amount
 from ilr.codec import check_workflow_id
-from ilr.errors import AlreadyReconciled, EffectNotFound, GrantNotFound, InvalidInput, WorkflowNotFound
+from ilr.errors import GrantNotFound, InvalidInput, WorkflowNotFound
 
 MAX_LIFETIME_S = 100 * 365 * 86400
 """Seconds: the longest expires_in (a hundred years); None is the way to say never."""
@@ -41,9 +41,12 @@ def lifetime_seconds(value: Any, field: str) -> float | None:
 
 
 def _amount(payload: Any) -> int | None:
-    if isinstance(payload, dict) and "amount" in payload:
-        return codec.check_cents(payload["amount"], "payload.amount")
-    return None
+    """The raw approve path's cap: the payload's amount under the default field (it names no
+    target; ``ilr.amounts``). A value there that is not cents is refused."""
+    field, cents = payload_amount(None, payload)
+    if cents is None and isinstance(payload, dict) and field in payload:
+        codec.check_cents(payload[field], f"payload.{field}")
+    return cents
 
 
 def new_grant_id() -> str:
@@ -65,7 +68,8 @@ def grant_in(
     Args:
         principal: who may act (an agent or workflow name).
         action: the action covered, e.g. "refund".
-        max_cents: cap on payload["amount"]; None for no cap.
+        max_cents: cap on the payload's amount (``ilr.amounts``: the target's ``amount_field``,
+            default "amount", as the send's grant check reads it); None for no cap.
         expires_in: seconds from now (database clock); None never expires.
 
     Raises:
@@ -91,16 +95,26 @@ def grant_in(
 
 
 def insert_payload_grant(
-    cur, *, principal: str, action: str, payload: Any, facts_text: str, by: str, seconds: float | None
+    cur,
+    *,
+    principal: str,
+    action: str,
+    payload: Any,
+    facts_text: str,
+    by: str,
+    seconds: float | None,
+    max_cents: int | None = None,
 ) -> str:
-    """Insert an approval: a grant bound to ``payload``'s hash and the facts seen, capped at its
-    amount (cents), expiring ``seconds`` from now (database clock; None: never). Inputs are
-    already checked. Returns the grant id."""
+    """Insert an approval: a grant bound to ``payload``'s hash and the facts seen, capped at
+    ``max_cents`` (the request's amount, as ``ilr.amounts.payload_amount`` read it under the
+    target's ``amount_field``; None: no cap, the hash still binds the payload), expiring
+    ``seconds`` from now (database clock; None: never). Inputs are already checked. Returns the
+    grant id."""
     grant_id = new_grant_id()
     cur.execute(
         "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
         "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
-        (grant_id, principal, action, _amount(payload), codec.payload_hash(payload), facts_text, by, seconds),
+        (grant_id, principal, action, max_cents, codec.payload_hash(payload), facts_text, by, seconds),
     )
     return grant_id
 
@@ -160,6 +174,7 @@ def approve_in(
         facts_text=facts_text,
         by=by,
         seconds=seconds,
+        max_cents=_amount(payload),
     )
     signal = codec.dumps(
         {"grant_id": grant_id, "payload": payload, "facts_seen": facts_seen, "approved_by": by},
@@ -240,51 +255,3 @@ def _not_waiting_for_approve(wf_id: str, status: str, waiting: dict) -> str:
     if signal is not None:
         return f"workflow {wf_id} is not waiting for approval: it waits on signal {signal!r}"
     return f"workflow {wf_id} is not waiting for approval (status {status})"
-
-
-def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool | None) -> dict:
-    """Attach a person's attestation to an AMBIGUOUS effect (effects.reconciled only; never
-    written into the journal, so the signed record stays what the runtime knew).
-
-    An attestation is recorded once: a second reconcile of the same effect is refused (the
-    first person's record is never replaced), naming who reconciled it and when.
-
-    Args:
-        evidence: a non-empty string or object (a ledger reference, a ticket, a screenshot URL).
-        applied: what the evidence shows: True (it landed), False (it did not), None (unsure).
-            Required: the attestation cannot be changed later, so it is never defaulted.
-
-    Returns:
-        the stored reconciled object.
-
-    Raises:
-        EffectNotFound: unknown effect id.
-        AlreadyReconciled: it was reconciled already (an InvalidInput).
-        InvalidInput: empty evidence or by; an effect_id that is not an id (codec.check_text);
-            applied that is not True, False or None; the effect is not ambiguous. Nothing is
-            written.
-    """
-    codec.check_who(by)
-    codec.check_text(effect_id, "effect_id")
-    if applied is not None and not isinstance(applied, bool):
-        raise InvalidInput("applied", f"must be True (it landed), False (it did not) or None (unsure), got {applied!r}")
-    if evidence is None or (isinstance(evidence, str) and not evidence.strip()) or evidence in ({}, []):
-        raise InvalidInput("evidence", "a reconcile needs evidence (what shows the effect did or did not land)")
-    codec.check_plain(evidence, "evidence")
-    cur = conn.cursor(row_factory=dict_row)
-    eff = cur.execute(
-        "select state, reconciled from ilr.effects where effect_id = %s for update", (effect_id,)
-    ).fetchone()
-    if eff is None:
-        raise EffectNotFound(effect_id)
-    if eff["reconciled"] is not None:
-        first = codec.loads_jsonb(eff["reconciled"]) or {}
-        raise AlreadyReconciled(effect_id, first.get("by"), first.get("at"))
-    if eff["state"] != "ambiguous":
-        raise InvalidInput("effect_id", f"effect {effect_id} is {eff['state']}, not ambiguous; nothing to reconcile")
-    row = cur.execute(
-        "update ilr.effects set reconciled = jsonb_build_object('evidence', %s::jsonb, 'by', %s::text, "
-        "'applied', %s::boolean, 'at', to_jsonb(now())) where effect_id = %s returning reconciled",
-        (json.dumps(evidence), by, applied, effect_id),
-    ).fetchone()
-    return codec.loads_jsonb(row["reconciled"])

@@ -568,12 +568,38 @@ def late_result_preserved(s: Snapshot) -> list:
 
 
 def receipt_chain_linear(s: Snapshot) -> list:
-    """Per effect one chain (prev links) and verify() reports tamper_evident."""
+    """Per effect one chain (prev links and positions) and verify() reports the chain intact
+    (signatures are not this check's: it runs with no trusted key)."""
     out = []
     for eid, bodies in s.bodies.items():
-        v = receipts.verify({"effect_id": eid, "entries": bodies})
-        if not v["tamper_evident"]:
+        v = receipts.verify({"effect_id": eid, "entries": bodies}, trusted_keys={})
+        if not v["chain_intact"]:
             out.append(_v(effect_id=eid, problems=v["problems"]))
+    return out
+
+
+def receipt_complete(s: Snapshot) -> list:
+    """Every effect's row agrees with its chain: its head (head_hash, head_n) is the chain's
+    last entry and length, so no entry was deleted from the end, and its state is the state the
+    signed entries say (``receipts.chain_state``); a RECONCILED entry's by, applied and evidence
+    are the row's ``reconciled``."""
+    out = []
+    for eid, eff in s.effects.items():
+        entries = s.journal.get(eid, [])
+        last = entries[-1].get("hash") if entries else None
+        if entries and (eff.get("head_hash"), eff.get("head_n")) != (last, len(entries)):
+            out.append(
+                _v(effect_id=eid, head=[eff.get("head_hash"), eff.get("head_n")], chain_ends=[last, len(entries)])
+            )
+        if entries and eff["state"] != receipts.chain_state(entries):
+            out.append(_v(effect_id=eid, state=eff["state"], chain_state=receipts.chain_state(entries)))
+        signed = receipts.chain_reconciled(entries)
+        row = eff.get("reconciled")
+        row = json.loads(row) if isinstance(row, str) else row
+        if signed is not None and (
+            not isinstance(row, dict) or any(row.get(k) != signed[k] for k in ("by", "applied", "evidence"))
+        ):
+            out.append(_v(effect_id=eid, reconciled=row, signed=signed))
     return out
 
 
@@ -776,6 +802,7 @@ INVARIANTS: dict[str, Check] = {
     "NoSendAfterCancel": no_send_after_cancel,
     "LateResultPreserved": late_result_preserved,
     "ReceiptChainLinear": receipt_chain_linear,
+    "ReceiptComplete": receipt_complete,
     "EverySendJournaled": every_send_journaled,
     "ReceiptTruthful": receipt_truthful,
     "TimerNotEarly": timer_not_early,

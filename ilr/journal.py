@@ -1,10 +1,14 @@
 """The effect journal: sealed, chained entries (docs/protocol.md §2, §9).
 
-A sealed entry is ``{kind, effect_id, ts, prev, ...fields, hash, sig}``: ``prev`` is the previous
-entry's hash for this effect (null for the first), ``ts`` the database clock, ``hash`` the
-sha256 of the canonical entry without hash and sig, ``sig`` an Ed25519 signature over the hash
-(hex) or null. The body column keeps the canonical text verbatim. PostgreSQL refuses a forked
-chain (unique nulls not distinct (effect_id, prev)) and a second COMMITTED (one_commit).
+A sealed entry is ``{kind, effect_id, ts, prev, n, kid, ...fields, hash, sig}``: ``prev`` is the
+previous entry's hash for this effect (null for the first), ``n`` its position in the chain (1
+for the first), ``ts`` the database clock, ``kid`` the id of the key that signs it (absent when
+unsigned), ``hash`` the sha256 of the canonical entry without hash and sig, ``sig`` an Ed25519
+signature over the hash (hex) or null. The body column keeps the canonical text verbatim, and
+the ``n`` column the position. PostgreSQL refuses a forked chain (unique nulls not distinct
+(effect_id, prev)), a second COMMITTED (one_commit) and a second RECONCILED (one_reconcile), and
+its trigger ``journal_head`` writes the chain's head (hash, n) on the effect row in the statement
+that appends, so a chain that ends before its head reads as truncated (docs/protocol.md §9).
 """
 
 from __future__ import annotations
@@ -16,7 +20,20 @@ from typing import Any
 
 from ilr import codec, keys
 
-KINDS = ("PROPOSED", "AUTHORIZED", "DISPATCHED", "RESENT", "COMMITTED", "REFUSED", "AMBIGUOUS", "LATE_RESULT")
+KINDS = (
+    "PROPOSED",
+    "AUTHORIZED",
+    "DISPATCHED",
+    "RESENT",
+    "COMMITTED",
+    "REFUSED",
+    "AMBIGUOUS",
+    "LATE_RESULT",
+    "RECONCILED",
+)
+RESERVED = ("n", "kid")
+"""Fields the chain sets on every entry (its position and its key id); an appender's field of
+the same name is replaced."""
 
 
 def seal(entry: dict, signing_key=None) -> dict:
@@ -66,7 +83,12 @@ def _sealed_text(parts: dict[str, str], signing_key) -> tuple[str, str, str | No
     return body, digest, sig
 
 
-LAST_HASH_SQL = "select hash from ilr.journal where effect_id = %s order by seq desc limit 1"
+LAST_HASH_SQL = (
+    "select hash, coalesce(n, (select count(*) from ilr.journal c where c.effect_id = j.effect_id))::int as n "
+    "from ilr.journal j where effect_id = %s order by seq desc limit 1"
+)
+"""The chain's tail: its hash and position (an entry written before positions existed: the
+chain's length, evaluated only then)."""
 
 
 class Chain:
@@ -82,11 +104,18 @@ class Chain:
     Args:
         effect_id: the chain's effect.
         last_hash: the hash of the chain's last entry, read under the lock; None when empty.
+        last_n: that entry's position (``LAST_HASH_SQL``'s ``n``); required with a last_hash.
+
+    Raises:
+        ValueError: a last_hash without its position.
     """
 
-    def __init__(self, effect_id: str, last_hash: str | None):
+    def __init__(self, effect_id: str, last_hash: str | None, last_n: int | None = None):
+        if last_hash is not None and last_n is None:
+            raise ValueError("Chain: the tail's position (n) is required with its hash")
         self.effect_id = effect_id
         self.last_hash = last_hash
+        self.last_n = last_n if last_hash is not None else 0
         self._staged: list[tuple] | None = None
         self._also: list[tuple[str, tuple]] = []
 
@@ -125,9 +154,13 @@ class Chain:
 
     @classmethod
     def read(cls, cur, effect_id: str) -> Chain:
-        """Read the tail hash with ``cur`` (inside the caller's transaction, after the lock)."""
-        row = cur.execute(LAST_HASH_SQL, (effect_id,)).fetchone()
-        return cls(effect_id, row["hash"] if row else None)
+        """Read the tail with ``cur`` (inside the caller's transaction, after the lock)."""
+        return cls.after(effect_id, cur.execute(LAST_HASH_SQL, (effect_id,)).fetchone())
+
+    @classmethod
+    def after(cls, effect_id: str, tail: dict | None) -> Chain:
+        """The chain whose tail is ``tail``, a row of ``LAST_HASH_SQL`` (None: an empty chain)."""
+        return cls(effect_id, tail["hash"], tail["n"]) if tail else cls(effect_id, None)
 
     def append(self, cur, kind: str, ts: float, fields: dict[str, Any] | Encoded) -> dict:
         """Seal and insert one entry after the current tail; returns the sealed entry.
@@ -145,33 +178,46 @@ class Chain:
             raise ValueError(f"journal kind {kind!r} is not one of {KINDS}")
         encoded = fields if isinstance(fields, Encoded) else Encoded(fields)
         head = {"kind": kind, "effect_id": self.effect_id, "ts": ts, "prev": self.last_hash}
+        signing_key = keys.signing_key()
+        n = (self.last_n or 0) + 1
+        # The position and the key id are the chain's, whatever the fields say (RESERVED).
+        chained: dict[str, Any] = {"n": n}
+        if signing_key is not None:
+            chained["kid"] = keys.current_key_id()
         # The fields win over the head on a shared key, as in {**head, **fields}.
-        parts = {**{k: codec.canonical(v) for k, v in head.items()}, **encoded.parts}
+        parts = {
+            **{k: codec.canonical(v) for k, v in head.items()},
+            **{k: v for k, v in encoded.parts.items() if k not in RESERVED},
+            **{k: codec.canonical(v) for k, v in chained.items()},
+        }
         parts.pop("hash", None)  # as seal(): a field named hash or sig is not sealed
         parts.pop("sig", None)
-        body, digest, sig = _sealed_text(parts, keys.signing_key())
-        entry = {**head, **encoded.fields, "hash": digest, "sig": sig}
-        row = (self.effect_id, kind, body, entry["prev"], digest)
+        body, digest, sig = _sealed_text(parts, signing_key)
+        own = {k: v for k, v in encoded.fields.items() if k not in RESERVED}
+        entry = {**head, **own, **chained, "hash": digest, "sig": sig}
+        row = (self.effect_id, kind, body, entry["prev"], digest, n)
         if self._staged is not None:
             self._staged.append(row)
         else:
             _insert(cur, [row])
         self.last_hash = entry["hash"]
+        self.last_n = n
         return entry
 
 
 def _insert(cur, rows: list[tuple], also: Sequence[tuple[str, tuple]] = ()) -> None:
-    """One INSERT of ``rows`` (effect_id, kind, body, prev, hash), with the ``also`` statements
-    as data-modifying CTEs ahead of it; with no rows, the ``also`` statements alone."""
+    """One INSERT of ``rows`` (effect_id, kind, body, prev, hash, n), with the ``also``
+    statements as data-modifying CTEs ahead of it; with no rows, the ``also`` statements alone.
+    The trigger journal_head writes the chain's head on the effect row after this statement."""
     if not rows:
         for sql, params in also:
             cur.execute(sql, params)
         return
     ctes = ", ".join(f"also{i} as ({sql})" for i, (sql, _) in enumerate(also))
-    values = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
     cur.execute(
         f"{'with ' + ctes + ' ' if ctes else ''}"
-        f"insert into ilr.journal (effect_id, kind, body, prev, hash) values {values}",
+        f"insert into ilr.journal (effect_id, kind, body, prev, hash, n) values {values}",
         [v for _, params in also for v in params] + [v for row in rows for v in row],
     )
 

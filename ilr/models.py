@@ -225,6 +225,8 @@ class Effect(ReadOnlyModel):
     reconciled = models.JSONField(null=True)
     last_error = models.JSONField(null=True)
     next_attempt_at = models.DateTimeField(null=True)
+    head_hash = models.TextField(null=True)
+    head_n = models.IntegerField(null=True)
 
     class Meta:
         managed = False
@@ -238,6 +240,7 @@ class JournalEntry(ReadOnlyModel):
     body = models.TextField()
     prev = models.TextField(null=True)
     hash = models.TextField()
+    n = models.IntegerField(null=True)
 
     class Meta:
         managed = False

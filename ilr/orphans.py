@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 
 from ilr import db
+from ilr.amounts import amount_field
 from ilr.effects import EffectCall, LookupFailed
 from ilr.errors import Fenced, Suspend
 from ilr.statuses import ACTIVE
@@ -121,6 +122,7 @@ def _call_for(ctx, target, effect: dict) -> EffectCall:
     call = _OrphanCall.__new__(_OrphanCall)
     call.ctx, call.run, call.target = ctx, ctx._run, target
     call.target_name, call.action = attr(target, "name"), attr(target, "action")
+    call.amount_field = amount_field(target)  # the key a grant's max_cents caps (ilr.amounts)
     call.effect_id, call.payload, call.payload_hash = effect["effect_id"], effect["payload"], effect["payload_hash"]
     call.seq, call.name, call.compensation, call.premises = None, "orphan-recovery", False, None
     # Every target attribute EffectCallBase.__init__ reads (this call skips __init__).

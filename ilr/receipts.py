@@ -1,8 +1,9 @@
 """Receipts: the bundle of an effect's journal and ``verify()`` (docs/protocol.md §9).
 
-``verify`` answers the auditor's five questions (docs/protocol.md §16.5) from the bundle alone:
-P1 happened, P2 happened_once, P3 authorized_when_fired, P4 assumptions_held, P5
-tamper_evident. It never reads the target or the database.
+``verify`` answers the auditor's five questions (docs/protocol.md §16.5) from the bundle and the
+keys it trusts: P1 happened, P2 happened_once, P3 authorized_when_fired, P4 assumptions_held, P5
+tamper_evident. It never reads the target or the database. What a receipt proves, to whom, and
+against whom: docs/security.md.
 """
 
 from __future__ import annotations
@@ -28,37 +29,91 @@ RESEND_VIAS = (IDEMPOTENT_RESEND_VIA, REAPPLY_VIA)
 "late-commit" and "recovery-query", record no send of their own)."""
 
 
+BUNDLE_SQL = (
+    "select state, late_result, reconciled, sends, head_hash, head_n, "
+    "array(select body from ilr.journal j where j.effect_id = e.effect_id order by seq) as bodies "
+    "from ilr.effects e where effect_id = %s"
+)
+"""The effect row and its entries in one statement: one snapshot, so a commit between two reads
+never shows a row ahead of (or behind) its chain."""
+
+
 def bundle(conn, effect_id: str, public_key=None) -> dict:
     """The receipt bundle of ``effect_id``.
 
+    Args:
+        conn: a connection to the runtime's database (dict rows).
+        effect_id: the effect.
+        public_key: the key to name as the bundle's own (``key_id``, ``public_key``); default the
+            current signing key's.
+
     Returns:
-        {"effect_id", "entries": [sealed body text, ...], "late_result", "reconciled",
-        "sends", "state", "key_id", "public_key"}; late_result, reconciled, sends and state
-        come from the effects row and are not signed.
+        {"effect_id", "entries": [sealed body text, ...], "head": {"hash", "n"} or None,
+        "late_result", "reconciled", "sends", "state", "key_id", "public_key", "keys": {kid:
+        PEM}}; head, late_result, reconciled, sends and state come from the effects row and are
+        not signed (verify checks head, state, sends and reconciled against the signed entries).
+        ``keys`` holds the public key of every kid the entries name that this deployment keeps
+        (ilr.keys.trusted_keys): a convenience for reading, never a reason to trust.
 
     Raises:
         LookupError: no effect has this id.
+        SigningKeyUnavailable: the configured signing key file is missing or unreadable.
     """
-    row = conn.execute(
-        "select state, late_result, reconciled, sends from ilr.effects where effect_id = %s", (effect_id,)
-    ).fetchone()
+    row = conn.execute(BUNDLE_SQL, (effect_id,)).fetchone()
     if row is None:
         raise LookupError(f"effect_id: no effect with id {effect_id!r}")
-    bodies = [
-        r["body"]
-        for r in conn.execute("select body from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()
-    ]
+    bodies = list(row["bodies"] or [])
     public_key = public_key or keys.public_key()
+    kids = set()
+    for body in bodies:
+        try:
+            kid = json.loads(body).get("kid")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(kid, str):
+            kids.add(kid)
+    known = keys.trusted_keys() if kids else {}
     return {
         "effect_id": effect_id,
         "entries": bodies,
+        "head": {"hash": row["head_hash"], "n": row["head_n"]} if row["head_n"] is not None else None,
         "late_result": row["late_result"],
         "reconciled": row["reconciled"],
         "sends": row["sends"],
         "state": row["state"],
         "key_id": keys.key_id(public_key),
         "public_key": keys.public_key_pem(public_key),
+        "keys": {kid: keys.public_key_pem(known[kid]) for kid in sorted(kids) if kid in known},
     }
+
+
+def chain_state(entries: list[dict]) -> str:
+    """The effect's state as its signed entries say it (docs/protocol.md §9): proposed until a
+    DISPATCHED or RESENT (dispatched); COMMITTED and AMBIGUOUS are terminal; a REFUSED while
+    dispatched returns it to proposed (the resolving refusals); the other kinds leave it."""
+    state = "proposed"
+    for e in entries:
+        kind = e.get("kind")
+        if state in ("committed", "ambiguous"):
+            continue
+        if kind in ("DISPATCHED", "RESENT"):
+            state = "dispatched"
+        elif kind == "COMMITTED":
+            state = "committed"
+        elif kind == "AMBIGUOUS":
+            state = "ambiguous"
+        elif kind == "REFUSED" and state == "dispatched":
+            state = "proposed"
+    return state
+
+
+def chain_reconciled(entries: list[dict]) -> dict | None:
+    """The signed attestation of a RECONCILED entry: {by (its ``who``), applied, evidence, at (its
+    ts)}, as the effect row's ``reconciled`` holds it; or None."""
+    for e in entries:
+        if e.get("kind") == "RECONCILED":
+            return {"by": e.get("who"), "applied": e.get("applied"), "evidence": e.get("evidence"), "at": e.get("ts")}
+    return None
 
 
 def _lease_live(snapshot: dict | None, ts: float, payload: Any) -> tuple[bool, str | None]:
@@ -71,8 +126,10 @@ def _lease_live(snapshot: dict | None, ts: float, payload: Any) -> tuple[bool, s
     if expires is not None and expires <= ts:
         return False, f"grant {snapshot.get('grant_id')} had expired"
     max_cents = snapshot.get("max_cents")
-    amount = payload.get("amount") if isinstance(payload, dict) else None
-    if max_cents is not None and (not isinstance(amount, int) or amount > max_cents):
+    # The snapshot names the target's amount field when it is not "amount" (effect_rules.lease_snapshot).
+    field = snapshot.get("amount_field") or "amount"
+    amount = payload.get(field) if isinstance(payload, dict) else None
+    if max_cents is not None and (isinstance(amount, bool) or not isinstance(amount, int) or amount > max_cents):
         return False, f"amount {amount} exceeds the grant's max_cents {max_cents}"
     bound = snapshot.get("payload_hash")
     if bound is not None and bound != codec.payload_hash(payload):
@@ -124,29 +181,45 @@ def _send_checks(entry: dict) -> Any:
     return entry.get("checks") if entry.get("kind") == "DISPATCHED" else entry.get("rechecked")
 
 
-def verify(bundle: dict, public_key=None) -> dict:
-    """Check a receipt bundle and answer P1 to P5 (docs/protocol.md §9).
+def verify(bundle: dict, public_key=None, *, trusted_keys=None, previous: dict | None = None) -> dict:
+    """Check a receipt bundle and answer P1 to P5 (docs/protocol.md §9, docs/security.md).
 
     Args:
         bundle: from ``bundle()`` (or a copy of it, e.g. a downloaded JSON file).
-        public_key: an Ed25519 public key; default the bundle's own ``public_key`` PEM. A
-            signature is required of every entry when a key is known.
+        public_key: the key(s) to trust, pinned: an Ed25519 public key or a list of them. The
+            keys the bundle itself carries are never trusted for being there.
+        trusted_keys: without a pinned key, the keys to trust: {kid: public key}, or a list of
+            keys. Default (both None): this deployment's key directory (``keys.trusted_keys``),
+            or none when it cannot be read (no Django settings, a missing key file).
+        previous: a bundle of the same effect handed out earlier: this one must hold all of its
+            entries, unchanged, in order (a superuser who rewinds the chain and the effect row
+            together is seen only so).
 
     Returns:
-        {"valid", "tamper_evident", "happened" (True, False or "unknown"), "happened_once"
-        (True, False or "unknown"), "authorized_when_fired" (None when nothing was dispatched),
-        "assumptions_held" (None when nothing was sent), "sends", "unsigned", "refusals": [{"at",
-        "reason", "premise_violations", "grant_refused"}], "problems": [sentence]}. ``unsigned`` counts
-        entries with no signature although a key is known (each makes tamper_evident False:
-        such an entry cannot be checked). ``valid`` says only that the
-        bundle can be read (at least one entry, each a JSON object); ``tamper_evident`` (P5)
-        that nothing was found altered: each entry canonical, its hash recomputing, the chain
-        linked, every entry this effect's, and with a key every signature verifying.
+        {"valid", "chain_intact", "signature", "tamper_evident", "happened" (True, False or
+        "unknown"), "happened_once" (True, False or "unknown"), "authorized_when_fired" (None when
+        nothing was dispatched), "assumptions_held" (None when nothing was sent), "sends",
+        "state", "reconciled", "head", "unsigned", "refusals": [{"at", "reason",
+        "premise_violations", "grant_refused"}], "problems": [sentence]}.
+
+        ``valid`` says only that the bundle can be read (at least one entry, each a JSON object).
+        ``chain_intact``: each entry canonical, its hash recomputing, linked to the one before,
+        at its position ``n``, this effect's; the chain ending at the effect's head (else
+        "truncated: ..."); the row's state, sends and reconciliation agreeing with the entries;
+        and, with ``previous``, no entry of it missing or changed. ``signature``: "verified: ..."
+        when every entry's signature verifies with a trusted key, else "unverified: ..." and why.
+        ``tamper_evident`` (P5): chain_intact and the signature verified; never True without a
+        trusted key. ``unsigned`` counts entries with no signature while a key is known (the
+        bundle's or a trusted one). ``state``, ``sends`` and ``reconciled`` are derived from the
+        signed entries (``chain_state``, ``send_entries``, ``chain_reconciled``; a reconciliation
+        only on the row, made before RECONCILED existed, is given with ``signed: False``).
+        ``head``: "checked", or why not.
 
     The rules, each from the bundle's entries alone:
 
     - happened (P1): True with a COMMITTED; "unknown" when AMBIGUOUS or a DISPATCHED is still
-      open; otherwise False.
+      open, or when entries are missing (truncated) or the row says committed over a chain with
+      no COMMITTED; otherwise False.
     - happened_once (P2): True only when happened is True and the journal rules out a second
       application. False when a LATE_RESULT sits beside a COMMITTED via
       "recovery-reapply": the late answer shows the first send applied, and the reapply applied
@@ -175,60 +248,106 @@ def verify(bundle: dict, public_key=None) -> dict:
       sent. What every refusing check found is in ``refusals``, so a reader is never told the
       premises held where a check found them changed.
     """
-    public_key, key_problems = _bundle_key(bundle, public_key)
-    chain = _read_chain(bundle, public_key)
+    trusted, trust_note = _trusted(public_key, trusted_keys)
+    chain = _read_chain(bundle, trusted)
     entries = chain.entries
+    head_note, truncated = _head_check(bundle, chain)
+    row_problems, reconciled = _row_problems(bundle, entries)
+    compare_problems = _compare(bundle, previous) if previous is not None else []
+    signature = _signature_words(bundle, chain, trusted, trust_note)
     dispatched = [e for e in entries if e.get("kind") == "DISPATCHED"]
     happened = _happened(entries, dispatched)
+    if happened is False and (truncated or any(p.startswith("the effect row says committed") for p in row_problems)):
+        # Entries are missing (or the row says what the chain does not): what they said is
+        # not known, so "it did not happen" would be a claim the record cannot make.
+        happened = "unknown"
     happened_once, once_problems = _happened_once(entries, happened)
+    if truncated and happened_once is True:
+        happened_once = "unknown"
     authorized, p3_problems = _authorized_when_fired(entries, dispatched)
     assumptions, p4_problems = _assumptions_held(entries)
+    intact = chain.intact and not truncated and not row_problems and not compare_problems
+    problems = chain.problems + truncated + row_problems + compare_problems
     return {
         "valid": chain.valid,
-        "tamper_evident": not key_problems and chain.tamper_evident,
+        "chain_intact": intact,
+        "signature": signature,
+        "tamper_evident": intact and chain.valid and signature.startswith("verified"),
         "happened": happened,
         "happened_once": happened_once,
         "authorized_when_fired": authorized if dispatched else None,
         "assumptions_held": assumptions,
         "sends": len(send_entries(entries)),
+        "state": chain_state(entries),
+        "reconciled": reconciled,
+        "head": head_note,
         "unsigned": chain.unsigned,
         "refusals": [_refusal(e, dispatched) for e in entries if e.get("kind") == "REFUSED"],
-        "problems": key_problems + chain.problems + once_problems + p3_problems + p4_problems,
+        "problems": problems + once_problems + p3_problems + p4_problems,
     }
 
 
 # -- verify's checks, in the order verify reports their problems ----------------------------------
 
 
-def _bundle_key(bundle: dict, public_key) -> tuple[Any, list[str]]:
-    """(the key to check signatures with, problems): ``public_key`` when given, else the bundle's
-    own PEM (None when it has none, or when it does not load: a problem, and not tamper_evident)."""
-    if public_key is None and bundle.get("public_key"):
-        try:
-            return keys.load_public_pem(bundle["public_key"]), []
-        except ValueError:
-            return None, ["the bundle's public key does not load"]
-    return public_key, []
+def _as_keyring(keys_in: Any) -> dict[str, Any]:
+    """{kid: public key} from a key, a list of keys, or a {kid: key} mapping (kids recomputed:
+    a mapping's own labels are not trusted)."""
+    if keys_in is None:
+        return {}
+    if isinstance(keys_in, dict):
+        keys_in = list(keys_in.values())
+    elif not isinstance(keys_in, (list, tuple, set, frozenset)):
+        keys_in = [keys_in]
+    out = {}
+    for key in keys_in:
+        if isinstance(key, str):
+            key = keys.load_public_pem(key)
+        kid = keys.key_id(key)
+        if kid is not None:
+            out[kid] = key
+    return out
+
+
+def _trusted(public_key: Any, trusted_keys: Any) -> tuple[dict[str, Any], str]:
+    """(the trusted keys by kid, where they came from, in words)."""
+    if public_key is not None:
+        return _as_keyring(public_key), "the pinned key"
+    if trusted_keys is not None:
+        return _as_keyring(trusted_keys), "the given trusted keys"
+    try:
+        return keys.trusted_keys(), "this deployment's key directory"
+    except Exception as exc:  # noqa: BLE001 - no settings, or an unreadable key: trust nothing
+        return {}, f"this deployment's key directory, which cannot be read ({exc})"
 
 
 @dataclass
 class _Chain:
-    """What reading the bundle's entries found (P5 and ``valid``)."""
+    """What reading the bundle's entries found (``valid``, ``chain_intact``, the signatures)."""
 
     entries: list[dict] = field(default_factory=list)
     """The entries that parse as JSON objects, in order."""
     valid: bool = True
-    tamper_evident: bool = True
+    intact: bool = True
+    """Seals and links only (verify adds the head, the row and the earlier receipt)."""
     unsigned: int = 0
+    verified_by: set[str] = field(default_factory=set)
+    """Key ids whose signatures verified."""
+    untrusted: dict[str, list[int]] = field(default_factory=dict)
+    """{kid or "": [entry numbers]}: signed, but not by a trusted key ("": an entry naming no kid)."""
+    bad: list[int] = field(default_factory=list)
+    """Entries whose signature does not verify with the trusted key they name."""
     problems: list[str] = field(default_factory=list)
 
 
-def _read_chain(bundle: dict, public_key) -> _Chain:
-    """Parse every entry and check its seal: canonical form, hash, the prev link, the effect id,
-    and with a key its signature. An entry that is not a JSON object makes the bundle invalid
-    and is skipped (the next entry's prev link is checked against the last one read)."""
+def _read_chain(bundle: dict, trusted: dict[str, Any]) -> _Chain:
+    """Parse every entry and check its seal: canonical form, hash, the prev link, its position,
+    the effect id, and its signature against the trusted keys. An entry that is not a JSON
+    object makes the bundle invalid and is skipped (the next entry's prev link is checked
+    against the last one read)."""
     chain = _Chain()
     prev = None
+    key_known = bool(trusted) or bool(bundle.get("key_id") or bundle.get("public_key"))
     for i, body in enumerate(bundle.get("entries") or []):
         try:
             entry = json.loads(body)
@@ -236,16 +355,14 @@ def _read_chain(bundle: dict, public_key) -> _Chain:
                 raise ValueError("not an object")
         except ValueError:
             chain.problems.append(f"entry {i + 1} is not valid JSON")
-            chain.tamper_evident = False
+            chain.intact = False
             chain.valid = False
             continue
         found = _seal_problems(i + 1, body, entry, prev, bundle.get("effect_id"))
-        if public_key is not None and not entry.get("sig"):
-            chain.unsigned += 1
-        found += _signature_problems(i + 1, entry, public_key)
-        if found:
-            chain.problems += found
-            chain.tamper_evident = False
+        altered, unsigned = _signature_check(chain, i + 1, entry, trusted, bundle.get("key_id"), key_known)
+        if found or altered:
+            chain.intact = False
+        chain.problems += found + altered + unsigned
         prev = entry.get("hash")
         chain.entries.append(entry)
     if not chain.entries:
@@ -256,7 +373,8 @@ def _read_chain(bundle: dict, public_key) -> _Chain:
 
 def _seal_problems(n: int, body: str, entry: dict, prev: str | None, effect_id: Any) -> list[str]:
     """What is wrong with entry number ``n`` (from 1) as a link of the chain: not canonical, a
-    hash that does not recompute, a prev that is not the previous entry's hash, another effect's."""
+    hash that does not recompute, a prev that is not the previous entry's hash, a position that
+    is not its place (an entry written before positions has none), another effect's."""
     problems = []
     if codec.canonical(entry) != body:
         problems.append(f"entry {n} is not in canonical form")
@@ -265,27 +383,148 @@ def _seal_problems(n: int, body: str, entry: dict, prev: str | None, effect_id: 
         problems.append(f"entry {n} ({entry.get('kind')}): hash does not recompute")
     if entry.get("prev") != prev:
         problems.append(f"entry {n} ({entry.get('kind')}): prev link breaks the chain")
+    if "n" in entry and entry.get("n") != n:
+        problems.append(f"entry {n} ({entry.get('kind')}): its position n is {entry.get('n')!r}, not {n}")
     if entry.get("effect_id") != effect_id:
         problems.append(f"entry {n} belongs to another effect")
     return problems
 
 
-def _signature_problems(n: int, entry: dict, public_key) -> list[str]:
-    """With a key, what is wrong with entry number ``n``'s signature: missing, or not verifying."""
-    if public_key is None:
-        return []
-    if not entry.get("sig"):
-        # Not provably altered, but not provable either: anyone who can write the journal
-        # can recompute an unsigned chain, so with a key every entry must carry a signature.
-        return [
-            f"entry {n} ({entry.get('kind')}) is not signed although the bundle names a key: "
+def _signature_check(
+    chain: _Chain, n: int, entry: dict, trusted: dict[str, Any], bundle_kid: Any, key_known: bool
+) -> tuple[list[str], list[str]]:
+    """Check entry number ``n``'s signature against the trusted keys, recording in ``chain``
+    which key verified it, or that its key is not trusted. Returns (the problems that mean the
+    chain was altered: a signature that does not verify with the trusted key it names; while a
+    key is known, the entry's lack of a signature: it cannot be checked, but is not shown
+    altered)."""
+    sig = entry.get("sig")
+    if not sig:
+        if not key_known:
+            return [], []
+        chain.unsigned += 1
+        # Not provably altered, but not provable either: anyone who can write the journal can
+        # recompute an unsigned chain, so once a key is known every entry must carry a signature.
+        return [], [
+            f"entry {n} ({entry.get('kind')}) is not signed although a key is known: "
             f"written before the key existed or by a worker started without it, or its "
             f"signature was removed; it cannot be checked"
         ]
-    try:
-        public_key.verify(bytes.fromhex(entry.get("sig") or ""), str(entry.get("hash")).encode())
-    except (InvalidSignature, ValueError):
-        return [f"entry {n} ({entry.get('kind')}): signature does not verify"]
+    kid = entry.get("kid")
+    if isinstance(kid, str):
+        candidates = [(kid, trusted[kid])] if kid in trusted else []
+    else:
+        # Written before entries named their key: the bundle's key first, then each trusted key.
+        candidates = sorted(trusted.items(), key=lambda kv: kv[0] != bundle_kid)
+    if not candidates:
+        chain.untrusted.setdefault(kid if isinstance(kid, str) else "", []).append(n)
+        return [], []
+    for cid, key in candidates:
+        try:
+            key.verify(bytes.fromhex(str(sig)), str(entry.get("hash")).encode())
+        except (InvalidSignature, ValueError):
+            continue
+        chain.verified_by.add(cid)
+        return [], []
+    if isinstance(kid, str):
+        chain.bad.append(n)
+        return [f"entry {n} ({entry.get('kind')}): signature does not verify with key {kid}"], []
+    # No kid and no trusted key verifies it: signed by some key this verifier does not trust.
+    chain.untrusted.setdefault("", []).append(n)
+    return [], []
+
+
+def _signature_words(bundle: dict, chain: _Chain, trusted: dict[str, Any], source: str) -> str:
+    """verify's ``signature``: "verified: ..." or "unverified: ..." with why, in words."""
+    entries = len(chain.entries)
+    if chain.bad:
+        return f"unverified: the signature of {_entries_words(chain.bad)} does not verify"
+    reasons = []
+    bundle_kid = bundle.get("key_id")
+    for kid, numbers in sorted(chain.untrusted.items()):
+        if kid and kid == bundle_kid:
+            reasons.append(f"the bundle names key {kid}, which is not a trusted key")
+        elif kid:
+            reasons.append(f"{_entries_words(numbers)} signed by key {kid}, which is not a trusted key")
+        elif bundle_kid and bundle_kid not in trusted:
+            reasons.append(f"the bundle names key {bundle_kid}, which is not a trusted key")
+        else:
+            reasons.append(f"{_entries_words(numbers)} signed by a key that is not trusted")
+    if chain.unsigned:
+        reasons.append(
+            f"{chain.unsigned} of {entries} entries are not signed (written before the key existed, by a worker "
+            "without it, or stripped)"
+        )
+    if not trusted:
+        reasons.append(f"no trusted key is known ({source} holds none): pass the deployment's public key")
+    if reasons:
+        return "unverified: " + "; ".join(dict.fromkeys(reasons))
+    if not chain.entries:
+        return "unverified: no entries"
+    return f"verified: every entry is signed by a trusted key ({', '.join(sorted(chain.verified_by))}, from {source})"
+
+
+def _entries_words(numbers: list[int]) -> str:
+    """ "entry 3" or "entries 1, 2"."""
+    return ("entry " if len(numbers) == 1 else "entries ") + ", ".join(str(x) for x in numbers)
+
+
+def _head_check(bundle: dict, chain: _Chain) -> tuple[str, list[str]]:
+    """(verify's ``head``, the truncation problems): the chain must end at the effect's head."""
+    head = bundle.get("head")
+    if not isinstance(head, dict) or not isinstance(head.get("n"), int):
+        return "not checked: the bundle carries no head", []
+    k, n = len(bundle.get("entries") or []), head["n"]
+    last = chain.entries[-1].get("hash") if chain.entries else None
+    if k < n:
+        return "checked", [f"truncated: the chain ends at entry {k} but the effect's head is entry {n}"]
+    if k > n:
+        return "checked", [f"the chain holds {k} entries but the effect's head is entry {n}"]
+    if head.get("hash") != last:
+        return "checked", [f"the chain's entry {k} is not the effect's head (another hash)"]
+    return "checked", []
+
+
+def _row_problems(bundle: dict, entries: list[dict]) -> tuple[list[str], dict | None]:
+    """(problems, the reconciliation): the effect row's state, sends and reconciled, which the
+    bundle copies unsigned, against what the signed entries say."""
+    problems = []
+    derived = chain_state(entries)
+    row_state = bundle.get("state")
+    if row_state is not None and entries and row_state != derived:
+        if row_state == "committed" and not any(e.get("kind") == "COMMITTED" for e in entries):
+            problems.append("the effect row says committed but the chain holds no COMMITTED entry")
+        else:
+            problems.append(f"the effect row's state {row_state} differs from the signed journal's ({derived})")
+    sent = send_entries(entries)
+    legacy = any(e.get("kind") == "COMMITTED" for e in sent)  # a resend before RESENT existed
+    row_sends = bundle.get("sends")
+    if isinstance(row_sends, int) and entries and not legacy and row_sends != len(sent):
+        problems.append(f"the effect row's sends {row_sends} differs from the signed journal's ({len(sent)})")
+    signed = chain_reconciled(entries)
+    row = bundle.get("reconciled")
+    if signed is not None:
+        same = isinstance(row, dict) and all(row.get(k) == signed[k] for k in ("by", "applied", "evidence"))
+        if "reconciled" in bundle and not same:  # a bundle without the row's copy has nothing to compare
+            problems.append("the effect row's reconciled differs from the signed RECONCILED entry")
+        return problems, {**signed, "signed": True}
+    if isinstance(row, dict):
+        # Recorded before RECONCILED entries existed: a person's statement the record does not hold.
+        return problems, {**row, "signed": False}
+    return problems, None
+
+
+def _compare(bundle: dict, previous: dict) -> list[str]:
+    """What an earlier receipt of the same effect shows about this one: it must hold every
+    earlier entry, unchanged and in order."""
+    if previous.get("effect_id") != bundle.get("effect_id"):
+        return [f"the earlier receipt is of effect {previous.get('effect_id')!r}, not {bundle.get('effect_id')!r}"]
+    old, new = list(previous.get("entries") or []), list(bundle.get("entries") or [])
+    for i, body in enumerate(old[: len(new)]):
+        if body != new[i]:
+            return [f"forked: entry {i + 1} differs from the earlier receipt's entry {i + 1}"]
+    if len(new) < len(old):
+        return [f"shrank: an earlier receipt of this effect held {len(old)} entries, this one holds {len(new)}"]
     return []
 
 

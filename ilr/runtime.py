@@ -32,9 +32,10 @@ from ilr.deployments import (  # noqa: F401 (DUE_SQL, LIVE_SQL, UNSERVED_SQL, MI
     retire_in,
     unserved_on,
 )
-from ilr.errors import InvalidInput, WorkflowConflict, WorkflowFailed, WorkflowNotFound
-from ilr.grants import EffectNotFound, approve_in, grant_in, reconcile_in, revoke_in
+from ilr.errors import EffectNotFound, InvalidInput, WorkflowConflict, WorkflowFailed, WorkflowNotFound
+from ilr.grants import approve_in, grant_in, revoke_in
 from ilr.orphans import recover_orphans
+from ilr.reconcile import reconcile_in
 from ilr.statuses import ACTIVE, STATUSES, TERMINAL  # noqa: F401 (re-exported)
 from ilr.workflow_ops import (  # noqa: F401 (FORK_OWNER re-exported)
     FORK_OWNER,
@@ -470,7 +471,8 @@ class Runtime:
             )
 
     def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None) -> dict:
-        """Attest what happened to an AMBIGUOUS effect (see ilr.grants.reconcile_in).
+        """Attest what happened to an AMBIGUOUS effect: a signed RECONCILED journal entry (see
+        ilr.reconcile.reconcile_in; this process's signing key signs it).
 
         ``applied`` has no default: an attestation is recorded once, so what the evidence shows
         (True: it landed, False: it did not, None: unsure) is always said, never assumed.

@@ -45,8 +45,9 @@ class EffectTarget(Protocol):
     it needs; default "refund"), ``send_timeout`` (35 s), ``settle_margin`` (10 s),
     ``premise_max_age`` (5 s), ``queryable`` (tier == 2), ``dedup_window`` (inf s),
     ``query(effect_id, payload) -> dict | None``, ``validate_premises(premises, effect_id) ->
-    [sentence]``, ``capture(...) -> premises``; and, for the review UI only, ``amount_field``
-    (the payload key holding integer cents; "amount"), ``currency`` ("USD") and
+    [sentence]``, ``capture(...) -> premises``; ``amount_field`` (the payload key holding
+    integer cents; "amount": the amount the two-person rule, a grant's max_cents and the review
+    UI read, ``ilr.amounts``); and, for the review UI only, ``currency`` ("USD") and
     ``reference_field`` (the key of apply's answer holding the provider's reference; the first
     of "reference", "id", "reference_id").
 

@@ -325,8 +325,8 @@ def always_fails(ctx, input):
 
 @workflow(name="asks_approval", version="1")
 def asks_approval(ctx, input):
-    """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents),
-    then send it under the approval's grant and premises."""
+    """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents,
+    action, amount_field, payload), then send it under the approval's grant and premises."""
     from prove.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
@@ -334,13 +334,16 @@ def asks_approval(ctx, input):
         target.two_person_cents = input["two_person_cents"]
     if input.get("action"):
         target.action = input["action"]  # what the effect asks the grant to cover, and the request
-    payload = {"payment": input["payment"], "amount": input["amount"]}
+    if input.get("amount_field"):
+        target.amount_field = input["amount_field"]  # the payload key the money rules read
+    # "payload": the exact payload to ask for (the amount under amount_field, other keys as given).
+    payload = input.get("payload") or {"payment": input["payment"], "amount": input["amount"]}
     approval = ctx.request_approval(
         target,
         input["key"],
         payload,
         premises=lambda: target.capture(input["payment"]),
-        summary=f"Refund {input['amount']} cents",
+        summary=f"Refund {input.get('amount')} cents",
         timeout=input.get("timeout", 60),
     )
     if approval is None:

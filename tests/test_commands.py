@@ -39,6 +39,7 @@ def test_public_api_is_pinned():
         "NonDeterminism",
         "RetryPolicy",
         "Runtime",
+        "SendInProgress",
         "SignalTimeout",
         "StepFailed",
         "TargetRejected",
@@ -69,7 +70,7 @@ def test_ilr_check_and_receipt_commands(rt, workers, tmp_path):
     rec = manage(workers, "receipt", result["effect_id"], "--verify")
     assert rec.returncode == 0, rec.stderr
     out = json.loads(rec.stdout)
-    assert out["verify"]["happened"] is True and out["verify"]["tamper_evident"] is True
+    assert out["verify"]["happened"] is True and out["verify"]["chain_intact"] is True
     unknown = manage(workers, "receipt", "eff_nope")
     assert unknown.returncode != 0 and "no effect with id 'eff_nope'" in unknown.stderr
     # A ledger that lost the refund: the registry reports it and exits 1.

@@ -43,7 +43,7 @@ def test_s01_crash_after_send(rt, workers, tmp_path, tier, expected):
         posts = [e for e in env.access_log() if e["method"] == "POST" and e["path"] == "/refunds"]
         assert len(posts) == (2 if tier == 1 else 1)  # tier 1 resends under the key; 2 and 3 never resend
         v = receipts.verify(rt.receipt(result["effect_id"]))
-        assert v["tamper_evident"] and v["valid"]
+        assert v["chain_intact"] and v["valid"]
         assert v["happened"] == ("unknown" if tier == 3 else True)
 
 

@@ -171,7 +171,7 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
         result = rt.result(case["id"], timeout=60)
         assert result["status"] == "COMMITTED"
         bundle = rt.receipt(result["effect_id"], public_key=pub)
-        v = receipts.verify(bundle)
+        v = receipts.verify(bundle, public_key=pub)  # the key the workers signed with, pinned
         ledger = our_refunds(env, case)
         assert v["valid"] and v["tamper_evident"] and v["problems"] == []
         assert v["happened"] is True and len(ledger) == 1
@@ -181,7 +181,7 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
             for pos in range(len(body)):
                 flipped = body[:pos] + chr(ord(body[pos]) ^ 1) + body[pos + 1 :]
                 copy = {**bundle, "entries": [*bundle["entries"][:i], flipped, *bundle["entries"][i + 1 :]]}
-                assert receipts.verify(copy)["tamper_evident"] is False, (i, pos)
+                assert receipts.verify(copy, public_key=pub)["tamper_evident"] is False, (i, pos)
         # A byte flipped in the stored body (by someone who can disable the trigger) is evident too.
         from ilr import db
 
@@ -195,7 +195,9 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
                 )
             finally:
                 conn.execute("alter table ilr.journal enable trigger journal_append_only")
-        assert receipts.verify(rt.receipt(result["effect_id"], public_key=pub))["tamper_evident"] is False
+        assert (
+            receipts.verify(rt.receipt(result["effect_id"], public_key=pub), public_key=pub)["tamper_evident"] is False
+        )
 
 
 def test_a_failing_response_log_does_not_block_the_commit(rt, workers, tmp_path):

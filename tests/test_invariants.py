@@ -247,6 +247,11 @@ CORRUPTIONS = {
         c.execute("update ilr.journal set body = replace(body, 're_1', 're_2') where kind = 'COMMITTED'"),
     ),
     "ReceiptTruthful": lambda c, s: s["evidence"]["ledger"].clear(),
+    # The issue 40 truncation: the last entry deleted past the append-only trigger, the head kept.
+    "ReceiptComplete": lambda c, s: (
+        c.execute("alter table ilr.journal disable trigger journal_append_only"),
+        c.execute("delete from ilr.journal where kind = 'COMMITTED'"),
+    ),
     "TimerNotEarly": lambda c, s: c.execute(
         "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values ('W1', 4, 'sleep', "
         "'sleep', jsonb_build_object('until', to_jsonb(now())), 2, now() - interval '3587 seconds')"

@@ -127,15 +127,25 @@ def test_an_entry_sealed_from_encoded_members_is_the_canonical_text_of_the_whole
     # issue 9); it must be byte for byte the canonical text of the whole entry, with the hash
     # over the entry without hash and sig, whether the fields came as a dict or Encoded.
     for given_fields in ({**fields, **more}, journal.Encoded(fields).merged(more)):
-        chain = journal.Chain("eff_p", prev)
+        chain = journal.Chain("eff_p", prev, 4 if prev else None)
         chain._staged = []  # as inside Chain.batched: the row is staged, not inserted
         entry = chain.append(None, "PROPOSED", ts, given_fields)
-        ((_, kind, body, row_prev, digest),) = chain._staged
+        ((_, kind, body, row_prev, digest, n),) = chain._staged
+        # The position and the key id are the chain's (journal.RESERVED), whatever the fields say.
+        chained = {"n": 5 if prev else 1, **({"kid": keys.current_key_id()} if keys.signing_key() else {})}
         unsigned = {
             k: v
-            for k, v in {"kind": "PROPOSED", "effect_id": "eff_p", "ts": ts, "prev": prev, **fields, **more}.items()
+            for k, v in {
+                "kind": "PROPOSED",
+                "effect_id": "eff_p",
+                "ts": ts,
+                "prev": prev,
+                **{k: v for k, v in {**fields, **more}.items() if k not in journal.RESERVED},
+                **chained,
+            }.items()
             if k not in ("hash", "sig")
         }
+        assert n == chained["n"]
         assert digest == hashlib.sha256(_oracle(unsigned).encode()).hexdigest()
         assert body == _oracle({**unsigned, "hash": digest, "sig": entry["sig"]})
         assert json.loads(body) == entry

@@ -61,6 +61,6 @@ def test_s08a_late_response_after_claim_expiry(rt, workers, tmp_path, test_dsn):
         )
         assert logged == 1  # the sender logged its answer before trying T_commit
         v = receipts.verify(rt.receipt(eff))
-        assert v["tamper_evident"] and v["happened"] is True and v["happened_once"] is True
+        assert v["chain_intact"] and v["happened"] is True and v["happened_once"] is True
         assert v["assumptions_held"] is True  # the answer came 2 s after the send, inside A2's bound
         assert a.poll() is None

@@ -192,7 +192,7 @@ def test_session_mode_runs_a_refund_with_steps_a_signal_and_a_gated_effect(rt, w
             refunds = [r for r in env.ledger(case["payment"]) if r["source"] == "api"]
             assert [r["amount"] for r in refunds] == [proposal["amount"]]
             verdict = receipts.verify(client.receipt(result["effect_id"]))
-            assert verdict["valid"] and verdict["tamper_evident"] and verdict["happened"] is True
+            assert verdict["valid"] and verdict["chain_intact"] and verdict["happened"] is True
         # NOTIFY reaches a worker's LISTEN through the pool: with a 30 s poll, a start and a
         # signal are claimed well before any poll would.
         workers.kill("pb-session")

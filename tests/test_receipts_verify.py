@@ -41,15 +41,22 @@ VIOLATION = "prior refunds changed: 0 -> 2000"
 
 
 @pytest.fixture(scope="module")
-def signing_key(tmp_path_factory):
-    """A real Ed25519 key, written by keys.generate and loaded the way workers load it."""
+def key_file(tmp_path_factory):
+    """A real Ed25519 key file, written by keys.generate."""
     private, _ = keys.generate(tmp_path_factory.mktemp("keys"))
-    with override_settings(ILR_SIGNING_KEY=str(private)):
+    return private
+
+
+@pytest.fixture
+def signing_key(key_file):
+    """The key, loaded the way workers load it, and this deployment's trusted key for the test
+    (ILR_SIGNING_KEY): verify() trusts a key only from the deployment or pinned."""
+    with override_settings(ILR_SIGNING_KEY=str(key_file)):
         keys.signing_key.cache_clear()
         key = keys.signing_key()
+        assert key is not None
+        yield key
     keys.signing_key.cache_clear()
-    assert key is not None
-    return key
 
 
 def lease(live: bool = True) -> dict:
@@ -125,18 +132,21 @@ HEAD = (proposed(), authorized(), dispatched())
 
 def bundle_of(key, *steps: tuple[str, dict]) -> dict:
     """A receipt bundle of sealed, chained, signed entries, shaped like receipts.bundle()."""
-    bodies, prev = [], None
+    bodies, prev, entries = [], None, []
     for i, (kind, fields) in enumerate(steps):
         entry = journal.seal({"kind": kind, "effect_id": EID, "ts": T0 + i, "prev": prev, **fields}, key)
         bodies.append(codec.canonical(entry))
+        entries.append(entry)
         prev = entry["hash"]
     return {
         "effect_id": EID,
         "entries": bodies,
+        "head": {"hash": prev, "n": len(bodies)},
         "late_result": None,
         "reconciled": None,
-        "sends": 1,
-        "state": "committed",
+        # The row's copies as the runtime keeps them in step with the entries.
+        "sends": len(receipts.send_entries(entries)),
+        "state": receipts.chain_state(entries),
         "key_id": keys.key_id(key.public_key()),
         "public_key": keys.public_key_pem(key.public_key()),
     }
@@ -296,7 +306,7 @@ def test_runtime_refused_recheck_keeps_assumptions_held(rt, workers, tmp_path):
         assert result["status"] == "REFUSED:stale_premise_at_recovery"
         assert our_refunds(env, case) == []
         v = receipts.verify(rt.receipt(result["effect_id"]))
-        assert v["valid"] and v["tamper_evident"] and v["happened"] is False
+        assert v["valid"] and v["chain_intact"] and v["happened"] is False
         refused = [e for e in map(json.loads, rt.receipt(result["effect_id"])["entries"]) if e["kind"] == "REFUSED"]
         assert refused and refused[-1]["rechecked"]["violations"]  # the re-check did find the change
         assert v["assumptions_held"] is True, v["problems"]
@@ -344,7 +354,7 @@ def test_runtime_s08c_reapply_after_an_unanswered_send_is_unknown(rt, workers, t
         kinds = [json.loads(body)["kind"] for body in bundle["entries"]]
         assert "LATE_RESULT" not in kinds
         v = receipts.verify(bundle)
-        assert v["valid"] and v["tamper_evident"] and v["happened"] is True
+        assert v["valid"] and v["chain_intact"] and v["happened"] is True
         assert v["happened_once"] == "unknown", v
         assert any("recovery-reapply" in p and "A2" in p for p in v["problems"])
 

@@ -51,7 +51,7 @@ def test_a_silent_provider_gets_resends_that_back_off_and_all_are_signed(rt, wor
         assert [r["amount"] for r in env.ledger(case["payment"])] == [500]
         v = receipts.verify(rt.receipt(key))
         assert v["sends"] == len(posts), (v, len(posts))
-        assert v["tamper_evident"] and v["unsigned"] == 0, v
+        assert v["chain_intact"] and v["unsigned"] == 0, v
         assert v["happened"] is True and v["happened_once"] is True, v
         assert v["authorized_when_fired"] is True and v["assumptions_held"] is True, v
         entries = _entries(rt, key)

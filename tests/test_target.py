@@ -14,6 +14,7 @@ import pytest
 from ilr.errors import TargetRejected
 from prove.peers.target import target_process
 from prove.peers.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
+from tests.conftest import wait_for
 
 PAID = 10_000  # cents
 
@@ -224,7 +225,12 @@ def test_bad_input_is_refused_with_nothing_applied(t2, body, status):
     got, answer = http_json("POST", f"{t2}/refunds", body, headers={"Idempotency-Key": "bad"})
     assert got == status and "error" in answer
     assert rows(t2) == []
-    entry = [e for e in log(t2) if e["path"] == "/refunds"][-1]
+    # The server appends a request to its log after the answer is written: wait for it.
+    entry = wait_for(
+        lambda: next((e for e in reversed(log(t2)) if e["path"] == "/refunds" and e["body"] == body), None),
+        timeout=5,
+        message="the refused request in the access log",
+    )
     assert entry["applied"] is False and entry["status"] == status and entry["body"] == body
 
 

@@ -17,9 +17,11 @@ from approvals.admin.actions import GrantActions
 from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, table
 from approvals.admin.filters import GrantKindFilter, GrantStateFilter
 from approvals.forms import GrantCreateForm
+from approvals.queue import money
 from approvals.templatetags.approvals_extras import cents
 from ilr.errors import InvalidInput
 from ilr.models import ApprovalRequest, Effect, Grant
+from ilr.targets import get_target
 
 
 @admin.register(Grant)
@@ -169,7 +171,7 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
     list_filter = ("status", "action")
     search_fields = ("id", "workflow_id")
     ordering = ("-requested_at",)
-    readonly_fields = ("payload_display", "premises_display", "approvals_display")
+    readonly_fields = ("amount_display", "payload_display", "premises_display", "approvals_display")
 
     def get_search_results(self, request, queryset, search_term):
         """Exact request id or workflow id."""
@@ -187,6 +189,13 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
         return format_html(
             '<a href="{}#request-{}">case page</a>', reverse("approvals:case", args=[obj.workflow_id]), obj.id
         )
+
+    @admin.display(description="amount the rules check")
+    def amount_display(self, obj):
+        """The amount the two-person rule and the grant's cap read (``amount_cents``, from the
+        target's ``amount_field``), as the review UI's Approve button shows it."""
+        shown = money(obj.amount_cents, getattr(get_target(obj.target), "currency", "USD"))
+        return shown or "— (no amount)"
 
     @admin.display(description="payload")
     def payload_display(self, obj):

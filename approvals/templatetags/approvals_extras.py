@@ -155,3 +155,10 @@ def outcome_class(status) -> str:
     if status.startswith("REFUSED") or status == "AMBIGUOUS":
         return "bad"
     return "warn" if status else "ok"
+
+
+@register.filter
+def approved_by(card, user) -> bool:
+    """True when the logged-in ``user`` approved ``card``'s request already, compared as an
+    identity (``RequestCard.approved_by``): the button then waits for a second person."""
+    return card.approved_by(user.get_username())

@@ -111,9 +111,11 @@ create table if not exists ilr.effects (
   settle_margin interval,
   sends int not null default 0,             -- incremented in the transaction that authorizes each send
   late_result jsonb,
-  reconciled jsonb,                         -- human attestation for AMBIGUOUS; never written into the journal
+  reconciled jsonb,                         -- human attestation for AMBIGUOUS: a copy of its signed RECONCILED entry
   last_error jsonb,                         -- the last unknown-outcome answer of a send {type, message, send, at, in_progress, repeated, unanswered}
-  next_attempt_at timestamptz               -- recovery acts no earlier (the resend policy's backoff)
+  next_attempt_at timestamptz,              -- recovery acts no earlier (the resend policy's backoff)
+  head_hash text,                           -- the chain's last entry (trigger journal_head): a chain ending before it was truncated
+  head_n int                                -- and its position n (1 for the first entry)
 );
 create index if not exists effects_open on ilr.effects (send_deadline) where state = 'dispatched';
 create index if not exists effects_by_grant on ilr.effects (grant_id) where state = 'dispatched';
@@ -128,11 +130,13 @@ create table if not exists ilr.journal (
   body text not null,                       -- the sealed entry's JSON text, stored verbatim, never jsonb
   prev text,
   hash text not null unique,
+  n int,                                    -- the entry's position in its chain, as sealed (null: written before migration 0014)
   unique nulls not distinct (effect_id, prev),
   constraint journal_kind_check check (kind in (
-    'PROPOSED','AUTHORIZED','DISPATCHED','RESENT','COMMITTED','REFUSED','AMBIGUOUS','LATE_RESULT'))
+    'PROPOSED','AUTHORIZED','DISPATCHED','RESENT','COMMITTED','REFUSED','AMBIGUOUS','LATE_RESULT','RECONCILED'))
 );
 create unique index if not exists one_commit on ilr.journal (effect_id) where kind = 'COMMITTED';
+create unique index if not exists one_reconcile on ilr.journal (effect_id) where kind = 'RECONCILED';
 create index if not exists journal_tail on ilr.journal (effect_id, seq);  -- the chain's tail (journal.LAST_HASH_SQL)
 
 -- Claim history (docs/protocol.md §2): written by the claim statement itself. LeaseMutex,
@@ -181,6 +185,22 @@ create or replace trigger journal_append_only before update or delete on ilr.jou
   for each statement execute function ilr.append_only();
 create or replace trigger claims_append_only before update or delete on ilr.claims
   for each statement execute function ilr.append_only();
+
+-- The chain's head on the effect row (migration 0014), written in the statement that appends:
+-- the last entry each statement appended to each chain (an entry with no n counts its chain).
+create or replace function ilr.journal_head() returns trigger language plpgsql as $$
+begin
+  -- The last entry each statement appended to each chain; an entry with no n (written by a
+  -- worker older than this migration) counts its chain.
+  update ilr.effects e
+     set head_hash = h.hash,
+         head_n = coalesce(h.n, (select count(*) from ilr.journal j where j.effect_id = h.effect_id))
+    from (select distinct on (effect_id) effect_id, hash, n from appended order by effect_id, seq desc) h
+   where e.effect_id = h.effect_id;
+  return null;
+end $$;
+create or replace trigger journal_head after insert on ilr.journal
+  referencing new table as appended for each statement execute function ilr.journal_head();
 
 create or replace function ilr.effects_guard() returns trigger language plpgsql as $$
 begin

@@ -556,8 +556,7 @@ def _check_receipts(conn, apps_by_tier: dict[int, dict[str, int]]) -> dict:
             (v["happened"] is True and apps == 0)
             or (v["happened"] is False and apps > 0)
             or (v["happened_once"] is True and apps != 1)
-            or not v["tamper_evident"]
-            and not v["unsigned"]
+            or not v["chain_intact"]
         ):
             untruthful.append(
                 {

@@ -663,6 +663,17 @@ def _progress(out):
     return progress
 
 
+def _ensure_signing_key(out) -> None:
+    """The runtime signs its journal in the deployment the Prove harness measures: a signing
+    key under the data directory, generated once before any lane starts (the lanes' workers and
+    the auditor read it there; the auditor trusts only this deployment's keys, docs/security.md)."""
+    from ilr import keys
+
+    if keys.key_path() is None:
+        private, _ = keys.generate()
+        out.write(f"prove: signing key generated at {private} (Ed25519)\n")
+
+
 def run_command(
     *,
     quick: bool,
@@ -733,6 +744,7 @@ def run_command(
         cells = select(scenarios, tiers, systems)
         if not cells:
             raise ValueError("the selection is empty (no scenario runs at those tiers)")
+        _ensure_signing_key(out)
         out.write(f"prove: {len(cells)} cells x {n} seeds = {len(cells) * n} runs, {jobs} lane(s) -> {where}\n")
         out.flush()
         if jobs > 1:

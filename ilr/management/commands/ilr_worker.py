@@ -24,9 +24,9 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.migrations.executor import MigrationExecutor
 
-from ilr import codec, registry, watchdog
+from ilr import codec, keys, registry, watchdog
 from ilr.checks import database_is_postgresql
-from ilr.errors import InvalidInput, UnknownWorkflow
+from ilr.errors import InvalidInput, SigningKeyUnavailable, UnknownWorkflow
 from ilr.targets import TargetMisconfigured
 from ilr.worker import CodeChanged, PoolerRefused, Worker
 
@@ -104,6 +104,12 @@ class Command(BaseCommand):
                 "no workflows are registered: install an app with a workflows module or pass --import MODULE",
                 returncode=2,
             )
+        try:
+            # A key file the settings name but that is missing or unreadable is refused here, in
+            # one sentence naming the setting, not at the first journal entry (mid-effect).
+            keys.signing_key()
+        except SigningKeyUnavailable as exc:
+            raise CommandError(str(exc), returncode=2) from None
         worker = Worker(
             worker_id,
             definitions,
