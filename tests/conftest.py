@@ -87,6 +87,18 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_signing_key_cache():
+    """Each test reads the signing key as it is now. The key is cached per process
+    (``ilr.keys.signing_key``), and a test that runs the demo or a Prove sweep may generate one
+    under the shared data directory mid-session: a writer still holding the cached "no key" would
+    then write unsigned entries that the verifier, which reads the key directory, calls stripped."""
+    from ilr import keys
+
+    keys.signing_key.cache_clear()
+    yield
+
+
 @pytest.fixture(scope="session")
 def test_dsn(django_db_setup, django_db_blocker):
     """The conninfo of the migrated test database; creates the test-invocations table."""
