@@ -326,7 +326,7 @@ def always_fails(ctx, input):
 @workflow(name="asks_approval", version="1")
 def asks_approval(ctx, input):
     """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents,
-    action, amount_field, payload), then send it under the approval's grant and premises."""
+    action, amount_field, payload, summary), then send it under the approval's grant and premises."""
     from prove.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
@@ -343,7 +343,7 @@ def asks_approval(ctx, input):
         input["key"],
         payload,
         premises=lambda: target.capture(input["payment"]),
-        summary=f"Refund {input.get('amount')} cents",
+        summary=input.get("summary") or f"Refund {input.get('amount')} cents",
         timeout=input.get("timeout", 60),
     )
     if approval is None:
