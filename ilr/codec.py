@@ -31,6 +31,20 @@ MAX_CENTS = 2**63 - 1
 """Largest amount of cents: a bigint, as ilr.grants.max_cents stores it."""
 
 
+def _has_lone_surrogate(text: str) -> bool:
+    # A lone surrogate ("\ud800") is a str Python holds but UTF-8 (and so psycopg and PostgreSQL)
+    # cannot encode; asking the encoder is the fast test, and it fails only on one.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+SURROGATE_RULE = "may not hold a lone surrogate (U+D800 to U+DFFF): it is not text UTF-8 can encode"
+"""The words of the refusal of a lone surrogate, in an id, a name or plain JSON."""
+
+
 def check_plain(value: Any, field: str) -> None:
     """Raise InvalidInput naming the path of the first value that is not plain JSON.
 
@@ -40,7 +54,7 @@ def check_plain(value: Any, field: str) -> None:
 
     Raises:
         InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str with
-            a NUL character, or any other non-JSON type; a float that PostgreSQL's jsonb would
+            a NUL character or a lone surrogate (in a value or a key), or any other non-JSON type; a float that PostgreSQL's jsonb would
             not give back as written (-0.0, or 1e16 and beyond, which it keeps as exact
             decimals: 1e+16 reads back as the int 10000000000000000, so the payload hash and
             a replay would differ); an int of more than MAX_INT_DIGITS digits; nesting deeper
@@ -69,6 +83,8 @@ def check_plain(value: Any, field: str) -> None:
         if isinstance(v, str):
             if "\x00" in v:
                 raise InvalidInput(path, "a string may not hold a NUL character (PostgreSQL jsonb refuses it)")
+            if _has_lone_surrogate(v):
+                raise InvalidInput(path, "a string " + SURROGATE_RULE)
             continue
         if depth >= MAX_DEPTH:
             raise InvalidInput(path, f"nested deeper than {MAX_DEPTH} levels")
@@ -78,6 +94,8 @@ def check_plain(value: Any, field: str) -> None:
                     raise InvalidInput(path, f"object keys must be strings, got {type(k).__name__} {k!r}")
                 if "\x00" in k:
                     raise InvalidInput(path, "an object key may not hold a NUL character")
+                if _has_lone_surrogate(k):
+                    raise InvalidInput(path, "an object key " + SURROGATE_RULE)
                 stack.append((item, f"{path}.{k}", depth + 1))
             continue
         if isinstance(v, list):
@@ -116,7 +134,8 @@ MAX_TEXT_LENGTH = 200
 
 def check_text(value: Any, field: str, rule: str = "must be a non-empty string") -> str:
     """``value`` as an id or a name: a str with something besides whitespace, at most
-    MAX_TEXT_LENGTH characters, without NUL (PostgreSQL text cannot hold one).
+    MAX_TEXT_LENGTH characters, without NUL (PostgreSQL text cannot hold one) or a lone
+    surrogate (UTF-8 cannot encode one).
 
     Args:
         rule: the words for an empty or non-str value.
@@ -130,6 +149,8 @@ def check_text(value: Any, field: str, rule: str = "must be a non-empty string")
         raise InvalidInput(field, f"must be at most {MAX_TEXT_LENGTH} characters, got {len(value)}")
     if "\x00" in value:
         raise InvalidInput(field, "may not hold a NUL character")
+    if _has_lone_surrogate(value):
+        raise InvalidInput(field, SURROGATE_RULE)
     return value
 
 
