@@ -261,3 +261,48 @@ def loads_jsonb(value: Any) -> Any:
     loads jsonb as text, ours as Python objects.
     """
     return json.loads(value) if isinstance(value, str) else value
+
+
+MAX_ANSWER_BYTES = 64 * 1024
+"""Bytes of a target's answer (``apply`` or ``query``) kept whole, as UTF-8 JSON: a larger one is
+bounded by ``bound_answer`` before anything records it."""
+
+ANSWER_VALUE_HEAD_CHARS = 1024
+"""Characters of a bounded value's JSON text kept as its ``head``."""
+
+
+def _bounded(text: str) -> dict:
+    data = text.encode()
+    return {
+        "$bounded": {
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "head": text[:ANSWER_VALUE_HEAD_CHARS],
+        }
+    }
+
+
+def bound_answer(answer: Any) -> Any:
+    """A target's answer as the runtime records it: the journal's COMMITTED entry, the step row
+    and what the workflow is given (on its first run and every replay alike).
+
+    An answer of at most MAX_ANSWER_BYTES (UTF-8 JSON) is kept as it is. A larger object keeps
+    each top-level value whose JSON text is at most ANSWER_VALUE_HEAD_CHARS characters (a
+    reference, a status, an amount) and replaces each larger one with ``{"$bounded": {"bytes",
+    "sha256", "head"}}``: the size and SHA-256 of that value's JSON text (UTF-8, as
+    ``json.dumps(value, ensure_ascii=False)`` writes it) and its first ANSWER_VALUE_HEAD_CHARS
+    characters. Any other larger answer, or an object still too large, is that marker as a
+    whole. A target that answers with a whole document therefore cannot grow the journal, or
+    fail the step after the send, by its size (docs/protocol.md §9).
+    """
+    text = json.dumps(answer, ensure_ascii=False, default=str)
+    if len(text.encode()) <= MAX_ANSWER_BYTES:
+        return answer
+    if isinstance(answer, dict):
+        out = {}
+        for key, value in answer.items():
+            value_text = json.dumps(value, ensure_ascii=False, default=str)
+            out[key] = value if len(value_text) <= ANSWER_VALUE_HEAD_CHARS else _bounded(value_text)
+        if len(json.dumps(out, ensure_ascii=False, default=str).encode()) <= MAX_ANSWER_BYTES:
+            return out
+    return _bounded(text)

@@ -383,3 +383,25 @@ def fails_with_traceback(ctx, input):
     """Workflow code (no step, so no retry) raises RuntimeError(input["message"]) from raise_deep:
     the workflow fails at once."""
     return raise_deep(input.get("message", "kaboom"))
+
+
+class HugeAnswer:
+    """An in-process tier-1 target whose answer is ``size`` bytes of text beside its reference:
+    what a target that echoes a whole document back looks like."""
+
+    tier = 1
+    name = "huge-answer"
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def apply(self, effect_id, payload):
+        return {"id": f"ref_{effect_id[:8]}", "status": "ok", "echo": "x" * self.size}
+
+
+@workflow(name="huge_answer", version="1")
+def huge_answer(ctx, input):
+    """One effect against HugeAnswer(input["size"]) under policy grant input["grant"]; returns
+    the status, effect id and the answer as the workflow sees it."""
+    r = ctx.effect(HugeAnswer(input["size"]), key="huge", payload={"amount": 1}, grant=input["grant"])
+    return {"status": r.status, "effect_id": r.effect_id, "result": r.result}
