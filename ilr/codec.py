@@ -53,12 +53,12 @@ def check_plain(value: Any, field: str) -> None:
         field: its name in the message ("input", "output of step 'charge'").
 
     Raises:
-        InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str with
-            a NUL character or a lone surrogate (in a value or a key), or any other non-JSON type; a float that PostgreSQL's jsonb would
-            not give back as written (-0.0, or 1e16 and beyond, which it keeps as exact
-            decimals: 1e+16 reads back as the int 10000000000000000, so the payload hash and
-            a replay would differ); an int of more than MAX_INT_DIGITS digits; nesting deeper
-            than MAX_DEPTH.
+        InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str (value
+            or key) with a NUL character or a lone surrogate, or any other non-JSON type; a
+            float that PostgreSQL's jsonb would not give back as written (-0.0, or 1e16 and
+            beyond, which it keeps as exact decimals: 1e+16 reads back as the int
+            10000000000000000, so the payload hash and a replay would differ); an int of more
+            than MAX_INT_DIGITS digits; nesting deeper than MAX_DEPTH.
     """
     stack = [(value, field, 0)]
     while stack:
