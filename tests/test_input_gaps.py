@@ -115,3 +115,82 @@ def test_a_huge_target_answer_is_journaled_bounded_with_its_size_and_hash(rt, wo
     assert out["result"] == answer
     verdict = receipts.verify(rt.receipt(out["effect_id"]))
     assert verdict["chain_intact"] and verdict["happened"] is True, verdict
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_admin_grant_with_an_absurd_lifetime_is_a_form_error_naming_the_field(rt):
+    from django.contrib.auth.models import Permission, User
+    from django.urls import reverse
+
+    from tests.test_approvals_views import client_for, text
+
+    ops = User.objects.create_user("ops", password="x", is_staff=True)
+    ops.user_permissions.add(*Permission.objects.filter(codename__in=("grant", "view_grant")))
+    c = client_for(ops)
+    for hours, words in (("1e12", "at most 876000 hours"), ("inf", "Enter a number")):
+        r = c.post(
+            reverse("admin:ilr_grant_add"),
+            {"principal": "refund", "action": "refund", "max_cents": "100", "expires_in_hours": hours},
+        )
+        assert r.status_code == 200, (hours, r.status_code)
+        assert 'id="id_expires_in_hours_error"' in text(r) and words in text(r), hours
+    r = c.post(reverse("admin:ilr_grant_add"), {"principal": "x" * 300, "action": "refund", "max_cents": "100"})
+    assert r.status_code == 200 and "at most 200 characters" in text(r), r.status_code
+    assert _count(rt, "grants") == 0
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_200_kb_payload_field_is_folded_and_the_approve_button_stays_on_screen(
+    rt, workers, tmp_path, live_server, monkeypatch
+):
+    """A 200 KB value under one key: the card folds it (a scrolled box of bounded height), the
+    whole value is still there to read, and the Approve button is in the first screen."""
+    from django.contrib.auth.models import Permission, User
+
+    from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+    from tests.refund_harness import refund_env, wait_for_request
+
+    sync_playwright = browser_or_skip()
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    alice = User.objects.create_user("alice", password="fold-password")
+    alice.user_permissions.add(Permission.objects.get(content_type__app_label="approvals", codename="approve"))
+    workers.start("w1")
+    with refund_env(tmp_path, tier=1) as env, sync_playwright() as pw:
+        payment = env.case("long")["payment"]
+        note = "note " * 40_000  # 200 KB
+        rt.start(
+            "asks_approval",
+            "long",
+            {
+                "url": env.target_url,
+                "payment": payment,
+                "key": "refund:long",
+                "payload": {"payment": payment, "amount": 1000, "note": note},
+            },
+        )
+        wait_for_request(rt, "long")
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for path in ("/review/", "/review/cases/long/"):
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.set_default_timeout(20_000)
+                if path == "/review/":
+                    log_in(page, live_server.url, "alice", "fold-password")
+                else:
+                    page.context.add_cookies(cookies)
+                    page.goto(live_server.url + path)
+                cookies = page.context.cookies()
+                card = page.locator('article[data-workflow="long"]')
+                card.wait_for()
+                button = card.locator("button.approve")
+                box = button.bounding_box()
+                assert box is not None and 0 <= box["y"] and box["y"] + box["height"] <= 900, (path, box)
+                cell = card.locator('[data-field="note"]')
+                assert cell.bounding_box()["height"] <= 400, (path, cell.bounding_box())
+                assert cell.evaluate("e => e.scrollHeight > e.clientHeight")  # folded, scrolls
+                assert len(cell.text_content()) >= len(note)  # all of it, nothing cut
+                page.close()
+        finally:
+            browser.close()
+        rt.cancel("long", by="tests")
