@@ -172,15 +172,11 @@ def test_a_200_kb_payload_field_is_folded_and_the_approve_button_stays_on_screen
         wait_for_request(rt, "long")
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.set_default_timeout(20_000)
+            log_in(page, live_server.url, "alice", "fold-password")
             for path in ("/review/", "/review/cases/long/"):
-                page = browser.new_page(viewport={"width": 1280, "height": 900})
-                page.set_default_timeout(20_000)
-                if path == "/review/":
-                    log_in(page, live_server.url, "alice", "fold-password")
-                else:
-                    page.context.add_cookies(cookies)
-                    page.goto(live_server.url + path)
-                cookies = page.context.cookies()
+                page.goto(live_server.url + path)
                 card = page.locator('article[data-workflow="long"]')
                 card.wait_for()
                 button = card.locator("button.approve")
@@ -190,7 +186,6 @@ def test_a_200_kb_payload_field_is_folded_and_the_approve_button_stays_on_screen
                 assert cell.bounding_box()["height"] <= 400, (path, cell.bounding_box())
                 assert cell.evaluate("e => e.scrollHeight > e.clientHeight")  # folded, scrolls
                 assert len(cell.text_content()) >= len(note)  # all of it, nothing cut
-                page.close()
         finally:
             browser.close()
         rt.cancel("long", by="tests")
