@@ -11,6 +11,8 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from ilr.grants import APPROVAL_REQUEST_SIGNAL_PREFIX
+
 register = template.Library()
 
 
@@ -159,6 +161,23 @@ def outcome_class(status) -> str:
     if status.startswith("REFUSED") or status == "AMBIGUOUS":
         return "bad"
     return "warn" if status else "ok"
+
+
+@register.filter
+def step_error_badge(step) -> tuple[str, str]:
+    """(badge class, words) for a step row with an error, in the case's timeline.
+
+    A signal wait that timed out is a normal outcome, not a failure: "expired" (neutral) for the
+    wait on an approval request, "timed out" (neutral) for any other signal. Every other error
+    is "error" in red."""
+
+    def field(name: str):
+        return step.get(name) if isinstance(step, dict) else getattr(step, name, None)
+
+    error, kind, name = field("error"), field("kind"), field("name") or ""
+    if kind == "signal" and isinstance(error, dict) and error.get("type") == "SignalTimeout":
+        return ("", "expired") if str(name).startswith(APPROVAL_REQUEST_SIGNAL_PREFIX) else ("", "timed out")
+    return ("bad", "error")
 
 
 @register.filter
