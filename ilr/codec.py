@@ -197,6 +197,20 @@ def check_who(by: Any, field: str = "by") -> str:
     return check_text(by, field, "must name the person or service acting (a non-empty string)")
 
 
+def check_decision_ref(decision: Any, workflow_id: str, field: str = "decision") -> None:
+    """A Decision.ref a request or an effect cites must be this workflow's own: its model and
+    reasoning are shown to the approver and recorded as the decision, so a reference to another
+    case's decide step would put that case's words on this one.
+
+    Raises:
+        InvalidInput: naming ``field``: a dict whose ``workflow_id`` is not ``workflow_id``.
+    """
+    if isinstance(decision, dict) and "workflow_id" in decision and decision["workflow_id"] != workflow_id:
+        raise InvalidInput(
+            field, f"must cite a decision of this workflow ({workflow_id!r}), got {decision['workflow_id']!r}"
+        )
+
+
 def dumps(value: Any, field: str) -> str:
     """Check ``value`` is plain JSON and encode it for a jsonb parameter.
 

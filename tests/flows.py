@@ -120,6 +120,8 @@ def approval_bad_input(ctx, input):
             "premises_list": {"premises": [1]},
             "premises_callable_list": {"premises": lambda: [1]},
             "decision_str": {"decision": "nope"},
+            # Another case's decide step: its model and reasoning would show on this card.
+            "decision_foreign": {"decision": {"workflow_id": "another-case", "seq": 1}},
         }[input["bad"]]
     )
     approval = ctx.request_approval(
