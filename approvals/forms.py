@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from django import forms
 
+from ilr import codec
+from ilr.errors import InvalidInput
+from ilr.grants import MAX_LIFETIME_S, lifetime_seconds
 from ilr.models import Grant
 
 EXPIRY_CHOICES = [
@@ -78,6 +81,28 @@ class GrantCreateForm(forms.ModelForm):
             "max_cents": "Cap on the payload amount in cents; empty for no cap.",
         }
 
+    def clean_principal(self):
+        """The runtime's rule for a name (``codec.check_who``), as a form error on the field."""
+        return _runtime_rule(codec.check_who, self.cleaned_data.get("principal"), "principal")
+
+    def clean_action(self):
+        """The runtime's rule for an action name (``codec.check_text``)."""
+        return _runtime_rule(codec.check_text, self.cleaned_data.get("action"), "action")
+
+    def clean_expires_in_hours(self):
+        """At most the runtime's longest lifetime (``ilr.grants.MAX_LIFETIME_S``), finite: an
+        absurd one is an error on this field, not a refusal after the form (a bare 403)."""
+        hours = self.cleaned_data.get("expires_in_hours")
+        if hours is not None:
+            try:
+                lifetime_seconds(hours * 3600.0, "expires_in")
+            except InvalidInput:
+                raise forms.ValidationError(
+                    f"Expires in (hours) must be at most {MAX_LIFETIME_S // 3600} hours (a hundred years); "
+                    "empty for never."
+                ) from None
+        return hours
+
     def clean_max_cents(self):
         """A cap is a non-negative number of cents."""
         value = self.cleaned_data.get("max_cents")
@@ -89,3 +114,13 @@ class GrantCreateForm(forms.ModelForm):
         """The lifetime in seconds, or None."""
         hours = self.cleaned_data.get("expires_in_hours")
         return None if hours is None else hours * 3600.0
+
+
+def _runtime_rule(check, value, field: str):
+    """``check(value, field)``'s InvalidInput as a form error on ``field``."""
+    if value is None:
+        return value
+    try:
+        return check(value, field)
+    except InvalidInput as exc:
+        raise forms.ValidationError(str(exc)) from None

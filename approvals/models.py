@@ -1,12 +1,12 @@
-"""The approvals app's own table: one row per person who approved a proposal.
+"""The approvals app's model: the holder of the app's custom permissions (approve, revoke,
+reconcile, grant, cancel, resume, retire, review).
 
-The ilr.* tables stay the runtime's (written only through its transaction bodies). This app
-needs one thing the runtime does not keep: under the two-person rule the first approval must
-wait somewhere until a second, different person approves, and only then is the grant issued
-(through ``ilr.grants.approve_in``). Every approval through the review UI leaves a row here,
-so the rows are also the record of who approved what, beside the grant's ``granted_by``.
-
-The model also holds the app's custom permissions (approve, revoke, reconcile, ...).
+Its table, ``approvals_approval``, is never written: approvals are recorded by the runtime, in
+``ilr.approval_requests.approvals`` (each approver's identity and time, the two-person rule's
+record) and the grant's ``granted_by``; the review UI writes through ``ilr.approval_requests``
+and ``ilr.grants`` only. The model stays because Django's permissions hang on a model, and its
+migration (0001_initial) created the table; a later migration may drop the table once no
+deployment reads it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from django.db import models
 
 
 class Approval(models.Model):
-    """One person's approval of one exact proposal (payload hash) of one workflow."""
+    """Kept for its Meta.permissions; the table is never written (see the module docstring:
+    approvals live in ilr.approval_requests)."""
 
     workflow_id = models.CharField(max_length=200, db_index=True)
     payload_hash = models.CharField(max_length=64)

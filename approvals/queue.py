@@ -456,7 +456,14 @@ def _conversations(requests: list[ApprovalRequest]) -> dict[str, list[Turn]]:
 
 def _decisions(requests: list[ApprovalRequest]) -> dict[str, dict]:
     """The decide step each request cites ({"model", "reasoning"}), in one query."""
-    refs = {r.id: r.decision for r in requests if isinstance(r.decision, dict) and r.decision.get("seq") is not None}
+    # Only the request's own workflow's decide step (rows written before ilr refused others).
+    refs = {
+        r.id: r.decision
+        for r in requests
+        if isinstance(r.decision, dict)
+        and r.decision.get("seq") is not None
+        and r.decision.get("workflow_id", r.workflow_id) == r.workflow_id
+    }
     steps = {
         (s.workflow_id, s.seq): s
         for s in Step.objects.filter(workflow_id__in={d.get("workflow_id") for d in refs.values()}, kind="decide")

@@ -31,6 +31,20 @@ MAX_CENTS = 2**63 - 1
 """Largest amount of cents: a bigint, as ilr.grants.max_cents stores it."""
 
 
+def _has_lone_surrogate(text: str) -> bool:
+    # A lone surrogate ("\ud800") is a str Python holds but UTF-8 (and so psycopg and PostgreSQL)
+    # cannot encode; asking the encoder is the fast test, and it fails only on one.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+SURROGATE_RULE = "may not hold a lone surrogate (U+D800 to U+DFFF): it is not text UTF-8 can encode"
+"""The words of the refusal of a lone surrogate, in an id, a name or plain JSON."""
+
+
 def check_plain(value: Any, field: str) -> None:
     """Raise InvalidInput naming the path of the first value that is not plain JSON.
 
@@ -39,12 +53,12 @@ def check_plain(value: Any, field: str) -> None:
         field: its name in the message ("input", "output of step 'charge'").
 
     Raises:
-        InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str with
-            a NUL character, or any other non-JSON type; a float that PostgreSQL's jsonb would
-            not give back as written (-0.0, or 1e16 and beyond, which it keeps as exact
-            decimals: 1e+16 reads back as the int 10000000000000000, so the payload hash and
-            a replay would differ); an int of more than MAX_INT_DIGITS digits; nesting deeper
-            than MAX_DEPTH.
+        InvalidInput: NaN or Infinity, a set, bytes, a tuple, a non-str dict key, a str (value
+            or key) with a NUL character or a lone surrogate, or any other non-JSON type; a
+            float that PostgreSQL's jsonb would not give back as written (-0.0, or 1e16 and
+            beyond, which it keeps as exact decimals: 1e+16 reads back as the int
+            10000000000000000, so the payload hash and a replay would differ); an int of more
+            than MAX_INT_DIGITS digits; nesting deeper than MAX_DEPTH.
     """
     stack = [(value, field, 0)]
     while stack:
@@ -69,6 +83,8 @@ def check_plain(value: Any, field: str) -> None:
         if isinstance(v, str):
             if "\x00" in v:
                 raise InvalidInput(path, "a string may not hold a NUL character (PostgreSQL jsonb refuses it)")
+            if _has_lone_surrogate(v):
+                raise InvalidInput(path, "a string " + SURROGATE_RULE)
             continue
         if depth >= MAX_DEPTH:
             raise InvalidInput(path, f"nested deeper than {MAX_DEPTH} levels")
@@ -78,6 +94,8 @@ def check_plain(value: Any, field: str) -> None:
                     raise InvalidInput(path, f"object keys must be strings, got {type(k).__name__} {k!r}")
                 if "\x00" in k:
                     raise InvalidInput(path, "an object key may not hold a NUL character")
+                if _has_lone_surrogate(k):
+                    raise InvalidInput(path, "an object key " + SURROGATE_RULE)
                 stack.append((item, f"{path}.{k}", depth + 1))
             continue
         if isinstance(v, list):
@@ -116,7 +134,8 @@ MAX_TEXT_LENGTH = 200
 
 def check_text(value: Any, field: str, rule: str = "must be a non-empty string") -> str:
     """``value`` as an id or a name: a str with something besides whitespace, at most
-    MAX_TEXT_LENGTH characters, without NUL (PostgreSQL text cannot hold one).
+    MAX_TEXT_LENGTH characters, without NUL (PostgreSQL text cannot hold one) or a lone
+    surrogate (UTF-8 cannot encode one).
 
     Args:
         rule: the words for an empty or non-str value.
@@ -130,6 +149,8 @@ def check_text(value: Any, field: str, rule: str = "must be a non-empty string")
         raise InvalidInput(field, f"must be at most {MAX_TEXT_LENGTH} characters, got {len(value)}")
     if "\x00" in value:
         raise InvalidInput(field, "may not hold a NUL character")
+    if _has_lone_surrogate(value):
+        raise InvalidInput(field, SURROGATE_RULE)
     return value
 
 
@@ -174,6 +195,20 @@ def check_who(by: Any, field: str = "by") -> str:
         InvalidInput: naming ``field``.
     """
     return check_text(by, field, "must name the person or service acting (a non-empty string)")
+
+
+def check_decision_ref(decision: Any, workflow_id: str, field: str = "decision") -> None:
+    """A Decision.ref a request or an effect cites must be this workflow's own: its model and
+    reasoning are shown to the approver and recorded as the decision, so a reference to another
+    case's decide step would put that case's words on this one.
+
+    Raises:
+        InvalidInput: naming ``field``: a dict whose ``workflow_id`` is not ``workflow_id``.
+    """
+    if isinstance(decision, dict) and "workflow_id" in decision and decision["workflow_id"] != workflow_id:
+        raise InvalidInput(
+            field, f"must cite a decision of this workflow ({workflow_id!r}), got {decision['workflow_id']!r}"
+        )
 
 
 def dumps(value: Any, field: str) -> str:
@@ -240,3 +275,48 @@ def loads_jsonb(value: Any) -> Any:
     loads jsonb as text, ours as Python objects.
     """
     return json.loads(value) if isinstance(value, str) else value
+
+
+MAX_ANSWER_BYTES = 64 * 1024
+"""Bytes of a target's answer (``apply`` or ``query``) kept whole, as UTF-8 JSON: a larger one is
+bounded by ``bound_answer`` before anything records it."""
+
+ANSWER_VALUE_HEAD_CHARS = 1024
+"""Characters of a bounded value's JSON text kept as its ``head``."""
+
+
+def _bounded(text: str) -> dict:
+    data = text.encode()
+    return {
+        "$bounded": {
+            "bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "head": text[:ANSWER_VALUE_HEAD_CHARS],
+        }
+    }
+
+
+def bound_answer(answer: Any) -> Any:
+    """A target's answer as the runtime records it: the journal's COMMITTED entry, the step row
+    and what the workflow is given (on its first run and every replay alike).
+
+    An answer of at most MAX_ANSWER_BYTES (UTF-8 JSON) is kept as it is. A larger object keeps
+    each top-level value whose JSON text is at most ANSWER_VALUE_HEAD_CHARS characters (a
+    reference, a status, an amount) and replaces each larger one with ``{"$bounded": {"bytes",
+    "sha256", "head"}}``: the size and SHA-256 of that value's JSON text (UTF-8, as
+    ``json.dumps(value, ensure_ascii=False)`` writes it) and its first ANSWER_VALUE_HEAD_CHARS
+    characters. Any other larger answer, or an object still too large, is that marker as a
+    whole. A target that answers with a whole document therefore cannot grow the journal, or
+    fail the step after the send, by its size (docs/protocol.md §9).
+    """
+    text = json.dumps(answer, ensure_ascii=False, default=str)
+    if len(text.encode()) <= MAX_ANSWER_BYTES:
+        return answer
+    if isinstance(answer, dict):
+        out = {}
+        for key, value in answer.items():
+            value_text = json.dumps(value, ensure_ascii=False, default=str)
+            out[key] = value if len(value_text) <= ANSWER_VALUE_HEAD_CHARS else _bounded(value_text)
+        if len(json.dumps(out, ensure_ascii=False, default=str).encode()) <= MAX_ANSWER_BYTES:
+            return out
+    return _bounded(text)

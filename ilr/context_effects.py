@@ -86,6 +86,7 @@ class EffectCalls(StepCalls):
             raise InvalidInput(
                 "decision", f"must be a Decision.ref (a JSON object) or None, got {type(decision).__name__}"
             )
+        codec.check_decision_ref(decision, self.workflow_id)
         # The action ctx.effect will ask the grant to cover (targets.attr's default included).
         action = codec.check_text(action or targets.attr(target, "action"), "action")
         payload_text = codec.dumps(payload, "payload")

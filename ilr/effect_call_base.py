@@ -64,6 +64,7 @@ class EffectCallBase:
             codec.check_cents(payload[self.amount_field], f"payload.{self.amount_field}")
         codec.dumps(premises, "premises")
         codec.dumps(decision, "decision")
+        codec.check_decision_ref(decision, ctx._run.workflow_id)
         if grant is not None and not isinstance(grant, str):
             raise InvalidInput("grant", "a grant is a grant id string or None")
         check_target(target)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ilr import db, journal, killpoints
+from ilr import codec, db, journal, killpoints
 from ilr.effect_call_base import SETTLED_SQL, entry_ts
 from ilr.effect_result import EffectResult
 from ilr.effect_rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
@@ -94,7 +94,7 @@ class EffectRecovery(EffectSend):
                 if eff_tier != 3 and (
                     force_query or needs_query(tier, window_passed, self.queryable, stale_guess, lookup_due)
                 ):
-                    answer = self.target.query(self.effect_id, eff["payload"])
+                    answer = codec.bound_answer(self.target.query(self.effect_id, eff["payload"]))
                     found = bool(answer)
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
                 raise LookupFailed(self.effect_id, exc) from exc

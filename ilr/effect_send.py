@@ -15,7 +15,7 @@ from typing import Any
 
 import psycopg
 
-from ilr import db, journal, killpoints
+from ilr import codec, db, journal, killpoints
 from ilr.batch import Batch
 from ilr.effect_call_base import EffectCallBase, entry_ts
 from ilr.effect_result import EffectResult
@@ -67,7 +67,9 @@ class EffectSend(EffectCallBase):
         self.run.require_local_lease()
         try:
             with Watchdog(remaining, self.effect_id):
-                result = self.target.apply(self.effect_id, payload, **self._timeout_kwargs(remaining))
+                result = codec.bound_answer(
+                    self.target.apply(self.effect_id, payload, **self._timeout_kwargs(remaining))
+                )
         except TargetRejected as exc:
             if via == IDEMPOTENT_RESEND_VIA:
                 return self._resolve_rejected_resend(str(exc), payload, rechecked, take_status)
@@ -387,7 +389,7 @@ class EffectSend(EffectCallBase):
         answer = None
         if self.queryable:
             try:
-                answer = self.target.query(self.effect_id, payload)
+                answer = codec.bound_answer(self.target.query(self.effect_id, payload))
             except Exception as exc:  # noqa: BLE001 - any failure to read the target
                 raise LookupFailed(self.effect_id, exc) from exc
             found = bool(answer)

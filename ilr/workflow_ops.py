@@ -65,11 +65,15 @@ def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any
 
     Raises:
         WorkflowNotFound: no workflow has this id.
-        InvalidInput: empty name, payload not plain JSON, or the workflow already ended.
+        InvalidInput: empty name, payload not plain JSON, a ``sender`` that is neither None nor
+            a name (codec.check_text), or the workflow already ended.
     """
     check_workflow_id(wf_id)
     if not isinstance(name, str) or not name:
         raise InvalidInput("name", "a signal needs a non-empty name")
+    codec.check_text(name, "name", "a signal needs a non-empty name")
+    if sender is not None:
+        codec.check_text(sender, "sender", "must name who sent the signal (a non-empty string), or be None")
     payload_json = codec.dumps(payload, "payload")
     cur = conn.cursor(row_factory=dict_row)
     wf = _lock_current_run(cur, wf_id)

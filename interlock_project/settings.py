@@ -19,7 +19,10 @@ if (BASE_DIR / ".env").exists():
 
 DATA_DIR = Path(env("ILR_DATA_DIR", default=str(BASE_DIR / ".data"))).resolve()
 
-SECRET_KEY = env("DJANGO_SECRET_KEY", default="insecure-dev-key-change-me-for-any-real-deployment")
+DEV_SECRET_KEY = "django-insecure-development-only-key-public-in-the-repository-never-deploy"
+"""The fallback SECRET_KEY of development and tests: public, so its "django-insecure-" prefix
+makes ``check --deploy`` flag it (security.W009), and settings_production refuses it."""
+SECRET_KEY = env("DJANGO_SECRET_KEY", default=DEV_SECRET_KEY)
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "testserver"])
 
@@ -34,6 +37,7 @@ INSTALLED_APPS = [
     "approvals",
     "prove",
     "interlock_project",  # its ilr_db command controls the embedded PostgreSQL
+    "axes",  # login rate limit (django-axes): see AXES_* below
 ]
 
 MIDDLEWARE = [
@@ -44,7 +48,24 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# django-axes first: it refuses a locked-out login before the password is checked.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login rate limit of the review UI and the admin (one login backend): after AXES_FAILURE_LIMIT
+# failed logins of one username from one address, that pair is locked out for AXES_COOLOFF_TIME
+# hours (HTTP 429); a success resets the count. `manage.py axes_reset` unlocks every pair.
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.float("AXES_COOLOFF_HOURS", default=1.0)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Behind a reverse proxy, set AXES_IPWARE_PROXY_COUNT and AXES_IPWARE_META_PRECEDENCE_ORDER so the
+# client's address (not the proxy's) is counted (django-axes' documentation, "Configuration").
 
 ROOT_URLCONF = "interlock_project.urls"
 

@@ -120,6 +120,8 @@ def approval_bad_input(ctx, input):
             "premises_list": {"premises": [1]},
             "premises_callable_list": {"premises": lambda: [1]},
             "decision_str": {"decision": "nope"},
+            # Another case's decide step: its model and reasoning would show on this card.
+            "decision_foreign": {"decision": {"workflow_id": "another-case", "seq": 1}},
         }[input["bad"]]
     )
     approval = ctx.request_approval(
@@ -326,7 +328,7 @@ def always_fails(ctx, input):
 @workflow(name="asks_approval", version="1")
 def asks_approval(ctx, input):
     """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents,
-    action, amount_field, payload), then send it under the approval's grant and premises."""
+    action, amount_field, payload, summary), then send it under the approval's grant and premises."""
     from prove.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
@@ -343,7 +345,7 @@ def asks_approval(ctx, input):
         input["key"],
         payload,
         premises=lambda: target.capture(input["payment"]),
-        summary=f"Refund {input.get('amount')} cents",
+        summary=input.get("summary") or f"Refund {input.get('amount')} cents",
         timeout=input.get("timeout", 60),
     )
     if approval is None:
@@ -383,3 +385,25 @@ def fails_with_traceback(ctx, input):
     """Workflow code (no step, so no retry) raises RuntimeError(input["message"]) from raise_deep:
     the workflow fails at once."""
     return raise_deep(input.get("message", "kaboom"))
+
+
+class HugeAnswer:
+    """An in-process tier-1 target whose answer is ``size`` bytes of text beside its reference:
+    what a target that echoes a whole document back looks like."""
+
+    tier = 1
+    name = "huge-answer"
+
+    def __init__(self, size: int):
+        self.size = size
+
+    def apply(self, effect_id, payload):
+        return {"id": f"ref_{effect_id[:8]}", "status": "ok", "echo": "x" * self.size}
+
+
+@workflow(name="huge_answer", version="1")
+def huge_answer(ctx, input):
+    """One effect against HugeAnswer(input["size"]) under policy grant input["grant"]; returns
+    the status, effect id and the answer as the workflow sees it."""
+    r = ctx.effect(HugeAnswer(input["size"]), key="huge", payload={"amount": 1}, grant=input["grant"])
+    return {"status": r.status, "effect_id": r.effect_id, "result": r.result}

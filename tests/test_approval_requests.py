@@ -162,6 +162,7 @@ def test_unknown_request_is_named(rt):
         ("premises_list", "premises", "JSON object of facts"),
         ("premises_callable_list", "premises", "the callable must return a JSON object"),
         ("decision_str", "decision", "Decision.ref"),
+        ("decision_foreign", "decision", "must cite a decision of this workflow ('abi'), got 'another-case'"),
     ],
 )
 def test_a_bad_request_approval_argument_fails_the_workflow_naming_it(rt, workers, bad, field, words):

@@ -183,8 +183,11 @@ def test_demo_serve_runs_gunicorn_with_the_review_ui(clean_db, tmp_path):
         assert http_json("GET", f"{base}/static/admin/css/base.css")[0] == 200  # the admin's CSS
         assert http_json("GET", f"{base}/admin/login/")[0] == 200
         from django.contrib.auth import authenticate
+        from django.test import RequestFactory
 
-        assert username == "demo-reviewer" and authenticate(username=username, password=password) is not None
+        # django-axes (the login rate limit) needs the request it counts failures by.
+        login = RequestFactory().post("/review/login/")
+        assert username == "demo-reviewer" and authenticate(login, username=username, password=password) is not None
     finally:
         proc.terminate()
         proc.wait(30)

@@ -136,14 +136,14 @@ def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path)
         assert rt.ambiguous()[0]["reconciled"] is None
         rec = rt.reconcile(result["effect_id"], "ledger shows no refund for this payment", by="carol", applied=False)
         assert rec["by"] == "carol" and rec["applied"] is False
-        # The journal is untouched by a reconcile: the signed record stays what the runtime knew.
+        # A reconcile adds one signed RECONCILED entry after what the runtime knew (issue 40, item 8).
         kinds = [
             e["kind"]
             for e in rt.connection()
             .execute("select kind from ilr.journal where effect_id = %s order by seq", (result["effect_id"],))
             .fetchall()
         ]
-        assert kinds[-1] == "AMBIGUOUS"
+        assert kinds[-2:] == ["AMBIGUOUS", "RECONCILED"]
 
 
 def test_receipt_for_unknown_effect(rt):

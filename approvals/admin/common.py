@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
-from approvals.templatetags.approvals_extras import pretty_json
+from approvals.templatetags.approvals_extras import pretty_json, reveal_html
 from ilr.codec import MAX_TEXT_LENGTH
 
 MAX_SELECTED = 500
@@ -21,8 +21,9 @@ MAX_SELECTED = 500
 
 
 def pre(value) -> str:
-    """``value`` as indented JSON in a <pre>."""
-    return format_html("<pre style='white-space:pre-wrap;margin:0'>{}</pre>", pretty_json(value))
+    """``value`` as indented JSON in a <pre>, characters that are not plain text shown as code
+    points with a warning badge (``reveal_html``)."""
+    return format_html("<pre style='white-space:pre-wrap;margin:0'>{}</pre>", reveal_html(pretty_json(value)))
 
 
 def table(headers: list[str], rows: list[list]) -> str:

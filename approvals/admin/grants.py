@@ -18,7 +18,7 @@ from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, tab
 from approvals.admin.filters import GrantKindFilter, GrantStateFilter
 from approvals.forms import GrantCreateForm
 from approvals.queue import money
-from approvals.templatetags.approvals_extras import cents
+from approvals.templatetags.approvals_extras import cents, reveal_html
 from ilr.errors import InvalidInput
 from ilr.models import ApprovalRequest, Effect, Grant
 from ilr.targets import get_target
@@ -158,7 +158,7 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
 
     list_display = (
         "id",
-        "summary",
+        "summary_display",
         "workflow_id",
         "target",
         "action",
@@ -171,7 +171,17 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
     list_filter = ("status", "action")
     search_fields = ("id", "workflow_id")
     ordering = ("-requested_at",)
-    readonly_fields = ("amount_display", "payload_display", "premises_display", "approvals_display")
+    # The untrusted text (written by the workflow, perhaps by a model) is shown only through
+    # reveal_html, so a bidirectional override or a zero-width space cannot pass for plain text.
+    exclude = ("summary", "payload", "premises", "decision", "approvals")
+    readonly_fields = (
+        "summary_display",
+        "amount_display",
+        "payload_display",
+        "premises_display",
+        "decision_display",
+        "approvals_display",
+    )
 
     def get_search_results(self, request, queryset, search_term):
         """Exact request id or workflow id."""
@@ -197,9 +207,18 @@ class ApprovalRequestAdmin(ReadOnlyAdmin):
         shown = money(obj.amount_cents, getattr(get_target(obj.target), "currency", "USD"))
         return shown or "— (no amount)"
 
+    @admin.display(description="summary")
+    def summary_display(self, obj):
+        """The request's summary, characters that are not plain text shown as code points."""
+        return reveal_html(obj.summary)
+
     @admin.display(description="payload")
     def payload_display(self, obj):
         return pre(obj.payload)
+
+    @admin.display(description="decision")
+    def decision_display(self, obj):
+        return pre(obj.decision)
 
     @admin.display(description="premises")
     def premises_display(self, obj):

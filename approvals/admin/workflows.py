@@ -19,7 +19,7 @@ from approvals.admin.actions import WorkflowActions
 from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, table
 from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
-from approvals.templatetags.approvals_extras import as_json
+from approvals.templatetags.approvals_extras import as_json, reveal_html
 from ilr.deployments import NO_WORKER_ROW
 from ilr.models import Claim, Effect, Signal, Step, Workflow
 
@@ -219,7 +219,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
                 e.state,
                 e.tier,
                 e.sends,
-                as_json(e.payload),
+                reveal_html(as_json(e.payload)),
                 link("approvals:receipt", e.effect_id, "receipt"),
             ]
             for e in Effect.objects.filter(workflow_id=obj.id).order_by("effect_id")
@@ -235,7 +235,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
                 s.name,
                 s.sender or "—",
                 s.consumed_seq if s.consumed_seq is not None else "not yet",
-                as_json(s.payload)[:200],
+                reveal_html(as_json(s.payload)[:200]),
             ]
             for s in Signal.objects.filter(workflow_id=obj.id).order_by("id")
         ]

@@ -1,11 +1,17 @@
-"""Template filters of the review UI: money, timestamps, JSON and hashes for people."""
+"""Template filters of the review UI: money, timestamps, JSON, hashes and untrusted text for people."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
+import unicodedata
 
 from django import template
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
+
+from ilr.grants import APPROVAL_REQUEST_SIGNAL_PREFIX
 
 register = template.Library()
 
@@ -158,7 +164,118 @@ def outcome_class(status) -> str:
 
 
 @register.filter
+def step_error_badge(step) -> tuple[str, str]:
+    """(badge class, words) for a step row with an error, in the case's timeline.
+
+    A signal wait that timed out is a normal outcome, not a failure: "expired" (neutral) for the
+    wait on an approval request, "timed out" (neutral) for any other signal. Every other error
+    is "error" in red."""
+
+    def field(name: str):
+        return step.get(name) if isinstance(step, dict) else getattr(step, name, None)
+
+    error, kind, name = field("error"), field("kind"), field("name") or ""
+    if kind == "signal" and isinstance(error, dict) and error.get("type") == "SignalTimeout":
+        return ("", "expired") if str(name).startswith(APPROVAL_REQUEST_SIGNAL_PREFIX) else ("", "timed out")
+    return ("bad", "error")
+
+
+@register.filter
 def approved_by(card, user) -> bool:
     """True when the logged-in ``user`` approved ``card``'s request already, compared as an
     identity (``RequestCard.approved_by``): the button then waits for a second person."""
     return card.approved_by(user.get_username())
+
+
+# -- untrusted text: what is not plain printable text is shown as its code point -------------------
+
+_PLAIN_CONTROLS = frozenset("\n\t")
+"""Line breaks and tabs read as what they are (reasoning, multi-line JSON); every other control,
+format (bidirectional overrides, zero-width), separator other than " ", surrogate, private-use or
+unassigned character is escaped."""
+
+_FLAGGED_SCRIPTS = ("CYRILLIC", "GREEK")
+"""Scripts whose letters pass for Latin ones (Cyrillic "а", Greek "ο"): in a word that also holds
+Latin letters, each of their letters is escaped and the text flagged. Per word, so a Russian name
+beside an English key in one JSON document reads as written."""
+
+_WORD = re.compile(r"\w+")
+
+
+def _script(ch: str) -> str | None:
+    """ "LATIN", "CYRILLIC" or "GREEK" for a letter of those scripts, else None (by its Unicode
+    name, which starts with the script's name for every letter of the three)."""
+    if not ch.isalpha():
+        return None
+    name = unicodedata.name(ch, "")
+    for script in ("LATIN", *_FLAGGED_SCRIPTS):
+        if name.startswith(script):
+            return script
+    return None
+
+
+def _code_point(ch: str) -> str:
+    return f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}"
+
+
+def hidden_characters(text: str) -> tuple[list[tuple[str, bool]], list[str]]:
+    """``text`` split into runs of (text, escaped) and the reasons it is not plain.
+
+    A character is escaped when it is not printable (``str.isprintable``, except "\\n", "\\t"
+    and " "), or when it is a Cyrillic or Greek letter in a word that also holds Latin letters
+    (mixed script: "pаypal" with a Cyrillic "а"). Escaped runs hold the code points as written in
+    Python ("\\u202e").
+    """
+    lookalikes: set[int] = set()
+    for word in _WORD.finditer(text):
+        scripts = {_script(ch) for ch in word.group()} - {None}
+        if "LATIN" in scripts and len(scripts) > 1:
+            lookalikes.update(i for i in range(word.start(), word.end()) if _script(text[i]) in _FLAGGED_SCRIPTS)
+    runs: list[tuple[str, bool]] = []
+    reasons: list[str] = []
+    for i, ch in enumerate(text):
+        invisible = not (ch.isprintable() or ch in _PLAIN_CONTROLS)
+        lookalike = i in lookalikes
+        if invisible and "invisible or control characters" not in reasons:
+            reasons.append("invisible or control characters")
+        if lookalike and "mixed scripts (Latin with Cyrillic or Greek)" not in reasons:
+            reasons.append("mixed scripts (Latin with Cyrillic or Greek)")
+        escaped = invisible or lookalike
+        piece = _code_point(ch) if escaped else ch
+        if runs and runs[-1][1] == escaped:
+            runs[-1] = (runs[-1][0] + piece, escaped)
+        else:
+            runs.append((piece, escaped))
+    return runs, reasons
+
+
+def reveal_html(text: str) -> SafeString:
+    """``text`` as HTML with every character that is not plain printable text shown as its code
+    point (``hidden_characters``) in a ``span.cp``, and a ``span.hidden-chars`` warning badge
+    naming why; plain text is only escaped."""
+    runs, reasons = hidden_characters(text)
+    if not reasons:
+        return escape(text)
+    body = "".join(
+        format_html('<span class="cp" title="{}">{}</span>', _names(piece), piece) if escaped else escape(piece)
+        for piece, escaped in runs
+    )
+    badge = format_html(
+        ' <span class="badge bad hidden-chars" title="{}">{}</span>',
+        "Shown as code points: what the page would otherwise show is not what the text holds.",
+        "hidden characters: " + "; ".join(reasons),
+    )
+    return mark_safe(body + badge)  # noqa: S308 - every piece is escaped or format_html above
+
+
+def _names(escaped: str) -> str:
+    points = [int(p[1:], 16) for p in escaped.replace("\\U", "\\u").split("\\") if p]
+    return ", ".join(f"U+{p:04X} {unicodedata.name(chr(p), 'unnamed')}" for p in points)
+
+
+@register.filter
+def reveal(value) -> SafeString:
+    """Untrusted text (a payload value, premise, summary, reasoning, reference) as the approver
+    must see it: ``reveal_html`` of ``value``, or of its compact JSON (``as_json``) when it is not
+    text. The one filter every page uses where such text is shown."""
+    return reveal_html(value if isinstance(value, str) else as_json(value))
