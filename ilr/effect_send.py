@@ -17,6 +17,7 @@ import psycopg
 
 from ilr import codec, db, journal, killpoints
 from ilr.batch import Batch
+from ilr.context_steps import MAX_ERROR_MESSAGE
 from ilr.effect_call_base import EffectCallBase, entry_ts
 from ilr.effect_result import EffectResult
 from ilr.errors import Fenced, LookupFailed, SendInProgress, TargetRejected
@@ -108,7 +109,7 @@ class EffectSend(EffectCallBase):
         prev = (prev_row["last_error"] if prev_row else None) or {}
         sends = prev_row["sends"] if prev_row else 1
         in_progress = isinstance(exc, SendInProgress)
-        message = str(exc)[:2000]
+        message = str(exc)[:MAX_ERROR_MESSAGE]
         same = prev.get("type") == type(exc).__name__ and prev.get("message") == message
         error = {
             "type": type(exc).__name__,
