@@ -3,7 +3,7 @@
 ``from approvals.conf import settings`` then ``settings.PREMISE_TIMEOUT`` returns the project's
 ``APPROVALS_PREMISE_TIMEOUT`` when its Django settings define it, else the default below (read
 again at each access, so ``override_settings`` applies). The two-person rule is the runtime's
-(``ILR_TWO_PERSON_CENTS``, ilr/conf.py), so the API, the admin and this UI agree.
+(``ILR_TWO_PERSON_CENTS``, ilr/_conf.py), so the API, the admin and this UI agree.
 
 ===================================  ==========  ===============================================
 setting                              default     what it sets

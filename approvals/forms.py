@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from ilr import codec
-from ilr.errors import InvalidInput
-from ilr.grants import MAX_LIFETIME_S, lifetime_seconds
+from ilr import MAX_LIFETIME_S, InvalidInput, check_text, check_who, lifetime_seconds
 from ilr.models import Grant
 
 EXPIRY_CHOICES = [
@@ -82,15 +80,15 @@ class GrantCreateForm(forms.ModelForm):
         }
 
     def clean_principal(self):
-        """The runtime's rule for a name (``codec.check_who``), as a form error on the field."""
-        return _runtime_rule(codec.check_who, self.cleaned_data.get("principal"), "principal")
+        """The runtime's rule for a name (``ilr.check_who``), as a form error on the field."""
+        return _runtime_rule(check_who, self.cleaned_data.get("principal"), "principal")
 
     def clean_action(self):
-        """The runtime's rule for an action name (``codec.check_text``)."""
-        return _runtime_rule(codec.check_text, self.cleaned_data.get("action"), "action")
+        """The runtime's rule for an action name (``ilr.check_text``)."""
+        return _runtime_rule(check_text, self.cleaned_data.get("action"), "action")
 
     def clean_expires_in_hours(self):
-        """At most the runtime's longest lifetime (``ilr.grants.MAX_LIFETIME_S``), finite: an
+        """At most the runtime's longest lifetime (``ilr.MAX_LIFETIME_S``), finite: an
         absurd one is an error on this field, not a refusal after the form (a bare 403)."""
         hours = self.cleaned_data.get("expires_in_hours")
         if hours is not None:

@@ -2,7 +2,7 @@
 reconcile, grant, cancel, resume, retire, review).
 
 Its table, ``approvals_approval``, is never written: approvals are recorded by the runtime, in
-``ilr.approval_requests.approvals`` (each approver's identity and time, the two-person rule's
+``ilr._ops.approval_requests.approvals`` (each approver's identity and time, the two-person rule's
 record) and the grant's ``granted_by``; the review UI writes through ``ilr.approval_requests``
 and ``ilr.grants`` only. The model stays because Django's permissions hang on a model, and its
 migration (0001_initial) created the table; a later migration may drop the table once no

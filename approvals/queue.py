@@ -29,12 +29,8 @@ from django.core.paginator import Page, Paginator
 from django.utils import timezone
 
 from approvals import conf
-from ilr.amounts import payload_amount
-from ilr.approval_requests import approver_identity
-from ilr.codec import effect_id_for
-from ilr.errors import InvalidInput
+from ilr import InvalidInput, approver_identity, effect_id_for, get_target, payload_amount
 from ilr.models import ApprovalRequest, Effect, Step
-from ilr.targets import get_target
 
 QUEUE_PAGE_SIZE = 20
 # One pool for premise re-checks: a target that never answers holds a thread, not a request.
@@ -122,7 +118,7 @@ class RequestCard:
     """An approval request as the queue and the case page show it.
 
     ``amount`` is the request's amount as the rules read it (``amount_cents``, written at
-    request time by ``ilr.amounts.payload_amount``: the two-person rule's and the grant cap's
+    request time by ``ilr.payload_amount``: the two-person rule's and the grant cap's
     figure), in money; the Approve button shows it. ``amount_note`` says when this page cannot
     show which payload key it came from.
     """
@@ -144,7 +140,7 @@ class RequestCard:
 
     def approved_by(self, username: str) -> bool:
         """True when ``username`` is one of the approvers so far, compared as identities
-        (``ilr.approval_requests.approver_identity``: the UI's user and the API's ``by`` agree)."""
+        (``ilr.approver_identity``: the UI's user and the API's ``by`` agree)."""
         try:
             me = approver_identity(username)
         except InvalidInput:
@@ -275,7 +271,7 @@ def _fields(request: ApprovalRequest) -> tuple[list[Field], str | None, str | No
     request's ``amount_cents``) in money, and a note when this page cannot tie that amount to a
     payload key.
 
-    The key is the target's ``amount_field`` (``ilr.amounts.payload_amount``, the definition
+    The key is the target's ``amount_field`` (``ilr.payload_amount``, the definition
     the two-person rule and the grant cap used when the request was written); currency: the
     target's ``currency``, default "USD". Only that key's value is shown as money, and only when
     it is the figure the rules read.
@@ -317,7 +313,7 @@ def _start_check(request: ApprovalRequest):
     if target is None:
         result.error = (
             f"target {request.target!r} is not registered in this process "
-            f"(ilr.targets.register_target), so the premises cannot be re-checked here"
+            f"(ilr.register_target), so the premises cannot be re-checked here"
         )
         return result, None
     check = getattr(target, "validate_premises", None)
@@ -359,7 +355,7 @@ def _result_of(step: Step | None, tool: str, refusal: Step | None, outcome: Step
     step, the effect's step (and its refusal step), or the outcome of a request that sent
     nothing; (None, False) when nothing is recorded for it."""
     if step is not None and step.kind == "effect":
-        from ilr.agents import AMBIGUOUS_TEXT, COMMITTED_STATUSES
+        from ilr import AMBIGUOUS_TEXT, COMMITTED_STATUSES
 
         out = step.output if isinstance(step.output, dict) else {}
         status = out.get("status")

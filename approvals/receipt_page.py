@@ -17,10 +17,8 @@ from typing import Any
 
 from approvals.cases import flag, refused
 from approvals.queue import money
-from ilr import db, receipts
-from ilr.errors import EffectNotFound
+from ilr import EffectNotFound, connect, get_target, receipt_bundle, verify_receipt
 from ilr.models import ApprovalRequest, Effect, Grant
-from ilr.targets import get_target
 
 REFERENCE_FIELDS = ("reference", "id", "reference_id")
 """Where a target's answer holds the provider's reference when the target declares no
@@ -441,18 +439,18 @@ def _chain(entries: list, problems: list[str]) -> list[ChainEntry]:
 
 
 def receipt(effect_id: str) -> Receipt:
-    """The receipt of an effect: its bundle (``ilr.receipts.bundle``), ``verify()``'s result, the
+    """The receipt of an effect: its bundle (``ilr.receipt_bundle``), ``ilr.verify_receipt()``'s result, the
     answers to P1..P5 in words and the chain of entries.
 
     Raises:
         EffectNotFound: unknown effect id.
     """
-    with db.connect(application_name="approvals-receipt") as conn:
+    with connect(application_name="approvals-receipt") as conn:
         try:
-            b = receipts.bundle(conn, effect_id)
+            b = receipt_bundle(conn, effect_id)
         except LookupError:
             raise EffectNotFound(effect_id) from None
-    v = receipts.verify(b)
+    v = verify_receipt(b)
     chain = _chain(b.get("entries") or [], v.get("problems") or [])
     return Receipt(effect_id, b, v, _answers(v, b), chain, facts(effect_id, chain))
 

@@ -16,9 +16,8 @@ from django.db import connection
 from django.db.models import BooleanField, Case, Exists, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Cast, Now
 
-from ilr.deployments import UNSERVED_SQL, drain_report_in
+from ilr import ACTIVE, drain_report_in, unserved_on
 from ilr.models import Deployment, Effect, WorkerDeployment, Workflow
-from ilr.statuses import ACTIVE
 
 QUEUE_PAGE_SIZE = 20
 
@@ -30,7 +29,7 @@ def workflows():
 
 
 def due_q() -> Q:
-    """A workflow a worker would claim now (ilr.runtime.DUE_SQL): pending or sleeping and
+    """A workflow a worker would claim now (ilr._ops.deployments.DUE_SQL): pending or sleeping and
     available, or running with a lapsed lease."""
     return Q(status__in=("pending", "sleeping"), available_at__lte=Now()) | Q(
         status="running", lease_expires_at__lte=Now()
@@ -38,7 +37,7 @@ def due_q() -> Q:
 
 
 def live_workers():
-    """worker_deployments rows whose worker is live (ilr.runtime.LIVE_SQL)."""
+    """worker_deployments rows whose worker is live (ilr._ops.deployments.LIVE_SQL)."""
     return WorkerDeployment.objects.filter(live_until__gt=Now())
 
 
@@ -56,10 +55,8 @@ def with_unserved(queryset):
 def unserved() -> list[dict]:
     """The (name, version) pairs with due work and no live worker (``rt.unserved()``'s SQL):
     [{"name", "version", "due", "last_seen"}]."""
-    with connection.cursor() as cur:
-        cur.execute(UNSERVED_SQL)
-        columns = [c.name for c in cur.description]
-        return [dict(zip(columns, row)) for row in cur.fetchall()]
+    connection.ensure_connection()
+    return unserved_on(connection.connection)
 
 
 # -- ambiguous effects ---------------------------------------------------------------------------
@@ -134,7 +131,7 @@ class DrainReport:
 def drain_report(name: str, version: str | None = None) -> DrainReport:
     """Counts of a deployment's workflows by (name, version, status), its oldest active one, its
     live workers and its due work (``version`` None: every version of ``name``, summed), from
-    the runtime's drain report (``ilr.deployments.drain_report_in``) on Django's connection."""
+    the runtime's drain report (``ilr.drain_report_in``) on Django's connection."""
     connection.ensure_connection()
     rows = drain_report_in(connection.connection, name, version)
     counts = sorted(

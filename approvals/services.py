@@ -24,13 +24,24 @@ from psycopg.rows import dict_row
 from psycopg.types.json import JsonbLoader, JsonLoader
 
 from approvals import queue, selectors
-from ilr import CancelRequest, cancel_in, resume_in
-from ilr.approval_requests import ApprovalRefused, ApprovalRequestNotFound, approve_request_in, reject_request_in
-from ilr.deployments import retire_in
-from ilr.errors import ActionRefused, AlreadyReconciled, DeploymentNotFound, InvalidInput
-from ilr.grants import grant_in, revoke_in
+from ilr import (
+    ActionRefused,
+    AlreadyReconciled,
+    ApprovalRefused,
+    ApprovalRequestNotFound,
+    CancelRequest,
+    DeploymentNotFound,
+    InvalidInput,
+    approve_request_in,
+    cancel_in,
+    grant_in,
+    reconcile_in,
+    reject_request_in,
+    resume_in,
+    retire_in,
+    revoke_in,
+)
 from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
-from ilr.reconcile import reconcile_in
 
 
 @dataclass(frozen=True)
@@ -357,7 +368,7 @@ def workflow_resume(*, user, workflow_id: str) -> dict:
 def deployment_retire(*, user, name: str, version: str) -> selectors.DrainReport:
     """Retire a deployment version: it takes no new starts; running work drains.
 
-    Runs the runtime's retire body (``ilr.deployments.retire_in``, which locks the row), then
+    Runs the runtime's retire body (``ilr.retire_in``, which locks the row), then
     reads the drain report, in this transaction.
 
     Returns:

@@ -22,8 +22,7 @@ from approvals import cases as case_lists
 from approvals import receipt_page, selectors, services
 from approvals.forms import ApproveForm, ReconcileForm, RejectForm
 from approvals.queue import approval_queue, request_card, requests_of
-from ilr.approval_requests import ApprovalRequestNotFound
-from ilr.errors import EffectNotFound, InvalidInput
+from ilr import ApprovalRequestNotFound, EffectNotFound, InvalidInput
 from ilr.models import Workflow
 
 REVIEW_PERMS = ("approvals.review", "approvals.approve", "approvals.reconcile", "approvals.revoke")
@@ -185,7 +184,7 @@ def receipt(request, effect_id: str):
 @require_GET
 @reviewer_required()
 def receipt_json(request, effect_id: str):
-    """The receipt bundle as a JSON download (what ``ilr.receipts.verify`` takes)."""
+    """The receipt bundle as a JSON download (what ``ilr.verify_receipt`` takes)."""
     try:
         r = receipt_page.receipt(effect_id)
     except EffectNotFound:

@@ -9,7 +9,7 @@ class IlrConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from ilr import checks  # noqa: F401 (registers the system checks)
-        from ilr.registry import autodiscover
+        from ilr import _checks  # noqa: F401 (registers the system checks)
+        from ilr._registry import autodiscover
 
         autodiscover()

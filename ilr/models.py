@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from ilr.statuses import STATUSES as WORKFLOW_STATUSES
+from ilr._statuses import STATUSES as WORKFLOW_STATUSES
 
 
 class ReadOnlyQuerySet(models.QuerySet):

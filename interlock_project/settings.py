@@ -116,7 +116,7 @@ LOGGING = {
     "loggers": {"ilr": {"handlers": ["console"], "level": env("ILR_LOG_LEVEL", default="WARNING")}},
 }
 
-# --- Interlock runtime (every ILR_* setting and its default: ilr/conf.py) ------------------------
+# --- Interlock runtime (every ILR_* setting and its default: ilr/_conf.py) ------------------------
 # The engine's files (the signing key pair under keys/).
 ILR_DATA_DIR = DATA_DIR
 
@@ -139,7 +139,7 @@ if ILR_POOLER == "transaction":
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
 
-# The two-person rule of approval requests (ilr/conf.py): from this amount (cents) a refund
+# The two-person rule of approval requests (ilr/_conf.py): from this amount (cents) a refund
 # needs two different approvers before the grant is issued.
 ILR_TWO_PERSON_CENTS = {"refund": env.int("ILR_TWO_PERSON_REFUND_CENTS", default=50_000)}
 

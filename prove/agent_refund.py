@@ -19,7 +19,7 @@ def agent_prompt(case_id: str, payment: str) -> str:
 def refund_agent(input: dict):
     """The Agent of ``agent_refund``: a read-only lookup and a gated refund (input: url, tier,
     queryable, policy "approval" | "standing" | "above", grant, threshold, max_turns)."""
-    from ilr.agents import Agent, Policy, Tool, ToolError, messages_call
+    from ilr import Agent, Policy, Tool, ToolError, messages_call
     from prove.peers import model
     from prove.peers.targets_client import LocalRefunds, UnknownPayment
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management import call_command
 
-from ilr import Runtime, keys, receipts
-from ilr.killpoints import POINTS
-from ilr.runtime import ACTIVE
+from ilr import ACTIVE, Runtime, verify_receipt
+from ilr._journal import keys
+from ilr._killpoints import POINTS
 from prove.peers.targets_client import http_json
 from prove.workflows import REFUND_VERSION
 
@@ -380,7 +380,7 @@ class Demo:
             True when the case has ended (cancelled, or it had ended already); False when it
             had not ended within ``timeout`` seconds (then it is said, with what to do).
         """
-        from ilr.errors import WorkflowNotFound
+        from ilr import WorkflowNotFound
 
         try:
             request = rt.cancel(case_id, by="demo (run withdrawn)")
@@ -518,7 +518,7 @@ class Demo:
             self.say(f"  refund {r['id']}: {r['amount']} cents, source {r['source']}, key {r.get('key')}")
         if not ledger:
             self.say("  (no refund)")
-        v = receipts.verify(bundle)
+        v = verify_receipt(bundle)
         self.say(f"\nEffectResult: {result['status']} ({result['effect_id']})")
         self.say("Receipt verify():")
         for k in (

@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from ilr import Runtime, receipts
+from ilr import Runtime, verify_receipt
 from prove.demo import PAID, Demo, expected
 from prove.peers.targets_client import http_json
 
@@ -231,7 +231,7 @@ class AgentDemo(Demo):
             self.say(f"\nFAILED: the agent's call did not become an effect: {result['outcomes']}")
             return 1
         bundle = rt.receipt(outcome["effect_id"])
-        v = receipts.verify(bundle)
+        v = verify_receipt(bundle)
         effect = (
             rt.connection()
             .execute("select grant_id from ilr.effects where effect_id = %s", (outcome["effect_id"],))

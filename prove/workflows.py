@@ -13,8 +13,7 @@ import functools
 import os
 from typing import Any
 
-from ilr import RetryPolicy, SignalTimeout, workflow
-from ilr.targets import register_target
+from ilr import RetryPolicy, SignalTimeout, register_target, workflow
 from prove.peers import model
 from prove.peers.targets_client import LocalRefunds
 

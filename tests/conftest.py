@@ -90,10 +90,10 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(autouse=True)
 def _fresh_signing_key_cache():
     """Each test reads the signing key as it is now. The key is cached per process
-    (``ilr.keys.signing_key``), and a test that runs the demo or a Prove sweep may generate one
+    (``ilr._journal.keys.signing_key``), and a test that runs the demo or a Prove sweep may generate one
     under the shared data directory mid-session: a writer still holding the cached "no key" would
     then write unsigned entries that the verifier, which reads the key directory, calls stripped."""
-    from ilr import keys
+    from ilr._journal import keys
 
     keys.signing_key.cache_clear()
     yield
@@ -104,7 +104,7 @@ def test_dsn(django_db_setup, django_db_blocker):
     """The conninfo of the migrated test database; creates the test-invocations table."""
     from django.conf import settings
 
-    from ilr import db
+    from ilr import _db as db
 
     assert settings.DATABASES["default"]["NAME"].startswith("test_"), "the tests must not touch a real database"
     with django_db_blocker.unblock():
@@ -121,7 +121,7 @@ def test_dsn(django_db_setup, django_db_blocker):
 @pytest.fixture
 def clean_db(test_dsn, django_db_blocker):
     """Empty the ilr tables (and the invocation log) before the test."""
-    from ilr import db
+    from ilr import _db as db
 
     with django_db_blocker.unblock():
         with db.connect(test_dsn) as conn:
@@ -231,8 +231,8 @@ EVIDENCE: list[dict] = []
 
 def registry_results(test_dsn: str) -> dict:
     """Run the invariants registry over the test database with this test's evidence."""
-    from ilr import db
-    from ilr.invariants import check_all
+    from ilr import _db as db
+    from ilr._ops.invariants import check_all
 
     evidence: dict = {"ledger": [], "access_log": []} if EVIDENCE else {}
     for ev in EVIDENCE:
@@ -250,7 +250,7 @@ def workers(rt, tmp_path, request, test_dsn):
     """Worker subprocesses; at teardown every worker is killed and the whole invariants registry
     must hold over what the test did (issue 7), unless the test is marked
     ``allow_violations("Name", ...)`` because it corrupts something on purpose."""
-    from ilr.invariants import violations
+    from ilr._ops.invariants import violations
 
     EVIDENCE.clear()
     procs = WorkerProcs(tmp_path)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 
-from ilr import Cancelled, RetryPolicy, SignalTimeout, db, workflow
-from ilr.context import ChildFailed, ChildTimeout
+from ilr import Cancelled, RetryPolicy, SignalTimeout, workflow
+from ilr import _db as db
+from ilr._context.context import ChildFailed, ChildTimeout
 
 
 def invoke(workflow_id: str, name: str) -> int:

@@ -15,8 +15,8 @@ import signal
 
 import pytest
 
-from ilr import codec
-from ilr.agents import AMBIGUOUS_TEXT
+from ilr import _codec as codec
+from ilr._agents import AMBIGUOUS_TEXT
 from prove.peers.targets_client import http_json
 from tests.conftest import wait_for
 from tests.refund_harness import refund_env
@@ -398,7 +398,7 @@ def test_above_the_threshold_a_person_approves(rt, workers, tmp_path):
 
 
 def test_tools_and_policies_are_checked_when_built():
-    from ilr.agents import Agent, Policy, Tool
+    from ilr._agents import Agent, Policy, Tool
 
     schema = {"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}
     with pytest.raises(ValueError, match="needs a grant"):

@@ -1,6 +1,6 @@
 """What the approver sees is what the rules check (issue 40, items 2, 4 and 5).
 
-One definition of a payload's amount (``ilr.amounts.payload_amount``: the target's
+One definition of a payload's amount (``ilr.payload_amount``: the target's
 ``amount_field``) feeds the review UI, the two-person rule and a grant's ``max_cents``; keys are
 shown exactly, with the ones that only differ by case, whitespace or a look-alike letter
 flagged; approvers are identities, so one person under two spellings, or through the UI and the
@@ -16,8 +16,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from ilr import ApprovalRefused, InvalidInput, codec
-from ilr.effect_rules import lease_snapshot
+from ilr import ApprovalRefused, InvalidInput
+from ilr import _codec as codec
+from ilr._effects.rules import lease_snapshot
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
 from tests.conftest import failure_of
 from tests.refund_harness import refund_env, wait_for_request
@@ -29,7 +30,7 @@ PASSWORD = "amounts-only-password"
 def registered():
     """This process's target registry for one test (the live server reads a request's
     ``amount_field`` and currency through it); restored afterwards."""
-    from ilr.targets import _TARGETS, register_target
+    from ilr._effects.targets import _TARGETS, register_target
 
     saved = dict(_TARGETS)
     yield lambda target: register_target(target, check=False)
@@ -63,7 +64,7 @@ def _value_target(url: str):
 
 
 def test_payload_amount_reads_the_targets_amount_field_only():
-    from ilr.amounts import payload_amount
+    from ilr._amounts import payload_amount
 
     class Target:
         tier, amount_field = 1, "value"
@@ -248,7 +249,7 @@ def test_keys_are_shown_exactly_and_look_alikes_are_flagged(
 
 
 def test_approver_identity_is_stripped_nfkc_and_casefolded():
-    from ilr.approval_requests import approver_identity
+    from ilr._ops.approval_requests import approver_identity
 
     assert approver_identity(" Alice ") == approver_identity("ALICE") == approver_identity("alice") == "alice"
     assert approver_identity("ａｌｉｃｅ") == "alice"  # fullwidth letters, NFKC

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from ilr import ApprovalRefused, ApprovalRequestNotFound, InvalidInput, codec
+from ilr import ApprovalRefused, ApprovalRequestNotFound, InvalidInput
+from ilr import _codec as codec
 from tests.conftest import failure_of, wait_for
 from tests.refund_harness import refund_env
 

@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 def registered():
     """This process's target registry for one test (the live server re-checks premises through
     it); restored afterwards."""
-    from ilr.targets import _TARGETS, register_target
+    from ilr._effects.targets import _TARGETS, register_target
 
     saved = dict(_TARGETS)
     yield lambda target: register_target(target, check=False)

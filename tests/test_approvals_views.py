@@ -20,9 +20,10 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from ilr import codec, journal, receipts
-from ilr.approval_requests import request_id_for, signal_name
-from ilr.targets import _TARGETS
+from ilr import _codec as codec
+from ilr._effects.targets import _TARGETS
+from ilr._journal import journal, receipts
+from ilr._ops.approval_requests import request_id_for, signal_name
 from prove.workflows import REFUND_VERSION
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
@@ -113,7 +114,7 @@ def proposal_hash(amount=2000, payment="pay_1"):
 def registered():
     """Register targets in this process's target registry for one test (the review UI re-checks
     premises through it); restored afterwards."""
-    from ilr.targets import register_target
+    from ilr._effects.targets import register_target
 
     saved = dict(_TARGETS)
     yield lambda target: register_target(target, check=False)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ilr import InvalidInput, UnknownWorkflow, WorkflowFailed, WorkflowNotFound
-from ilr.context import WorkflowContext
-from ilr.errors import WorkflowConflict
+from ilr._context.context import WorkflowContext
+from ilr._errors import WorkflowConflict
 from tests.conftest import wait_for
 
 

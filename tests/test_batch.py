@@ -9,8 +9,9 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from ilr import batch, db
-from ilr.batch import Batch
+from ilr import _db as db
+from ilr._db import batch
+from ilr._db.batch import Batch
 from tests.conftest import wait_for
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import signal
 
-from ilr import CancelRequest, codec
+from ilr import CancelRequest
+from ilr import _codec as codec
 from tests.conftest import wait_for
 from tests.refund_harness import refund_env
 

@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from ilr import db
-from ilr.worker import CLAIM_SQL
+from ilr import _db as db
+from ilr._worker.claims import CLAIM_SQL
 
 PARAMS = {"names": ["plan"], "versions": ["1"], "owner": "T", "ttl": 30}
 

@@ -146,7 +146,8 @@ def test_database_restart_during_a_send_commits_the_answer(rt, workers, tmp_path
     The answer comes back to a worker whose run connection died: T_commit runs on a fresh
     connection (the fence is the row's epoch and lease, not the session), so the effect commits
     once and the workflow completes, neither failed nor orphaned."""
-    from ilr import db, receipts
+    from ilr import _db as db
+    from ilr._journal import receipts
     from tests.refund_harness import refund_env
 
     cluster = _cluster()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ilr import db
+from ilr import _db as db
 from tests.conftest import wait_for
 from tests.refund_harness import refund_env
 

@@ -7,7 +7,8 @@ import signal
 
 import pytest
 
-from ilr import InvalidInput, receipts
+from ilr import InvalidInput
+from ilr._journal import receipts
 from tests.refund_harness import approve, refund_env
 
 

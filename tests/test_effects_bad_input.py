@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import InvalidInput, WorkflowNotFound
-from ilr.errors import EffectNotFound, GrantNotFound
+from ilr._errors import EffectNotFound, GrantNotFound
 from tests.refund_harness import approve, refund_env, wait_for_approval_request
 
 

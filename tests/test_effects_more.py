@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ilr import keys, receipts
+from ilr._journal import keys, receipts
 from tests.conftest import ROOT, wait_for
 from tests.refund_harness import approve, refund_env, wait_for_approval_request
 from tests.test_effects import our_refunds, run_case, total
@@ -93,7 +93,7 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
     """A second connection holds the grant row; T_dispatch and revoke queue behind it in a
     chosen order. No send after the revoke returned unless its effect id was in the returned
     list (RevokeLinearizable)."""
-    from ilr import db
+    from ilr import _db as db
 
     with refund_env(tmp_path, 1) as env:
         workers.start("A", lease_ttl=30, env=env.worker_env())
@@ -183,7 +183,7 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
                 copy = {**bundle, "entries": [*bundle["entries"][:i], flipped, *bundle["entries"][i + 1 :]]}
                 assert receipts.verify(copy, public_key=pub)["tamper_evident"] is False, (i, pos)
         # A byte flipped in the stored body (by someone who can disable the trigger) is evident too.
-        from ilr import db
+        from ilr import _db as db
 
         with db.connect(test_dsn) as conn:
             conn.execute("alter table ilr.journal disable trigger journal_append_only")

@@ -1,5 +1,5 @@
 """One error module: every error the apps raise on purpose is an InterlockError defined in
-ilr/errors.py, with a stable code of its own; the old import paths still work."""
+ilr/_errors.py, with a stable code of its own; the old import paths still work."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pkgutil
 import re
 
 import ilr
-import ilr.errors
-from ilr.errors import InterlockError
+import ilr._errors
+from ilr._errors import InterlockError
 
 APPS = ("ilr", "approvals")
 
@@ -36,13 +36,13 @@ def test_every_public_error_is_an_interlock_error_defined_in_ilr_errors():
                 and module.__name__ != "ilr.errors"
             ):
                 stray.append(f"{module.__name__}.{name}")
-    assert stray == [], f"errors defined outside ilr/errors.py: {stray}"
+    assert stray == [], f"errors defined outside ilr/_errors.py: {stray}"
     outside = [
         name
         for name, obj in vars(ilr.errors).items()
         if inspect.isclass(obj) and issubclass(obj, Exception) and not issubclass(obj, InterlockError)
     ]
-    assert outside == [], f"errors in ilr/errors.py that are not an InterlockError: {outside}"
+    assert outside == [], f"errors in ilr/_errors.py that are not an InterlockError: {outside}"
 
 
 def test_every_error_has_a_code_of_its_own():
@@ -58,10 +58,10 @@ def test_every_error_has_a_code_of_its_own():
 
 def test_the_old_import_paths_still_name_the_same_classes():
     from approvals.services import ActionRefused, DeploymentNotFound
-    from ilr.agents import ToolError
-    from ilr.context import ChildFailed
-    from ilr.effects import EffectRefused, LookupFailed
-    from ilr.worker import CodeChanged
+    from ilr._agents import ToolError
+    from ilr._context.context import ChildFailed
+    from ilr._effects.effects import EffectRefused, LookupFailed
+    from ilr._worker.worker import CodeChanged
 
     for cls in (ActionRefused, DeploymentNotFound, ToolError, ChildFailed, EffectRefused, LookupFailed, CodeChanged):
         assert getattr(ilr.errors, cls.__name__) is cls

@@ -10,7 +10,7 @@ python: ``ilr_worker`` and ``runserver`` as subprocesses, the workflow started w
 example's own ``close_account`` command, and a person in headless Chromium who logs in at
 /review/, sees the request, approves it, watches the effect commit on the case page and reads
 the receipt. The database is then read through the venv (``manage.py shell -c``): one closure
-row, and a receipt that ``ilr.receipts.verify`` finds intact.
+row, and a receipt that ``ilr.verify_receipt`` finds intact.
 
 Screenshots go to $ILR_UI_SHOTS when set (``ILR_UI_SHOTS=results/ui``), else to tmp_path.
 """
@@ -331,7 +331,8 @@ import json
 from django.conf import settings
 from accounts.models import Account, ClosureRecord
 from accounts.workflows import closures
-from ilr import Runtime, receipts
+from ilr import Runtime
+from ilr._journal import receipts
 rt = Runtime()
 wf = rt.describe({WORKFLOW!r})
 verdict = receipts.verify(rt.receipt({effect_id!r}))

@@ -17,7 +17,8 @@ import threading
 
 import pytest
 
-from ilr import db, failover
+from ilr import _db as db
+from ilr._ops import failover
 from tests.conftest import wait_for
 
 

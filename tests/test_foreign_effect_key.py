@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from ilr import receipts
+from ilr._journal import receipts
 from tests.refund_harness import refund_env
 from tests.test_effects import our_refunds
 

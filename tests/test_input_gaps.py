@@ -12,8 +12,10 @@ import json
 
 import pytest
 
-from ilr import InvalidInput, codec, receipts
-from ilr.reconcile import MAX_EVIDENCE_CHARS
+from ilr import InvalidInput
+from ilr import _codec as codec
+from ilr._effects.reconcile import MAX_EVIDENCE_CHARS
+from ilr._journal import receipts
 
 LONE = "\ud800"
 
@@ -89,7 +91,7 @@ def test_a_huge_target_answer_is_journaled_bounded_with_its_size_and_hash(rt, wo
     ANSWER_VALUE_HEAD_CHARS characters, its size and sha256; the receipt still verifies."""
     import hashlib
 
-    from ilr.codec import ANSWER_VALUE_HEAD_CHARS, MAX_ANSWER_BYTES
+    from ilr._codec import ANSWER_VALUE_HEAD_CHARS, MAX_ANSWER_BYTES
 
     size = 5 * 1024 * 1024
     workers.start("w1")

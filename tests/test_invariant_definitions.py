@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from ilr.invariants import Snapshot, no_overlapping_sends, timer_not_early
+from ilr._ops.invariants import Snapshot, no_overlapping_sends, timer_not_early
 
 EID = "eff_overlap"
 BY = {"workflow_id": "W1", "epoch": 1}
@@ -146,7 +146,7 @@ def test_timers_recorded_at_or_after_their_deadline_hold():
 def test_a_real_signal_wait_timeout_holds_and_its_row_is_judged(rt, workers, test_dsn):
     """A real waiter times out: its step row holds TimerNotEarly, and the same row moved before
     its deadline is flagged (the check reads the row's real shape)."""
-    from ilr import db
+    from ilr import _db as db
 
     workers.start("A", lease_ttl=2)
     rt.start("waiter", "timer-sig", {"timeout": 0.5})

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from ilr import codec, journal
-from ilr.invariants import INVARIANTS, check_all, violations
+from ilr import _codec as codec
+from ilr._journal import journal
+from ilr._ops.invariants import INVARIANTS, check_all, violations
 
 EID, EID_SPARE = codec.effect_id_for({"request_id": "seed"}), codec.effect_id_for({"request_id": "spare"})
 PAYLOAD = {"payment": "p1", "amount": 2000}
@@ -107,7 +108,7 @@ def seed(conn) -> dict:
 
 @pytest.fixture
 def seeded(clean_db, django_db_blocker):
-    from ilr import db
+    from ilr import _db as db
 
     with django_db_blocker.unblock():
         conn = db.connect(clean_db)

@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ilr import codec, db, journal, keys
+from ilr import _codec as codec
+from ilr import _db as db
+from ilr._journal import journal, keys
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import signal
 
-from ilr import receipts
+from ilr._journal import receipts
 from prove.peers.fault_proxy import proxy_process
 from tests.conftest import wait_for
 from tests.refund_harness import approve, refund_env

@@ -14,8 +14,10 @@ import threading
 
 import pytest
 
-from ilr import InvalidInput, db, orphans
-from ilr.orphans import find_orphans, recover_orphans
+from ilr import InvalidInput
+from ilr import _db as db
+from ilr._effects import orphans
+from ilr._effects.orphans import find_orphans, recover_orphans
 from prove.workflows import target_for
 from tests.conftest import wait_for
 from tests.refund_harness import approve, refund_env

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from ilr import Runtime, receipts
+from ilr import Runtime
+from ilr._journal import receipts
 from tests.conftest import ROOT, wait_for
 from tests.refund_harness import approve, refund_env
 
@@ -275,7 +276,7 @@ def test_transaction_mode_client_and_django_app_work(rt, workers, tmp_path, pgbo
 
 def test_an_unknown_pooler_is_refused():
     """ILR_POOLER accepts unset, "session" or "transaction" only."""
-    from ilr.worker import PoolerRefused, check_pooler
+    from ilr._worker.worker import PoolerRefused, check_pooler
 
     for ok in (None, "session"):
         check_pooler(ok)

@@ -17,7 +17,10 @@ import sys
 
 import pytest
 
-from ilr import InvalidInput, codec, db, journal, keys, receipts
+from ilr import InvalidInput
+from ilr import _codec as codec
+from ilr import _db as db
+from ilr._journal import journal, keys, receipts
 from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
 from tests.conftest import ROOT
 from tests.refund_harness import approve, refund_env

@@ -12,7 +12,7 @@ import re
 import pytest
 from django.urls import reverse
 
-from ilr import receipts
+from ilr._journal import receipts
 from tests.refund_harness import refund_env, wait_for_approval_request
 from tests.test_approvals_views import client_for, user
 from tests.test_effects import _hand_refund, _revoke, our_refunds, run_case

@@ -1,7 +1,7 @@
 """verify()'s P2 and P4 rules (docs/protocol.md §9), pinned two ways.
 
-Pure tests build journal chains the way ilr/effects.py writes them (the same kinds, `via` values
-and fields), sealed with ilr.journal.seal and signed with a real Ed25519 key from ilr.keys, and
+Pure tests build journal chains the way ilr/_effects/effects.py writes them (the same kinds, `via` values
+and fields), sealed with ilr._journal.journal.seal and signed with a real Ed25519 key from ilr.keys, and
 check verify()'s answer exactly. Runtime tests drive the real worker against the real target
 (tests/refund_harness.py) and read the receipt the runtime produced.
 
@@ -23,7 +23,8 @@ import json
 import pytest
 from django.test import override_settings
 
-from ilr import codec, journal, keys, receipts
+from ilr import _codec as codec
+from ilr._journal import journal, keys, receipts
 from tests.conftest import wait_for
 from tests.refund_harness import approve, refund_env, wait_for_approval_request
 from tests.test_effects import _hand_refund, our_refunds, run_case
@@ -367,7 +368,7 @@ def test_a_send_the_revoke_listed_in_flight_is_no_false_p3_claim(rt, workers, tm
     may still land), so P3 is a correct answer, not a false claim."""
     import time
 
-    from ilr import db
+    from ilr import _db as db
     from prove.harness import audit, oracle
 
     with refund_env(tmp_path, 1, send_timeout=8.0, settle_margin=2.0) as env:

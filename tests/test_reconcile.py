@@ -14,7 +14,8 @@ import json
 
 import pytest
 
-from ilr import InvalidInput, codec
+from ilr import InvalidInput
+from ilr import _codec as codec
 
 EID = "eff_amb_api"
 

@@ -1,6 +1,6 @@
 """Recovery differential (issue 7, the decision table of docs/protocol.md §6.5).
 
-1. The pure decision function ``ilr.effects.recovery_decision`` against a table written here
+1. The pure decision function ``ilr._effects.effects.recovery_decision`` against a table written here
    independently from the table's rows, for every combination of tier, dedup window passed,
    queryable, grant live, premises stale and found.
 2. The database path (the real ``_recover`` on a real connection, a real T_dispatch before it,
@@ -16,10 +16,11 @@ import time
 
 import pytest
 
-from ilr import db, journal
-from ilr.context import WorkflowContext
-from ilr.effects import EffectCall, effective_tier, needs_query, recovery_decision
-from ilr.worker import CLAIM_SQL, Run
+from ilr import _db as db
+from ilr._context.context import WorkflowContext
+from ilr._effects.effects import EffectCall, effective_tier, needs_query, recovery_decision
+from ilr._journal import journal
+from ilr._worker.claims import CLAIM_SQL, Run
 from prove.peers.target import target_process
 from prove.peers.targets_client import LocalRefunds, http_json
 

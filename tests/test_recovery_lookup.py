@@ -13,7 +13,7 @@ import json
 import signal
 
 from ilr import RetryPolicy
-from ilr.effects import LOOKUP_RETRY
+from ilr._effects.effects import LOOKUP_RETRY
 from prove.demo import free_port
 from prove.peers.model_stub import model_stub_process
 from prove.peers.target import target_process
@@ -81,7 +81,7 @@ def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan
     workflow catches it and completes. Its effect is still dispatched: ilr_check lists it and
     recover_orphans resolves it (before, only stuck, failed and cancelled workflows counted, so
     nothing ever surfaced it)."""
-    from ilr.grants import grant_in
+    from ilr._ops.grants import grant_in
     from prove.workflows import target_for
     from tests.test_check_command import check
 
@@ -124,7 +124,7 @@ def test_a_target_down_before_the_first_send_is_waited_out_too(rt, workers, tmp_
     """The premises are read before T_dispatch; a target that refuses the connection then
     failed the workflow with the socket's error. Now the workflow waits as recovery does, with
     nothing written (no journal entry), and sends once the target is back."""
-    from ilr.grants import grant_in
+    from ilr._ops.grants import grant_in
 
     port = free_port()
     ledger = tmp_path / "ledger.sqlite"

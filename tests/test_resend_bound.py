@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from ilr import db, receipts
+from ilr import _db as db
+from ilr._journal import receipts
 from tests.conftest import wait_for
 from tests.refund_harness import refund_env
 

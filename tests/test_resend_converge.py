@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ilr import receipts
+from ilr._journal import receipts
 from tests.refund_harness import refund_env
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from approvals import cases as case_lists
-from ilr import journal
+from ilr._journal import journal
 from tests import test_approvals_views as views_tests
 from tests.test_approvals_views import (
     approve_url,
@@ -257,7 +257,7 @@ def test_a_form_error_names_its_field(rt, alice):
 
 
 def test_an_unsigned_receipt_does_not_claim_signatures(rt, alice, settings):
-    from ilr import keys
+    from ilr._journal import keys
 
     make_waiting(rt)
     make_effect(rt, "eff_u", state="committed")

@@ -27,7 +27,7 @@ def test_makemigrations_finds_nothing(db):
 
 
 def _scratch(test_dsn, name):
-    from ilr import db
+    from ilr import _db as db
 
     with db.connect(test_dsn) as conn:
         conn.execute(f'drop database if exists "{name}" with (force)')
@@ -40,7 +40,7 @@ def _dbname(dsn):
 
 
 def _drop(test_dsn, name):
-    from ilr import db
+    from ilr import _db as db
 
     with db.connect(test_dsn) as conn:
         conn.execute(f'drop database if exists "{name}" with (force)')
@@ -63,7 +63,7 @@ def _catalog(dsn: str) -> str:
 
 
 def test_schema_sql_and_replayed_migrations_produce_the_same_catalog(test_dsn, django_db_blocker):
-    from ilr import db
+    from ilr import _db as db
 
     with django_db_blocker.unblock():
         a = _scratch(test_dsn, "ilr_catalog_schema")
@@ -83,7 +83,7 @@ def test_schema_sql_and_replayed_migrations_produce_the_same_catalog(test_dsn, d
 
 
 def test_migrate_creates_and_migrating_to_zero_drops(test_dsn, django_db_blocker, tmp_path):
-    from ilr import db
+    from ilr import _db as db
     from tests.conftest import WorkerProcs
 
     with django_db_blocker.unblock():

@@ -86,7 +86,7 @@ def test_every_ilr_setting_of_the_wrong_shape_is_an_error_naming_it():
 def test_a_request_under_a_bad_rule_names_the_setting_not_a_type_error(settings):
     """Past the checks (``--skip-checks``, or a setting changed at run time), the rule itself says
     which setting is wrong instead of raising TypeError."""
-    from ilr.approval_requests import two_person_threshold
+    from ilr._ops.approval_requests import two_person_threshold
 
     settings.ILR_TWO_PERSON_CENTS = {"credit": "100.00"}
     with pytest.raises(InvalidInput) as err:

@@ -40,7 +40,7 @@ def bare_settings():
 
 def test_every_setting_has_its_default(bare_settings, tmp_path, monkeypatch):
     from approvals.conf import settings as approvals_settings
-    from ilr.conf import settings as ilr_settings
+    from ilr._conf import settings as ilr_settings
 
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert ilr_settings.MAX_TAKEOVERS == 5
@@ -61,7 +61,7 @@ def test_every_setting_has_its_default(bare_settings, tmp_path, monkeypatch):
 
 
 def test_keys_live_under_the_default_data_dir(bare_settings, tmp_path):
-    from ilr import keys
+    from ilr._journal import keys
 
     with override_settings(BASE_DIR=tmp_path):
         assert keys.default_dir() == tmp_path / ".data" / "keys"

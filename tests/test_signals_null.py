@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from ilr import db, signal_in
+from ilr import _db as db
+from ilr import signal_in
 from tests.conftest import wait_for
 
 SIGNAL_BRANCH = {"branch": "signal", "payload": None}

@@ -17,12 +17,15 @@ import time
 import psycopg
 import pytest
 
-from ilr import Runtime, codec, db, journal
-from ilr.batch import Batch
-from ilr.context import WorkflowContext
-from ilr.effects import EffectCall
-from ilr.errors import Suspend
-from ilr.worker import CLAIM_SQL, Run
+from ilr import Runtime
+from ilr import _codec as codec
+from ilr import _db as db
+from ilr._context.context import WorkflowContext
+from ilr._db.batch import Batch
+from ilr._effects.effects import EffectCall
+from ilr._errors import Suspend
+from ilr._journal import journal
+from ilr._worker.claims import CLAIM_SQL, Run
 from prove.peers.targets_client import LocalRefunds
 
 PAYLOAD = {"payment": "p1", "amount": 2000}
@@ -72,7 +75,7 @@ class PausingConnection:
 
 @pytest.fixture(autouse=True)
 def batches_pause(monkeypatch):
-    """T_dispatch and T_commit queue their statements on an ilr.batch.Batch, which sends a
+    """T_dispatch and T_commit queue their statements on an ilr._db.batch.Batch, which sends a
     round trip's statements together. On a PausingConnection, a Batch sends and reads up to
     the matching statement, then pauses there: the server has run exactly the statements
     before the pause point, in the same transaction, as with the psycopg paths above."""
@@ -311,8 +314,8 @@ def test_lock_order_workflow_effect_grant(claimed):
     the grant and then the workflow deadlocks against a T_dispatch paused between its effect
     lock and its grant read (the control: this test can see a deadlock); one taking them in the
     runtime's order (cancel_in then revoke_in in one transaction) just waits and completes."""
-    from ilr.grants import revoke_in
-    from ilr.runtime import cancel_in
+    from ilr._ops.grants import revoke_in
+    from ilr._ops.runtime import cancel_in
 
     rt, conn, run, grant = claimed
     pattern = r"insert into ilr\.effects .* on conflict \(effect_id\) do update .* returning \*"

@@ -61,8 +61,8 @@ def test_a_failing_step_shows_its_last_error_everywhere(rt, workers):
 
 def test_a_long_message_is_truncated_and_each_attempt_is_a_warning(rt, test_dsn, caplog):
     """An in-process worker, so the log record itself is seen: level WARNING, logger ilr.steps."""
-    from ilr import registry
-    from ilr.worker import Worker
+    from ilr import _registry as registry
+    from ilr._worker.worker import Worker
 
     worker = Worker(
         "inproc-af", [registry.get("always_fails", "1")], concurrency=1, lease_ttl=5, poll=0.1, dsn=test_dsn

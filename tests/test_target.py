@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ilr.errors import TargetRejected
+from ilr._errors import TargetRejected
 from prove.peers.target import target_process
 from prove.peers.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
 from tests.conftest import wait_for

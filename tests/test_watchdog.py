@@ -1,4 +1,4 @@
-"""The send watchdog (ilr/watchdog.py, docs/protocol.md §6.3, A1): one thread per process watches
+"""The send watchdog (ilr/_worker/watchdog.py, docs/protocol.md §6.3, A1): one thread per process watches
 every open send and ends the process when one outlives its deadline, in a process that opted in
 (the ilr_worker command); elsewhere it ends that send only, with SendOverrun. Each case runs in
 its own Python subprocess, because firing is a real os._exit."""

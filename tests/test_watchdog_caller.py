@@ -16,8 +16,8 @@ import textwrap
 
 import pytest
 
-from ilr import journal
-from ilr.orphans import find_orphans, recover_orphans
+from ilr._effects.orphans import find_orphans, recover_orphans
+from ilr._journal import journal
 from prove.workflows import target_for
 from tests.conftest import ROOT, wait_for
 from tests.refund_harness import refund_env
@@ -29,7 +29,7 @@ WEB_PROCESS = textwrap.dedent(
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "interlock_project.settings")
     import django
     django.setup()
-    from ilr.orphans import recover_orphans
+    from ilr._effects.orphans import recover_orphans
     from prove.workflows import target_for
 
     class NoSocketTimeout:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from ilr import db
+from ilr import _db as db
 from tests.conftest import wait_for
 from tests.test_runtime_core import invocations
 

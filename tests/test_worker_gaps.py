@@ -20,7 +20,7 @@ import time
 import psycopg
 import pytest
 
-from ilr import db
+from ilr import _db as db
 from tests.conftest import ROOT, wait_for
 from tests.test_db_restart import _cluster
 
@@ -159,7 +159,7 @@ def test_a_dead_workers_lingering_session_does_not_keep_its_id(rt, workers, test
     """A worker whose host died leaves its session open on the server (until TCP keepalive) and
     its worker_deployments rows stale: the id's lock is held but nothing refreshes the rows. A
     new worker with the id ends that session and starts."""
-    from ilr.worker_deployments import WORKER_ID_LOCK_SQL
+    from ilr._worker.deployments import WORKER_ID_LOCK_SQL
 
     rt.start("three_steps", "ghost-1", {})  # deploys three_steps@1, which the rows reference
     ghost = db.connect(test_dsn)

@@ -1,7 +1,7 @@
 """A module that registers, at import, a tier-1 target whose dedup margin is too thin (the
 worker must refuse it with one line, exit 2)."""
 
-from ilr.targets import register_target
+from ilr._effects.targets import register_target
 
 
 class ThinMargin:

@@ -17,8 +17,7 @@ from django.urls import path, reverse
 
 from approvals import selectors, services
 from approvals.admin.common import confirmed, page_context, selected_ids, to_confirmation
-from ilr.errors import InvalidInput
-from ilr.grants import GrantNotFound
+from ilr import GrantNotFound, InvalidInput
 from ilr.models import Effect, Grant, Step
 
 # -- workflows: cancel, resume -------------------------------------------------------------------

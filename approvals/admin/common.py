@@ -14,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 
 from approvals.templatetags.approvals_extras import pretty_json, reveal_html
-from ilr.codec import MAX_TEXT_LENGTH
+from ilr import MAX_TEXT_LENGTH
 
 MAX_SELECTED = 500
 """The most rows one action hands to its confirmation page, and one page acts on."""

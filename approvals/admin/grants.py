@@ -19,9 +19,8 @@ from approvals.admin.filters import GrantKindFilter, GrantStateFilter
 from approvals.forms import GrantCreateForm
 from approvals.queue import money
 from approvals.templatetags.approvals_extras import cents, reveal_html
-from ilr.errors import InvalidInput
+from ilr import InvalidInput, get_target
 from ilr.models import ApprovalRequest, Effect, Grant
-from ilr.targets import get_target
 
 
 @admin.register(Grant)

@@ -20,7 +20,7 @@ from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, tab
 from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
 from approvals.templatetags.approvals_extras import as_json, reveal_html
-from ilr.deployments import NO_WORKER_ROW
+from ilr import NO_WORKER_ROW
 from ilr.models import Claim, Effect, Signal, Step, Workflow
 
 

@@ -11,7 +11,7 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from ilr.grants import APPROVAL_REQUEST_SIGNAL_PREFIX
+from ilr import APPROVAL_REQUEST_SIGNAL_PREFIX
 
 register = template.Library()
 

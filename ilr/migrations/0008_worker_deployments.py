@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-from ilr.sql_migrations import RunSQLFile
+from ilr._db.sql_migrations import RunSQLFile
 
 
 class Migration(migrations.Migration):

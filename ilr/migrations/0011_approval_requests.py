@@ -3,7 +3,7 @@
 import django.db.models.deletion
 from django.db import migrations, models
 
-from ilr.sql_migrations import RunSQLFile
+from ilr._db.sql_migrations import RunSQLFile
 
 
 class Migration(migrations.Migration):

@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from ilr import db, workflow
+from ilr import _db as db
+from ilr import workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DB = "ilr_bench"
@@ -221,9 +222,9 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     ANALYZE inside a rolled-back transaction, since the claim updates what it selects).
 
     Every claim, the timed one with nothing due included, is the worker's own claim transaction
-    (ilr.worker.claim_due: the claim and the step rows of what it took, prepared, in one round
+    (ilr._worker.worker.claim_due: the claim and the step rows of what it took, prepared, in one round
     trip); results from before that change timed the claim statement alone, unprepared."""
-    from ilr.worker import CLAIM_SQL, claim_due
+    from ilr._worker.claims import CLAIM_SQL, claim_due
 
     base = db.conninfo()
     name = base.split("dbname=")[1].split()[0]
@@ -281,7 +282,7 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
     """Claims per second: insert ``k`` due workflows, claim them in batches of params["n"] with
     the worker's claim transaction (claim_due) and finish each batch in one UPDATE, one
     connection, until none is left."""
-    from ilr.worker import claim_due
+    from ilr._worker.worker import claim_due
 
     conn.execute(
         "insert into ilr.workflows (id, name, version, input) select %s || g, 'bench_steps3', '1', '{}' "

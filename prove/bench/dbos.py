@@ -22,7 +22,7 @@ from pathlib import Path
 
 from psycopg.conninfo import conninfo_to_dict
 
-from ilr import db
+from ilr import _db as db
 from prove.bench.core import ROOT, _pct
 from prove.bench.full_measure import _machine_cpu, _postgres_cpu_seconds
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import prove.bench.full_flows  # noqa: F401 - registers the bench workflows so rt.start resolves them
-from ilr import db
+from ilr import _db as db
 from prove.bench.core import ROOT, _pct
 from prove.peers.targets_client import http_json
 
@@ -233,7 +233,7 @@ def _failures(conn, shape: str) -> list[dict]:
     unknown outcome, DUPLICATE_IGNORED after a takeover whose fenced-out sender late-committed)
     is a refund, not a failure: ``_effect_statuses`` counts those.
     """
-    from ilr.effects import EffectResult
+    from ilr import EffectResult
 
     rows = [
         {"workflow_id": r["id"], "status": r["status"], "error": r["error"]}
@@ -302,13 +302,13 @@ def _stop_profiler(proc: subprocess.Popen) -> None:
 
 
 PROFILE_GROUPS = (
-    ("statements: ilr.batch and psycopg (building, sending, reading)", ("psycopg/", "ilr/batch.py")),
-    ("json and canonical encoding", ("json/", "ilr/codec.py")),
-    ("journal sealing (sha256, Ed25519)", ("ilr/journal.py", "cryptography/")),
-    # Substrings of a frame's file: "ilr/context" is ilr/context.py and every ilr/context_*.py.
+    ("statements: ilr.batch and psycopg (building, sending, reading)", ("psycopg/", "ilr/_db/batch.py")),
+    ("json and canonical encoding", ("json/", "ilr/_codec.py")),
+    ("journal sealing (sha256, Ed25519)", ("ilr/_journal/journal.py", "cryptography/")),
+    # Substrings of a frame's file: "ilr/context" is ilr/_context/context.py and every ilr/context_*.py.
     (
         "the worker loop, replay and step bookkeeping",
-        ("ilr/worker", "ilr/claims.py", "ilr/run_workflow.py", "ilr/context", "ilr/store.py"),
+        ("ilr/worker", "ilr/_worker/claims.py", "ilr/_worker/run.py", "ilr/context", "ilr/_db/store.py"),
     ),
     ("threads and queues", ("threading.py", "concurrent/futures", "queue.py")),
 )
@@ -627,7 +627,7 @@ def effect_overhead_ms(effect_ms: list[float], target_url: str) -> float | None:
 
 def _policy_grant(dsn: str) -> str:
     """A pre-issued policy grant for the refund shape (no approval wait)."""
-    from ilr.grants import grant_in
+    from ilr import grant_in
 
     with db.connect(dsn) as conn, conn.transaction():
         return grant_in(conn, "bench_refund", "refund", by="bench-policy", max_cents=1_000_000)

@@ -108,7 +108,7 @@ def write(report: dict, out_dir: Path | None = None) -> None:
         "## Scale: the claim with a large history",
         "",
         f"{s['finished']} completed and {s['sleeping']} sleeping workflows in the table. Each claim below is the "
-        "worker's own claim transaction (ilr.worker.claim_due: the claim and the step rows of what it took, "
+        "worker's own claim transaction (ilr._worker.worker.claim_due: the claim and the step rows of what it took, "
         "prepared, one round trip). The claim with nothing "
         f"due takes p50 {s['claim_nothing_due_p50_ms']} ms, p99 {s['claim_nothing_due_p99_ms']} ms. Claiming 2000 due "
         f"workflows in batches of {s.get('claim_batch')} (each batch then finished) runs at "

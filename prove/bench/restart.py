@@ -21,7 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ilr import db, workflow
+from ilr import _db as db
+from ilr import workflow
 from prove.bench.core import fresh_database
 from prove.harness.waiting import until
 
@@ -135,7 +136,7 @@ def run(
         up = time.monotonic()
         done: dict[str, float] = {}
         with db.connect(dsn) as conn:
-            from ilr.runtime import signal_in
+            from ilr import signal_in
 
             with conn.transaction():
                 for wf_id in ids_wait:

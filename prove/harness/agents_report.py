@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ilr import Runtime, db
+from ilr import Runtime
+from ilr import _db as db
 from prove.harness.waiting import until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ class Matrix:
 
                         evidence["ledger"] += http_json("GET", f"{url}/ledger")[1]["rows"]
                         evidence["access_log"] += http_json("GET", f"{url}/access_log")[1]["entries"]
-            from ilr.invariants import check_all, violations
+            from ilr._ops.invariants import check_all, violations
 
             with db.connect(dsn) as conn:
                 evidence["invocations"] = []

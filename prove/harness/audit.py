@@ -1,6 +1,6 @@
 """The auditor (docs/protocol.md §16.5): P1 to P5 from each system's own records only.
 
-- runtime: the receipt bundle (ilr.receipts.bundle through Runtime.receipt) and ``verify()``.
+- runtime: the receipt bundle (ilr.receipt_bundle through Runtime.receipt) and ``verify()``.
 - Temporal: the workflow history of every run of the workflow id (through the temporalio
   client) plus the worker's attempt log (JSON lines written by prove.peers.temporal_baselines).
 
@@ -22,7 +22,7 @@ QUESTIONS = ("P1", "P2", "P3", "P4", "P5")
 
 def audit_runtime(bundle: dict | None) -> dict:
     """Answers from a runtime receipt bundle (None: no effect was ever proposed)."""
-    from ilr import receipts
+    from ilr import verify_receipt
 
     if bundle is None:
         return {
@@ -33,7 +33,7 @@ def audit_runtime(bundle: dict | None) -> dict:
             "P5": "unknown",
             "source": "no effect row: nothing was proposed",
         }
-    v = receipts.verify(bundle)
+    v = verify_receipt(bundle)
     tampered = copy.deepcopy(bundle)
     body = tampered["entries"][-1] if tampered.get("entries") else ""
     if body:
@@ -41,7 +41,7 @@ def audit_runtime(bundle: dict | None) -> dict:
         i = len(body) // 2
         ch = body[i]
         tampered["entries"][-1] = body[:i] + ("x" if ch != "x" else "y") + body[i + 1 :]
-    detected = not receipts.verify(tampered)["tamper_evident"]
+    detected = not verify_receipt(tampered)["tamper_evident"]
     p3 = v["authorized_when_fired"]
     if p3 is None:  # nothing was dispatched: vacuously authorized
         p3 = True
@@ -50,7 +50,7 @@ def audit_runtime(bundle: dict | None) -> dict:
         p4 = True
     # P2 is "unknown" after a reapply that follows an unanswered send (score() counts it 0, never
     # a false claim); P4 counts only the premise checks that accompanied a send, each DISPATCHED
-    # and each resend, plus A2 on late results (ilr.receipts.verify's docstring states both rules).
+    # and each resend, plus A2 on late results (ilr.verify_receipt's docstring states both rules).
     return {
         "P1": v["happened"],
         "P2": v["happened_once"],

@@ -214,7 +214,7 @@ class Signaller(threading.Thread):
         self.error: BaseException | None = None
 
     def send(self, wf_id: str, payload: dict) -> None:
-        from ilr.runtime import signal_in
+        from ilr import signal_in
 
         while not self.stop.is_set():
             try:
@@ -295,8 +295,8 @@ def run(
         TimeoutError: the setup or the workflows did not finish in time (every process is
             stopped first).
     """
-    from ilr.grants import grant_in
-    from ilr.invariants import check_all, violations
+    from ilr import grant_in
+    from ilr._ops.invariants import check_all, violations
     from ilr.management.commands.ilr_check import load_target_evidence
     from prove.peers.target import target_process
 
@@ -544,13 +544,13 @@ def run(
 def _check_receipts(conn, apps_by_tier: dict[int, dict[str, int]]) -> dict:
     """verify() every effect's receipt and hold it against the ledger: happened True needs an
     application, happened False none, happened_once True exactly one."""
-    from ilr import receipts
+    from ilr import receipt_bundle, verify_receipt
 
     untruthful = []
     n = 0
     for row in conn.execute("select effect_id, tier, state from ilr.effects order by effect_id").fetchall():
         n += 1
-        v = receipts.verify(receipts.bundle(conn, row["effect_id"]))
+        v = verify_receipt(receipt_bundle(conn, row["effect_id"]))
         apps = apps_by_tier.get(row["tier"], {}).get(row["effect_id"], 0)
         if (
             (v["happened"] is True and apps == 0)
@@ -626,7 +626,7 @@ def write_results(rows: list[dict], command: str) -> None:
         "",
         "*Acknowledged*: what the old primary showed committed just before the kill. *In the old WAL*: what its "
         "own WAL held at its death (its data directory recovered afterwards). *Lost*: not on the standby when it "
-        "was promoted. Duplicates: effects the target applied more than once. Receipts: `receipts.verify()` of "
+        "was promoted. Duplicates: effects the target applied more than once. Receipts: `verify_receipt()` of "
         "every effect held against the ledger (happened True needs an application, False none, happened_once "
         "True exactly one).",
         "",

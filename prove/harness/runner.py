@@ -43,7 +43,8 @@ class Infra:
         from django.core.management import call_command
 
         import prove.harness.prove_flows  # noqa: F401 - registers refund_timer (S10) so rt.start resolves it
-        from ilr import Runtime, db
+        from ilr import Runtime
+        from ilr import _db as db
 
         # Workers refuse to start while an ilr migration is pending: migrate first (as the demo does).
         call_command("migrate", verbosity=0)
@@ -67,7 +68,7 @@ class Infra:
         sweep, with DBOS's tables created by one launch before any worker starts."""
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-        from ilr import db
+        from ilr import _db as db
         from prove.bench.dbos import system_database_url
 
         name = f"{conninfo_to_dict(self.dsn)['dbname']}_dbos"
@@ -379,7 +380,7 @@ def versions() -> dict:
             anth = anthropic.__version__
         except Exception:  # noqa: BLE001
             anth = None
-        from ilr import db
+        from ilr import _db as db
 
         try:
             with db.connect() as conn:
@@ -517,7 +518,7 @@ def _exclusive(cell) -> bool:
 def _create_lane_db(name: str) -> None:
     import psycopg
 
-    from ilr import db
+    from ilr import _db as db
 
     base = db.conninfo()
     admin = psycopg.conninfo.make_conninfo(base, dbname="postgres")
@@ -667,7 +668,7 @@ def _ensure_signing_key(out) -> None:
     """The runtime signs its journal in the deployment the Prove harness measures: a signing
     key under the data directory, generated once before any lane starts (the lanes' workers and
     the auditor read it there; the auditor trusts only this deployment's keys, docs/security.md)."""
-    from ilr import keys
+    from ilr._journal import keys
 
     if keys.key_path() is None:
         private, _ = keys.generate()

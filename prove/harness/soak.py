@@ -38,7 +38,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ilr import db, killpoints, workflow
+from ilr import _db as db
+from ilr import _killpoints as killpoints
+from ilr import workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK_DB = "ilr_soak"
@@ -368,8 +370,7 @@ class Soak:
     def _approve(self) -> None:
         """Approve each pending approval request, as a person in the review UI does: the
         request's exact payload and premises; the two-person rule as the request says."""
-        from ilr import Runtime
-        from ilr.errors import InterlockError
+        from ilr import InterlockError, Runtime
 
         rt = Runtime(self.dsn)
         while not self.stop.is_set():
@@ -423,7 +424,7 @@ class Soak:
         """The invariants registry over the database, with the targets' files read after the
         database snapshot (an effect committed in the snapshot was applied before its commit,
         so its ledger row is in the later read). Returns only the violated invariants."""
-        from ilr.invariants import Snapshot, check_snapshot, violations
+        from ilr._ops.invariants import Snapshot, check_snapshot, violations
 
         def body(conn):
             snap = Snapshot.load(conn)

@@ -1,6 +1,6 @@
 """Make kill-point SIGSTOPs land at the kill point, in the harness's worker processes.
 
-``ilr.killpoints.hit`` once stopped the process with ``os.kill(os.getpid(), SIGSTOP)``. That signal is
+``ilr._killpoints.hit`` once stopped the process with ``os.kill(os.getpid(), SIGSTOP)``. That signal is
 process-directed: when the calling thread is not the main thread (a runtime run thread, a
 Temporal activity thread), the kernel hands it to the main thread, and the calling thread runs
 on until the group stop reaches it. Measured here: a Temporal activity's HTTP request reached
@@ -73,7 +73,7 @@ def install() -> None:
     Call it first in the worker's main thread, before any other thread starts."""
     import threading
 
-    from ilr import killpoints
+    from ilr import _killpoints as killpoints
 
     if getattr(killpoints.hit, "_prove_wrapped", False):
         return

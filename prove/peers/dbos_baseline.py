@@ -34,7 +34,7 @@ import time
 
 from dbos import DBOS, DBOSConfig
 
-from ilr import killpoints
+from ilr import _killpoints as killpoints
 from prove.peers.targets_client import http_json
 
 WORKFLOW_NAME = "refund_workflow"

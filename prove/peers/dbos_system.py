@@ -208,7 +208,7 @@ class DbosSystem(System):
     def reset_to_decide(self) -> str:
         """DBOS's fork from the decide step: a new workflow (DBOS picks its id) that re-runs the
         decision and everything after it, on the worker's queue."""
-        from ilr import db
+        from ilr import _db as db
         from prove.peers.dbos_baseline import QUEUE_NAME
 
         with db.connect(self.infra.dbos_dsn) as conn:
@@ -225,7 +225,7 @@ class DbosSystem(System):
 
     def histories(self) -> list[dict]:
         """One summary per workflow id of the run, from DBOS's step checkpoints."""
-        from ilr import db
+        from ilr import _db as db
         from prove.peers import dbos_baseline  # noqa: F401 - the step names below are its functions
 
         out = []

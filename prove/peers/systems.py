@@ -262,7 +262,7 @@ class RuntimeSystem(System):
     def signal_approval_raw(self, amount: int) -> None:
         """An approve signal sent without waiting for the suspend (S11r): a policy grant
         capped at the amount plus the signal, the same payload approve() would carry."""
-        from ilr.grants import grant_in
+        from ilr import grant_in
 
         payload = {"payment": self.run.payment, "amount": amount}
         self.grant_id = self.rt._tx(grant_in, self.wf_id, "refund", by=APPROVER, max_cents=amount)
@@ -284,7 +284,7 @@ class RuntimeSystem(System):
         return returned
 
     def result(self, timeout: float = 90.0, wf_id: str | None = None) -> dict:
-        from ilr.errors import WorkflowFailed
+        from ilr import WorkflowFailed
 
         wf_id = wf_id or self.wf_id
         try:

@@ -17,8 +17,7 @@ import math
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode, urlsplit
 
-from ilr.errors import SendInProgress, TargetRejected
-from ilr.retry import RetryPolicy
+from ilr import RetryPolicy, SendInProgress, TargetRejected
 
 # 409 (key in use, or reused with other parameters) and 429 say nothing
 # definite about whether the refund exists, so they are not a "definite no".

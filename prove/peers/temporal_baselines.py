@@ -41,7 +41,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ilr import killpoints
+    from ilr import _killpoints as killpoints
     from prove.peers.targets_client import http_json
 
 WORKFLOW_NAME = "RefundWorkflow"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ilr.targets import register_target
+from ilr._effects.targets import register_target
 
 
 class LedgerCredits:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from accounts.targets import AccountClosures
 from ilr import RetryPolicy, workflow
-from ilr.targets import register_target
+from ilr._effects.targets import register_target
 
 # Registered here, so the worker and the review UI (which imports this module too) find it by
 # name: the review UI re-checks a request's premises through it.

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ilr import db
-from ilr.deployments import NO_WORKER_ROW
-from ilr.invariants import check_all
-from ilr.orphans import find_orphans
-from ilr.runtime import unserved_on
+from ilr import _db as db
+from ilr._effects.orphans import find_orphans
+from ilr._ops.deployments import NO_WORKER_ROW
+from ilr._ops.invariants import check_all
+from ilr._ops.runtime import unserved_on
 
 
 def _bad(flag: str, path: str, problem: str) -> CommandError:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ilr import keys
-from ilr.conf import settings
-from ilr.errors import SigningKeyUnavailable
+from ilr._conf import settings
+from ilr._errors import SigningKeyUnavailable
+from ilr._journal import keys
 
 VCS_WARNING = (
     "the private key must stay out of version control and shared backups: "

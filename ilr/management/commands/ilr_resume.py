@@ -12,7 +12,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from ilr import Runtime
-from ilr.errors import InvalidInput, WorkflowNotFound
+from ilr._errors import InvalidInput, WorkflowNotFound
 
 
 class Command(BaseCommand):

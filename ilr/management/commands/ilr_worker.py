@@ -24,11 +24,14 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.migrations.executor import MigrationExecutor
 
-from ilr import codec, keys, registry, watchdog
-from ilr.checks import database_is_postgresql
-from ilr.errors import InvalidInput, SigningKeyUnavailable, UnknownWorkflow
-from ilr.targets import TargetMisconfigured
-from ilr.worker import CodeChanged, PoolerRefused, Worker
+from ilr import _codec as codec
+from ilr import _registry as registry
+from ilr._checks import database_is_postgresql
+from ilr._effects.targets import TargetMisconfigured
+from ilr._errors import InvalidInput, SigningKeyUnavailable, UnknownWorkflow
+from ilr._journal import keys
+from ilr._worker import watchdog
+from ilr._worker.worker import CodeChanged, PoolerRefused, Worker
 
 
 class Command(BaseCommand):
@@ -71,7 +74,7 @@ class Command(BaseCommand):
         deployment_refresh,
         **options,
     ):
-        from ilr.conf import settings
+        from ilr._conf import settings
 
         self._check_flags(worker_id, concurrency, lease_ttl, poll, max_takeovers)
         self._refuse_other_databases()

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from ilr import Runtime, keys, receipts
-from ilr.errors import EffectNotFound, SigningKeyUnavailable
+from ilr import Runtime
+from ilr._errors import EffectNotFound, SigningKeyUnavailable
+from ilr._journal import keys, receipts
 
 
 class Command(BaseCommand):

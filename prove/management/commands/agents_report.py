@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--out", help="directory for agents.{md,json} (default results/)")
 
     def handle(self, *args, tiers, points, out, **options):
-        from ilr import killpoints
+        from ilr import _killpoints as killpoints
         from prove.harness.agents_report import Matrix, failed, write_results
 
         try:

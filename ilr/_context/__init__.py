@@ -1,0 +1,1 @@
+"""The workflow context: ctx.step, ctx.effect, replay, versioning (private)."""

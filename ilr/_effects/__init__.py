@@ -1,0 +1,1 @@
+"""Gated effects: T_dispatch, send, T_commit, recovery, orphans, targets (private)."""

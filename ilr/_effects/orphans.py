@@ -1,0 +1,316 @@
+"""Orphaned effects: dispatched effects whose workflow ended (docs/protocol.md §8). Each is
+resolved by the recovery path under a synthetic claim.
+
+Every ended status counts, not only stuck, failed and cancelled: a workflow can also complete (or
+continue as new) with its effect still dispatched: its code caught the Cancelled delivered while
+recovery was waiting on the target. Nothing else would ever resolve that effect.
+
+The synthetic claim bumps the epoch and sets owner $recovery and a lease, and leaves the ended
+status as it is: the fence (``db.FENCE_SQL``) admits the claim by its owner, while the worker's
+claim scan, ``signal_in`` and ``cancel_in`` still see an ended workflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+import psycopg
+
+from ilr import _db as db
+from ilr._amounts import amount_field
+from ilr._effects.effects import EffectCall, LookupFailed
+from ilr._effects.targets import attr, registered_targets
+from ilr._errors import Fenced, Suspend
+from ilr._statuses import ACTIVE
+
+log = logging.getLogger("ilr.orphans")
+
+RECOVERY_OWNER = db.RECOVERY_OWNER
+
+
+class _SyntheticRun:
+    """The claim an orphan recovery holds: an epoch bump with owner $recovery."""
+
+    def __init__(self, workflow_id: str, name: str, epoch: int, lease_ttl: float, t0: float):
+        self.workflow_id, self.name, self.epoch, self.lease_ttl = workflow_id, name, epoch, lease_ttl
+        self.local_lease = t0 + lease_ttl
+        self.fenced = self.released = self.cancel_requested = False
+
+    clock = staticmethod(time.monotonic)
+
+    def renewed(self, t0, cancel_requested_at):
+        # Called by the sweep's thread and its heartbeat's. Two racing calls can leave the
+        # smaller of two renewals, each a lower bound of the database lease: safe.
+        self.local_lease = max(self.local_lease, t0 + self.lease_ttl)
+
+    def require_local_lease(self):
+        if self.fenced or time.monotonic() >= self.local_lease:
+            raise Fenced(f"orphan recovery of {self.workflow_id}: local lease ran out")
+
+
+class _RecoveryContext:
+    def __init__(self, run, conn):
+        self._run, self._conn, self.suspended = run, conn, False
+
+
+class _NotSettled(Exception):
+    """The effect's send deadline plus settle margin is still ahead (or a resend's outcome is
+    unknown): the sweep writes nothing and reports it."""
+
+
+class _OrphanCall(EffectCall):
+    """The recovery path of one orphan: an ended workflow has nothing to release."""
+
+    def _release_until(self, until_sql, params, more_waiting_sql="'{}'::jsonb", also=None):
+        # A worker releases its workflow to pending until the settle deadline; an ended workflow
+        # must keep its status (it would become claimable), so the sweep stops here instead,
+        # writing nothing (``also`` included): a send's unknown outcome, an overrun one too
+        # (watchdog.SendOverrun), leaves the effect dispatched for a later sweep.
+        raise _NotSettled()
+
+
+class _Heartbeat:
+    """Renews a synthetic claim's lease every lease_ttl / 3, on a connection of its own, while
+    the sweep's connection waits on the target (a lookup, a send). Zero rows (another epoch
+    holds the workflow, or the lease lapsed) marks the run fenced and stops."""
+
+    RENEW_SQL = (
+        "update ilr.workflows set lease_expires_at = now() + make_interval(secs => %(ttl)s), "
+        "updated_at = now() where id = %(wf)s and epoch = %(epoch)s and owner = %(owner)s "
+        "and lease_expires_at > now() returning id"
+    )
+
+    def __init__(self, dsn: str, run: _SyntheticRun):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._beat, args=(dsn, run), daemon=True, name=f"ilr-orphans-heartbeat {run.workflow_id}"
+        )
+        self._thread.start()
+
+    def _beat(self, dsn: str, run: _SyntheticRun) -> None:
+        conn = None
+        params = {"ttl": run.lease_ttl, "wf": run.workflow_id, "epoch": run.epoch, "owner": RECOVERY_OWNER}
+        try:
+            while not self._stop.wait(run.lease_ttl / 3):
+                t0 = time.monotonic()
+                try:
+                    conn = conn or db.connect(dsn, application_name="ilr-orphans-heartbeat")
+                    row = conn.execute(self.RENEW_SQL, params).fetchone()
+                except psycopg.OperationalError as exc:
+                    log.warning("orphan recovery of %s: heartbeat failed (%s)", run.workflow_id, exc)
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    continue
+                if row is None:
+                    run.fenced = True
+                    return
+                run.renewed(t0, None)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _call_for(ctx, target, effect: dict) -> EffectCall:
+    call = _OrphanCall.__new__(_OrphanCall)
+    call.ctx, call.run, call.target = ctx, ctx._run, target
+    call.target_name, call.action = attr(target, "name"), attr(target, "action")
+    call.amount_field = amount_field(target)  # the key a grant's max_cents caps (ilr.amounts)
+    call.effect_id, call.payload, call.payload_hash = effect["effect_id"], effect["payload"], effect["payload_hash"]
+    call.seq, call.name, call.compensation, call.premises = None, "orphan-recovery", False, None
+    # Every target attribute EffectCallBase.__init__ reads (this call skips __init__).
+    for key in (
+        "send_timeout",
+        "settle_margin",
+        "premise_max_age",
+        "queryable",
+        "dedup_window",
+        "resend_policy",
+        "lookup_after",
+    ):
+        setattr(call, key, attr(target, key))
+    return call
+
+
+ORPHANS_SQL = (
+    "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
+    "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
+    "where e.state = 'dispatched' and w.status <> all(%s) "
+    "order by e.first_dispatched_at"
+)
+
+
+def find_orphans(conn) -> list[dict]:
+    """The orphaned effects, oldest dispatch first; reads only.
+
+    Args:
+        conn: a psycopg connection with dict rows (``db.connect``'s).
+
+    Returns:
+        ilr.effects rows plus ``wf_status`` and ``wf_name`` (the dispatching workflow's) and
+        ``settled`` (database now() is past send_deadline + settle_margin).
+    """
+    return conn.execute(ORPHANS_SQL, (list(ACTIVE),)).fetchall()
+
+
+def recover_orphans(
+    dsn: str | None = None, targets: dict[str, Any] | None = None, lease_ttl: float = 30.0
+) -> list[dict]:
+    """Resolve every orphaned dispatched effect that recovery may act on now.
+
+    For each (``_recover_one``): while it is still an orphan, bump the workflow's epoch with owner
+    $recovery (a claim row records it), run the recovery path without recording a step (journal
+    entries and the effects row only) while a heartbeat renews the lease, then clear the claim.
+    The workflow's status never changes. Effects still inside send_deadline + settle_margin, or
+    whose target is not known, are reported and left alone.
+
+    Args:
+        targets: target name -> EffectTarget; default the registered targets.
+        lease_ttl: seconds of the synthetic claim's lease, renewed every lease_ttl / 3.
+
+    Returns:
+        one {"effect_id", "workflow_id", "outcome"} per orphan; outcome is an EffectResult
+        status, "not settled yet", "no target registered named X", "another sweep holds it",
+        "resolved meanwhile", "no longer an orphan: workflow is <status>", "fenced", or "lookup
+        failed, left dispatched: <the target's error>" (nothing written; run it again later).
+    """
+    targets = registered_targets() if targets is None else targets
+    report = []
+    dsn = dsn or db.conninfo()
+    with db.connect(dsn, application_name="ilr-orphans") as conn:
+        for eff in find_orphans(conn):
+            entry = {"effect_id": eff["effect_id"], "workflow_id": eff["dispatch_workflow_id"]}
+            target = targets.get(eff["target"])
+            if target is None:
+                report.append({**entry, "outcome": f"no target registered named {eff['target']}"})
+                continue
+            if not eff["settled"]:
+                report.append({**entry, "outcome": "not settled yet"})
+                continue
+            report.append({**entry, "outcome": _recover_one(conn, eff, target, lease_ttl, dsn)})
+    return report
+
+
+LOCK_WORKFLOW_SQL = (
+    "select status, owner, lease_expires_at, lease_expires_at > now() as live "
+    "from ilr.workflows where id = %s for update"
+)
+
+CLAIM_SQL = """
+with e as (
+  select effect_id from ilr.effects
+   where effect_id = %(eid)s and state = 'dispatched' and dispatch_workflow_id = %(wf)s
+   for update),
+u as (
+  update ilr.workflows
+     set epoch = ilr.next_epoch(epoch), owner = %(owner)s, lease_expires_at = now() + make_interval(secs => %(ttl)s),
+         updated_at = now()
+   where id = %(wf)s and exists (select from e)
+  returning id, epoch, version, lease_expires_at, now() as now),
+h as (
+  insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, prev_status,
+                          prev_lease_expires_at)
+  select id, epoch, %(owner)s, version, now, lease_expires_at, %(status)s, %(prev_lease)s::timestamptz from u)
+select epoch from u
+"""
+"""The synthetic claim, run while the workflow row is locked: only while the effect is still
+dispatched by that workflow (its row locked too).
+
+The status is left as it is, ended. That is what keeps the workflow ended while the sweep waits
+on the target: the worker claim (claims.CLAIM_SQL) takes only running rows whose lease lapsed
+and due pending or sleeping rows, so it never takes this one, however long the sweep takes or
+if the sweep dies; ``signal_in`` and ``cancel_in`` refuse an ended status whoever owns the row.
+The sweep's own writes pass the fence by owner $recovery (``db.FENCE_SQL``)."""
+
+
+def _claim(conn, eff: dict, lease_ttl: float) -> int | str:
+    """Take the synthetic claim on the orphan's workflow, or say why not.
+
+    Returns:
+        the claim's epoch; or the outcome to report (nothing written): "another sweep holds
+        it", "resolved meanwhile", "no longer an orphan: workflow is <status>".
+    """
+    wf_id = eff["dispatch_workflow_id"]
+    # The row ``eff`` came from find_orphans, maybe long ago; everything it said is read again
+    # here, under locks, in lock order (workflow row, then effect row), in one transaction.
+    with conn.transaction():
+        # 1. The workflow row lock: no worker claim, migrate, cancel, signal or other sweep's
+        # claim or fence changes the row until this commits.
+        wf = conn.execute(LOCK_WORKFLOW_SQL, (wf_id,)).fetchone()
+        if wf is None:
+            return "resolved meanwhile"
+        if wf["status"] in ACTIVE:
+            # Not ended (rt.migrate returned a stuck workflow to pending): its own worker
+            # resolves the effect when it gets there.
+            return f"no longer an orphan: workflow is {wf['status']}"
+        if wf["owner"] == RECOVERY_OWNER and wf["live"]:
+            # A concurrent sweep holds it and renews its lease: bumping the epoch would fence
+            # it in the middle of its lookup or send. A crashed sweep's lease lapses within
+            # its ttl and the next sweep takes over.
+            return "another sweep holds it"
+        # 2. The effect row, FOR UPDATE in a statement that starts after the workflow lock was
+        # granted (READ COMMITTED: a new snapshot, and FOR UPDATE waits for a transaction that
+        # holds the row and re-reads its newest version). Another workflow's recovery of the same
+        # effect id (a fork's, say) locks its own workflow row, not this one, so only the effect
+        # row lock orders the two: either it committed its resolution first and nothing is
+        # claimed here, or it resolves after this commit and our T_resolve sees that under its
+        # own effect row lock ("resolved meanwhile").
+        row = conn.execute(
+            CLAIM_SQL,
+            {
+                "eid": eff["effect_id"],
+                "wf": wf_id,
+                "owner": RECOVERY_OWNER,
+                "ttl": lease_ttl,
+                "status": wf["status"],
+                "prev_lease": wf["lease_expires_at"],
+            },
+        ).fetchone()
+        return "resolved meanwhile" if row is None else row["epoch"]
+
+
+def _recover_one(conn, eff: dict, target, lease_ttl: float, dsn: str | None = None) -> str:
+    """Resolve one orphan under a synthetic claim, if it is still an orphan when locked.
+
+    Args:
+        conn: the sweep's connection (``db.connect``'s, autocommit).
+        eff: a ``find_orphans`` row (it may be stale: every fact used is read again).
+        target: the effect's target.
+        lease_ttl: seconds of the claim's lease; a heartbeat renews it every lease_ttl / 3.
+        dsn: for the heartbeat's own connection; default Django's database.
+
+    Returns:
+        the outcome (see ``recover_orphans``).
+    """
+    t0 = time.monotonic()
+    epoch = _claim(conn, eff, lease_ttl)
+    if isinstance(epoch, str):
+        return epoch
+    run = _SyntheticRun(eff["dispatch_workflow_id"], eff["wf_name"], epoch, lease_ttl, t0)
+    # The lookup or send can outlast the lease: without renewals the fence of T_resolve or
+    # T_commit would then refuse, and the effect would stay dispatched ("fenced").
+    beat = _Heartbeat(dsn or db.conninfo(), run)
+    try:
+        result = _call_for(_RecoveryContext(run, conn), target, eff)._recover(take_status=False)
+        return result.status if result is not None else "resolved meanwhile"
+    except _NotSettled:
+        return "not settled yet"
+    except (Fenced, Suspend):
+        return "fenced"
+    except LookupFailed as exc:
+        return f"lookup failed, left dispatched: {exc.error}"
+    finally:
+        beat.stop()
+        # Clear the claim, guarded by its epoch and owner; the status was never changed.
+        conn.execute(
+            "update ilr.workflows set owner = null, lease_expires_at = null, updated_at = now() "
+            "where id = %s and epoch = %s and owner = %s",
+            (run.workflow_id, run.epoch, RECOVERY_OWNER),
+        )

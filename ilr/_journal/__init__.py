@@ -1,0 +1,1 @@
+"""The signed effect journal, its keys and receipts (private)."""

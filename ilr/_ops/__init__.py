@@ -1,0 +1,1 @@
+"""The client and operator writes: runtime, signals, grants, approvals, deployments, invariants (private)."""

@@ -1,0 +1,281 @@
+"""Operator writes on one workflow: signal, cancel, resume and fork (docs/protocol.md §4, §5).
+
+Each ``*_in`` function is a transaction body: it runs inside the caller's transaction on any
+psycopg 3 connection (Django's included: ``connection.connection`` inside
+``transaction.atomic()``), so ``Runtime``, admin actions and race tests share the exact SQL.
+Lock order everywhere: workflow row, then effect row, then grant row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ilr import _codec as codec
+from ilr._codec import check_workflow_id
+from ilr._db.store import successor_id
+from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._statuses import TERMINAL
+
+FORK_OWNER = "$fork"
+
+
+def _lock_workflow(cur, wf_id: str) -> dict:
+    row = cur.execute(
+        "select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows where id = %s for update",
+        (wf_id,),
+    ).fetchone()
+    if row is None:
+        raise WorkflowNotFound(wf_id)
+    return row
+
+
+def _lock_current_run(cur, wf_id: str) -> dict:
+    """Lock ``wf_id``'s row; when it continued-as-new, follow the chain to the current run and
+    lock that (messages to a workflow id reach its latest run, as in Temporal)."""
+    wf = _lock_workflow(cur, wf_id)
+    while wf["status"] == "continued":
+        nxt = cur.execute(
+            "select id from ilr.workflows where id = %s", (successor_id(wf["id"], wf["continued_from"]),)
+        ).fetchone()
+        if nxt is None:
+            break
+        wf = _lock_workflow(cur, nxt["id"])
+    return wf
+
+
+def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any, sender: str | None = None) -> int:
+    """Insert signal ``name`` for ``wf_id`` and wake it if it waits on that signal.
+
+    Runs inside the caller's transaction. It locks the workflow row first, so against the
+    suspend transaction (which fences, i.e. locks, the same row first) either this commits
+    before the mailbox read, or it waits and then sees the row sleeping and wakes it
+    (NoLostWakeup, docs/protocol.md §5.1). A workflow that continued-as-new passes the signal to
+    its current run (§5.3).
+
+    Args:
+        conn: a psycopg 3 connection inside a transaction.
+        payload: plain JSON, None included (stored as JSON null; the wait returns it as sent).
+
+    Returns:
+        the signal id.
+
+    Raises:
+        WorkflowNotFound: no workflow has this id.
+        InvalidInput: empty name, payload not plain JSON, a ``sender`` that is neither None nor
+            a name (codec.check_text), or the workflow already ended.
+    """
+    check_workflow_id(wf_id)
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("name", "a signal needs a non-empty name")
+    codec.check_text(name, "name", "a signal needs a non-empty name")
+    if sender is not None:
+        codec.check_text(sender, "sender", "must name who sent the signal (a non-empty string), or be None")
+    payload_json = codec.dumps(payload, "payload")
+    cur = conn.cursor(row_factory=dict_row)
+    wf = _lock_current_run(cur, wf_id)
+    if wf["status"] in TERMINAL or wf["status"] == "continued":
+        raise InvalidInput("workflow_id", f"workflow {wf['id']} is {wf['status']}; it takes no more signals")
+    sig = cur.execute(
+        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) returning id",
+        (wf["id"], name, payload_json, sender),
+    ).fetchone()
+    assert sig is not None  # an INSERT ... RETURNING without ON CONFLICT returns its row or raises
+    waiting = codec.loads_jsonb(wf["waiting"]) or {}
+    if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
+        cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf["id"],))
+    return sig["id"]
+
+
+@dataclass(frozen=True)
+class CancelRequest:
+    """What a cancel did: whether it requested the cancel, and which sends may still land.
+
+    A cancel stops every send not yet authorized; it cannot recall one already authorized. A
+    send whose T_dispatch (or recovery resend) committed before the cancel goes out, or was
+    already out, when the cancel commits; its effect is listed until it resolves, as
+    ``rt.revoke`` lists the effects a revoke cannot stop.
+
+    Attributes:
+        requested: True when this call requested the cancel; False when the workflow had
+            already ended or a cancel was already requested. The object's truth value.
+        may_still_land: ids of the effects in state dispatched under the workflow or its
+            children (sorted): their sends were authorized before the cancel and may land.
+    """
+
+    requested: bool
+    may_still_land: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.requested
+
+
+def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) -> CancelRequest:
+    """Request cancellation of ``wf_id`` inside the caller's transaction.
+
+    Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
+    wins) and wakes a sleeping or pending workflow, so the Cancelled exception is delivered at
+    its next durable call. Running children are cancelled too (lock order parent, then
+    children), and a workflow that continued-as-new is cancelled in its current run. From the
+    commit on, T_dispatch refuses every non-compensation send (NoSendAfterCancel).
+
+    Returns:
+        a CancelRequest: truthy when this call requested the cancel, and the effects whose
+        authorized sends may still land.
+
+    Raises:
+        WorkflowNotFound: no workflow has this id.
+        InvalidInput: a bad workflow id, or a ``by`` that does not name who cancels.
+    """
+    check_workflow_id(wf_id)
+    if by is not None:
+        codec.check_who(by)
+    cur = conn.cursor(row_factory=dict_row)
+    wf = _lock_current_run(cur, wf_id)
+    requested = _cancel_tree(cur, wf, by)
+    # Read after the workflow rows are locked. T_dispatch's fence updates the same row first, so
+    # a T_dispatch either committed before the lock was granted (its dispatched state is visible
+    # to this later statement: READ COMMITTED) or waits for this commit and then refuses on
+    # cancel_requested_at. What this lists is exactly what the cancel could not stop.
+    landing = cur.execute(
+        "with recursive tree(id) as (select %s::text union "
+        "select w.id from ilr.workflows w join tree t on w.parent_id = t.id) "
+        "select effect_id from ilr.effects where state = 'dispatched' "
+        "and dispatch_workflow_id in (select id from tree) order by effect_id",
+        (wf["id"],),
+    ).fetchall()
+    return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
+
+
+def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
+    """Cancel the locked workflow row ``wf`` and its running children; True when it requested."""
+    if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
+        return False
+    cur.execute(
+        "update ilr.workflows set cancel_requested_at = now(), cancel_requested_by = %s, updated_at = now(), "
+        "available_at = case when status in ('sleeping','pending') then now() else available_at end "
+        "where id = %s",
+        (by, wf["id"]),
+    )
+    children = cur.execute(
+        "select id from ilr.workflows where parent_id = %s and status not in "
+        "('completed','failed','cancelled','stuck','continued') order by id",
+        (wf["id"],),
+    ).fetchall()
+    for child in children:
+        _cancel_tree(cur, _lock_current_run(cur, child["id"]), by)
+    return True
+
+
+def resume_in(conn: psycopg.Connection[Any], wf_id: str, by: str) -> dict:
+    """Resume a stuck workflow inside the caller's transaction: an operator's way back from a
+    crash loop, a NonDeterminism after the code was fixed, or a swallowed Suspend.
+
+    Rule: only a stuck workflow resumes. It becomes pending and due now, with takeovers reset to
+    0 (the crash-loop guard starts over), the error cleared, and resumed_by / resumed_at set;
+    nothing else changes. Kept: every recorded step row (its outputs and errors), signals
+    consumed or not, effects and their journal, the epoch, the waiting state (a recorded timer
+    keeps its deadline), a requested cancel, the version (``Runtime.migrate`` changes that).
+    Re-run: the next claim replays the workflow code over the recorded steps; the first step
+    without a row runs its body again (at least once, as after any crash), and an effect left
+    dispatched goes through recovery, never a blind resend.
+
+    No run of the workflow is in flight: its stuck write (CrashLoop, NonDeterminism, Suspend
+    swallowed) is the last write of the claim that made it, no worker claims a stuck row, and
+    the row lock taken here orders this against any other resume, migrate or cancel. The next
+    claim bumps the epoch as every claim does.
+
+    Args:
+        by: who resumes (a person or service; recorded as resumed_by).
+
+    Returns:
+        {"workflow_id", "status": "pending", "error": the error it was stuck with (now cleared),
+        "steps": how many step rows it keeps, "resumed_by", "resumed_at"}.
+
+    Raises:
+        InvalidInput: a bad workflow id (field "workflow_id"), a ``by`` that names no one (field
+            "by"), or a workflow that is not stuck (field "workflow_id"); nothing is written.
+        WorkflowNotFound: no workflow has this id.
+    """
+    check_workflow_id(wf_id)
+    codec.check_who(by)
+    cur = conn.cursor(row_factory=dict_row)
+    wf = cur.execute("select id, status, error from ilr.workflows where id = %s for update", (wf_id,)).fetchone()
+    if wf is None:
+        raise WorkflowNotFound(wf_id)
+    if wf["status"] != "stuck":
+        raise InvalidInput("workflow_id", f"workflow {wf_id} is {wf['status']}: only a stuck workflow resumes")
+    row = cur.execute(
+        "update ilr.workflows set status = 'pending', available_at = now(), takeovers = 0, error = null, "
+        "owner = null, lease_expires_at = null, resumed_by = %s, resumed_at = now(), updated_at = now() "
+        "where id = %s returning resumed_at, (select count(*) from ilr.steps where workflow_id = %s) as steps",
+        (by, wf_id, wf_id),
+    ).fetchone()
+    assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
+    return {
+        "workflow_id": wf_id,
+        "status": "pending",
+        "error": wf["error"],
+        "steps": row["steps"],
+        "resumed_by": by,
+        "resumed_at": row["resumed_at"],
+    }
+
+
+def fork_in(conn: psycopg.Connection[Any], wf_id: str, at_seq: int, new_id: str) -> str:
+    """The transaction body of ``Runtime.fork`` (see there): a new pending workflow ``new_id``
+    with ``wf_id``'s name, version and input, a synthetic ``$fork`` claim (epoch 1) and copies
+    of its step rows below ``at_seq``.
+
+    Returns:
+        new_id.
+
+    Raises:
+        InvalidInput: a bad id; ``at_seq`` not an integer >= 1 or beyond the history (field
+            "at_seq"); ``new_id`` already exists (field "new_id").
+        WorkflowNotFound: no workflow ``wf_id``.
+    """
+    check_workflow_id(wf_id)
+    check_workflow_id(new_id, "new_id")
+    if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
+        raise InvalidInput("at_seq", f"a fork point is a seq, an integer >= 1, got {at_seq!r}")
+    cur = conn.cursor(row_factory=dict_row)
+    src = cur.execute("select id, name, version from ilr.workflows where id = %s", (wf_id,)).fetchone()
+    if src is None:
+        raise WorkflowNotFound(wf_id)
+    history = cur.execute(
+        "select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s", (wf_id,)
+    ).fetchone()
+    assert history is not None  # an aggregate without GROUP BY returns one row
+    top = history["top"]
+    if at_seq > top + 1:
+        raise InvalidInput(
+            "at_seq",
+            f"seq {at_seq} is beyond the history of {wf_id} (steps 1 to {top}); "
+            f"fork at 1 to {top + 1} ({top + 1} copies every step)",
+        )
+    inserted = cur.execute(
+        "insert into ilr.workflows (id, name, version, input, forked_from, epoch) "
+        "select %s, name, version, input, id, 1 from ilr.workflows where id = %s "
+        "on conflict (id) do nothing returning id",
+        (new_id, wf_id),
+    ).fetchone()
+    if inserted is None:
+        raise InvalidInput("new_id", f"a workflow {new_id!r} already exists; a fork needs a new id")
+    # The copies are written under a synthetic claim (epoch 1, owner $fork), so every step
+    # row belongs to a claimed epoch (FencedWrites); the first worker claim is epoch 2.
+    cur.execute(
+        "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
+        "prev_status) values (%s, 1, %s, %s, now(), now(), 'pending')",
+        (new_id, FORK_OWNER, src["version"]),
+    )
+    cur.execute(
+        "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
+        "select %s, seq, name, kind, fingerprint, output, error, 1 from ilr.steps "
+        "where workflow_id = %s and seq < %s order by seq",
+        (new_id, wf_id, at_seq),
+    )
+    return new_id

@@ -1,0 +1,106 @@
+"""Workflow registration: ``@workflow(name, version)`` and autodiscovery of ``workflows`` modules.
+
+Workflows are found like admin sites: ``ilr`` imports a ``workflows`` module from every installed
+app when Django starts (``IlrConfig.ready``); ``ilr_worker --import MODULE`` adds others.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ilr._errors import InvalidInput, UnknownWorkflow
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition:
+    """A registered workflow type."""
+
+    name: str
+    """The workflow type name (Temporal's workflow type)."""
+    version: str
+    """An explicit version; a worker claims only the (name, version) pairs it registered."""
+    fn: Callable[..., Any]
+    """The workflow function ``fn(ctx, input)``."""
+    input_object: bool
+    """When true (the default), the input must be a JSON object."""
+
+    @property
+    def code_sha256(self) -> str:
+        """sha256 of the workflow function's module source bytes (docs/protocol.md §4)."""
+        module = sys.modules.get(self.fn.__module__)
+        try:
+            source = inspect.getsource(module) if module else inspect.getsource(self.fn)
+        except (OSError, TypeError):
+            source = self.fn.__qualname__
+        return hashlib.sha256(source.encode()).hexdigest()
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+_REGISTRY: dict[tuple[str, str], WorkflowDefinition] = {}
+
+
+def workflow(name: str | None = None, version: str = "1", *, input_object: bool = True):
+    """Register a workflow function ``fn(ctx, input)`` under (name, version).
+
+    Args:
+        name: the workflow type name; defaults to the function's name.
+        version: an explicit version string (docs/protocol.md §4, versions). Default "1".
+        input_object: require the input to be a JSON object (dict). Default True.
+
+    Returns:
+        A decorator that returns the function unchanged, with ``__ilr_workflow__`` set.
+
+    Raises:
+        InvalidInput: name or version empty, or the same (name, version) registered twice by
+            two different functions.
+    """
+
+    def decorate(fn):
+        wf_name = name or fn.__name__
+        if not wf_name or not version:
+            raise InvalidInput("name", "a workflow needs a non-empty name and version")
+        definition = WorkflowDefinition(wf_name, str(version), fn, input_object)
+        existing = _REGISTRY.get((wf_name, definition.version))
+        if existing and existing.fn.__qualname__ != fn.__qualname__:
+            raise InvalidInput("name", f"{definition.key} is already registered by {existing.fn.__qualname__}")
+        _REGISTRY[(wf_name, definition.version)] = definition
+        fn.__ilr_workflow__ = definition
+        return fn
+
+    return decorate
+
+
+def get(name: str, version: str) -> WorkflowDefinition:
+    """The definition registered in this process for (name, version).
+
+    Raises:
+        UnknownWorkflow: nothing is registered under that pair.
+    """
+    try:
+        return _REGISTRY[(name, version)]
+    except KeyError:
+        raise UnknownWorkflow(name, version) from None
+
+
+def versions(name: str) -> list[WorkflowDefinition]:
+    """Every registered version of ``name`` in this process."""
+    return [d for (n, _), d in _REGISTRY.items() if n == name]
+
+
+def all_definitions() -> list[WorkflowDefinition]:
+    return list(_REGISTRY.values())
+
+
+def autodiscover() -> None:
+    """Import the ``workflows`` module of every installed app (like admin.autodiscover)."""
+    from django.utils.module_loading import autodiscover_modules
+
+    autodiscover_modules("workflows")

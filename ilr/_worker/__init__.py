@@ -1,0 +1,1 @@
+"""The worker: claims, the run loop, the watchdog, worker deployments (private)."""
