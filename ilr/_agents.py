@@ -427,7 +427,7 @@ class Agent:
         Raises:
             InvalidInput: messages neither a string nor a list of message objects.
             StepFailed: the model call failed past its RetryPolicy (recorded).
-            Cancelled, and anything a durable call raises (never caught here).
+            Cancelled: and anything else a durable call raises (never caught here).
         """
         if isinstance(messages, str):
             messages = [{"role": "user", "content": messages}]

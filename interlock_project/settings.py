@@ -129,7 +129,8 @@ ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
 ILR_DEPLOYMENT_REFRESH = env.float("ILR_DEPLOYMENT_REFRESH", default=None)
 
 # The pooler between the engine and PostgreSQL, when there is one: "session" or "transaction"
-# (PgBouncer's pool_mode). A worker refuses to start under "transaction" (README, "Through PgBouncer").
+# (PgBouncer's pool_mode). A worker refuses to start under "transaction" (docs/guides/operating.md,
+# "Through PgBouncer").
 ILR_POOLER = env("ILR_POOLER", default=None)
 if ILR_POOLER == "transaction":
     # A server-side cursor outlives the transaction PgBouncer pins the server connection for.

@@ -1,5 +1,6 @@
-"""The refund demo (the README's main job): a model decides, a person approves, a worker is
-SIGKILLed at a crash point, another recovers, and the ledger and the receipt are checked.
+"""The refund demo (the quick start's main job, docs/quickstart.md): a model decides, a person
+approves, a worker is SIGKILLed at a crash point, another recovers, and the ledger and the
+receipt are checked.
 
 Everything is real: embedded PostgreSQL (unless DATABASE_URL is set), ``manage.py ilr_worker``
 subprocesses, the local HTTP payment target, the model stub behind the real ``anthropic`` SDK

@@ -1,4 +1,4 @@
-"""Write requirements/ci-lock.txt: every distribution ``interlock[prove,test]`` needs, pinned to
+"""Write requirements/ci-lock.txt: every distribution ``interlock[prove,test,docs]`` needs, pinned to
 the version installed here (the environment the suite last passed in). ``.ci/run`` installs with
 it as a constraints file, so CI gets what was tested, not whatever the index has that day.
 
@@ -21,7 +21,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "ci-lock.txt"
-EXTRAS = ("prove", "test")
+EXTRAS = ("prove", "test", "docs")
 
 
 def closure(root: str, extras: tuple[str, ...]) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Temporal parity (issue 5; README.md "Temporal parity", docs/protocol.md §4, §5.3, scenarios S05
+"""Temporal parity (issue 5; docs/temporal.md, docs/protocol.md §4, §5.3, scenarios S05
 and S14 of §16.3):
 versioning with pinned workers and loud non-determinism, patches, child workflows,
 continue-as-new, fork (reset), migrate, drain and retire, against real PostgreSQL and real

@@ -1,4 +1,4 @@
-"""Failover: what the runtime does after a standby was promoted (README "Failover").
+"""Failover: what the runtime does after a standby was promoted (docs/guides/operating.md "Failover").
 
 The hazard. With asynchronous replication a primary that dies takes the tail of its WAL with
 it: commits it acknowledged that never reached the standby. A T_dispatch in that tail is gone,

@@ -223,7 +223,7 @@ create or replace trigger workflows_claimable after insert or update of status, 
   execute function ilr.notify_claimable();
 
 -- The WAL timelines seen, the epoch floor and the lineage age used after a failover (migration
--- 0010; README "Failover").
+-- 0010; docs/guides/operating.md "Failover").
 create table if not exists ilr.timelines (
   timeline_id int primary key,
   seen_at timestamptz not null default now()
