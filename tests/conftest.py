@@ -232,7 +232,7 @@ EVIDENCE: list[dict] = []
 def registry_results(test_dsn: str) -> dict:
     """Run the invariants registry over the test database with this test's evidence."""
     from ilr import _db as db
-    from ilr._ops.invariants import check_all
+    from ilr._invariants import check_all
 
     evidence: dict = {"ledger": [], "access_log": []} if EVIDENCE else {}
     for ev in EVIDENCE:
@@ -250,7 +250,7 @@ def workers(rt, tmp_path, request, test_dsn):
     """Worker subprocesses; at teardown every worker is killed and the whole invariants registry
     must hold over what the test did (issue 7), unless the test is marked
     ``allow_violations("Name", ...)`` because it corrupts something on purpose."""
-    from ilr._ops.invariants import violations
+    from ilr._invariants import violations
 
     EVIDENCE.clear()
     procs = WorkerProcs(tmp_path)

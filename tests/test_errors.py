@@ -33,20 +33,20 @@ def test_every_public_error_is_an_interlock_error_defined_in_ilr_errors():
                 and issubclass(obj, Exception)
                 and obj.__module__ == module.__name__
                 and not name.startswith("_")
-                and module.__name__ != "ilr.errors"
+                and module.__name__ != "ilr._errors"
             ):
                 stray.append(f"{module.__name__}.{name}")
     assert stray == [], f"errors defined outside ilr/_errors.py: {stray}"
     outside = [
         name
-        for name, obj in vars(ilr.errors).items()
+        for name, obj in vars(ilr._errors).items()
         if inspect.isclass(obj) and issubclass(obj, Exception) and not issubclass(obj, InterlockError)
     ]
     assert outside == [], f"errors in ilr/_errors.py that are not an InterlockError: {outside}"
 
 
 def test_every_error_has_a_code_of_its_own():
-    errors = [obj for obj in vars(ilr.errors).values() if inspect.isclass(obj) and issubclass(obj, InterlockError)]
+    errors = [obj for obj in vars(ilr._errors).values() if inspect.isclass(obj) and issubclass(obj, InterlockError)]
     codes = {}
     for cls in errors:
         assert "code" in vars(cls), f"{cls.__name__} inherits its code instead of having one"
@@ -64,4 +64,4 @@ def test_the_old_import_paths_still_name_the_same_classes():
     from ilr._worker.worker import CodeChanged
 
     for cls in (ActionRefused, DeploymentNotFound, ToolError, ChildFailed, EffectRefused, LookupFailed, CodeChanged):
-        assert getattr(ilr.errors, cls.__name__) is cls
+        assert getattr(ilr._errors, cls.__name__) is cls

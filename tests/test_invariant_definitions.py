@@ -10,7 +10,7 @@ import datetime as dt
 
 import pytest
 
-from ilr._ops.invariants import Snapshot, no_overlapping_sends, timer_not_early
+from ilr._invariants import Snapshot, no_overlapping_sends, timer_not_early
 
 EID = "eff_overlap"
 BY = {"workflow_id": "W1", "epoch": 1}

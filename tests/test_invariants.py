@@ -9,8 +9,8 @@ import json
 import pytest
 
 from ilr import _codec as codec
+from ilr._invariants import INVARIANTS, check_all, violations
 from ilr._journal import journal
-from ilr._ops.invariants import INVARIANTS, check_all, violations
 
 EID, EID_SPARE = codec.effect_id_for({"request_id": "seed"}), codec.effect_id_for({"request_id": "spare"})
 PAYLOAD = {"payment": "p1", "amount": 2000}

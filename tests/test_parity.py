@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
-from ilr._ops.invariants import check_all
+from ilr._invariants import check_all
 from prove.peers.targets_client import http_json
 from tests.conftest import failure_of, wait_for
 from tests.flows_versions import code_sha256, write_module

@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ilr import InvalidInput, WorkflowNotFound
 from ilr import _db as db
 from ilr import _killpoints as killpoints
-from ilr._ops.invariants import check_all, violations
+from ilr._invariants import check_all, violations
 from prove.peers.targets_client import http_json
 from tests.conftest import ROOT, WorkerProcs
 
@@ -198,7 +198,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             print(f"state machine: {RuntimeMachine.steps_run} steps checked at {time.strftime('%H:%M:%S')}", flush=True)
         with db.connect(self.env["dsn"]) as conn:
             snapshot_first = check_all  # the snapshot is read before the ledger, see below
-            from ilr._ops.invariants import Snapshot
+            from ilr._invariants import Snapshot
 
             snap = Snapshot.load(conn)
         # Evidence read after the snapshot: whatever the snapshot shows committed was applied
@@ -209,7 +209,7 @@ class RuntimeMachine(RuleBasedStateMachine):
             "access_log": http_json("GET", f"{url}/access_log")[1]["entries"],
             "revokes": self.revokes,
         }
-        from ilr._ops.invariants import INVARIANTS
+        from ilr._invariants import INVARIANTS
 
         results = {name: check(snap) for name, check in INVARIANTS.items()}
         assert violations(results) == {}, violations(results)

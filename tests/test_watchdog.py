@@ -14,7 +14,7 @@ from tests.conftest import ROOT
 
 
 def _run(body: str, timeout: float = 30, opt_in: bool = True) -> tuple[int, str, float]:
-    code = "import threading, time\nfrom ilr.watchdog import Watchdog, SendOverrun, exit_on_overrun\n"
+    code = "import threading, time\nfrom ilr._worker.watchdog import Watchdog, SendOverrun, exit_on_overrun\n"
     code += "exit_on_overrun()\n" if opt_in else ""
     code += textwrap.dedent(body)
     t = time.monotonic()

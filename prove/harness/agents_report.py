@@ -120,7 +120,7 @@ class Matrix:
 
                         evidence["ledger"] += http_json("GET", f"{url}/ledger")[1]["rows"]
                         evidence["access_log"] += http_json("GET", f"{url}/access_log")[1]["entries"]
-            from ilr._ops.invariants import check_all, violations
+            from ilr._invariants import check_all, violations
 
             with db.connect(dsn) as conn:
                 evidence["invocations"] = []

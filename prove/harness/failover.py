@@ -296,7 +296,7 @@ def run(
             stopped first).
     """
     from ilr import grant_in
-    from ilr._ops.invariants import check_all, violations
+    from ilr._invariants import check_all, violations
     from ilr.management.commands.ilr_check import load_target_evidence
     from prove.peers.target import target_process
 

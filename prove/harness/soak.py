@@ -424,7 +424,7 @@ class Soak:
         """The invariants registry over the database, with the targets' files read after the
         database snapshot (an effect committed in the snapshot was applied before its commit,
         so its ledger row is in the later read). Returns only the violated invariants."""
-        from ilr._ops.invariants import Snapshot, check_snapshot, violations
+        from ilr._invariants import Snapshot, check_snapshot, violations
 
         def body(conn):
             snap = Snapshot.load(conn)

@@ -22,8 +22,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ilr import _db as db
 from ilr._effects.orphans import find_orphans
+from ilr._invariants import check_all
 from ilr._ops.deployments import NO_WORKER_ROW
-from ilr._ops.invariants import check_all
 from ilr._ops.runtime import unserved_on
 
 
