@@ -8,45 +8,24 @@ emptied before each test (unmanaged tables are not flushed by Django), and worke
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-ILR_TABLES = (
-    "ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
-    "ilr.claims, ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
-)
-
+from tests.support.db import ILR_TABLES, embedded_cluster
+from tests.support.workers import EVIDENCE, WorkerProcs, registry_results
 
 _STARTED_BY_US = pytest.StashKey[bool]()
-
-
-def _embedded_cluster():
-    """The embedded PostgreSQL the settings point at, or None under DATABASE_URL."""
-    from django.conf import settings
-
-    from interlock_project.embedded_pg import EmbeddedPostgres
-
-    pgdata = getattr(settings, "ILR_EMBEDDED_PGDATA", None)
-    return EmbeddedPostgres(pgdata) if pgdata else None
 
 
 def pytest_sessionstart(session):
     # Whether the embedded cluster was up before the tests: a cluster this session started is
     # this session's to stop (a fresh clone's test run leaves no postmaster behind); one that
     # was already running (a developer's, a demo's) is left as it was.
-    cluster = _embedded_cluster()
+    cluster = embedded_cluster()
     session.config.stash[_STARTED_BY_US] = cluster is not None and not cluster.running()
 
 
 def pytest_sessionfinish(session):
-    cluster = _embedded_cluster()
+    cluster = embedded_cluster()
     if session.config.stash.get(_STARTED_BY_US, False) and cluster is not None and cluster.running():
         from django.db import connections
 
@@ -137,112 +116,10 @@ def rt(clean_db, django_db_blocker):
 
     with django_db_blocker.unblock():
         runtime = Runtime(clean_db)
-        import tests.flows  # noqa: F401 - registers the test workflows in this process
+        import tests.support.flows  # noqa: F401 - registers the test workflows in this process
 
         yield runtime
         runtime.close()
-
-
-class WorkerProcs:
-    """Starts ``manage.py ilr_worker`` subprocesses; kills every one at teardown."""
-
-    def __init__(self, tmp_path: Path):
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.tmp_path = tmp_path
-
-    def env(self, extra: dict | None = None) -> dict:
-        from django.conf import settings
-
-        env = dict(os.environ)
-        env["ILR_DB_NAME"] = settings.DATABASES["default"]["NAME"]
-        env["PYTHONUNBUFFERED"] = "1"
-        env.pop("ILR_KILL_AT", None)
-        env.pop("ILR_STOP_AT", None)
-        env.update(extra or {})
-        return env
-
-    def start(
-        self,
-        worker_id: str,
-        *,
-        lease_ttl: float = 2.0,
-        poll: float = 0.1,
-        concurrency: int = 4,
-        env: dict | None = None,
-        args: tuple = (),
-    ) -> subprocess.Popen:
-        log = open(self.tmp_path / f"{worker_id}.log", "ab")
-        cmd = [
-            sys.executable,
-            str(ROOT / "manage.py"),
-            "ilr_worker",
-            "--id",
-            worker_id,
-            "--import",
-            "tests.flows",
-            "--lease-ttl",
-            str(lease_ttl),
-            "--poll",
-            str(poll),
-            "--concurrency",
-            str(concurrency),
-            *args,
-        ]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(env), stdout=log, stderr=subprocess.STDOUT)
-        self.procs[worker_id] = proc
-        return proc
-
-    def log(self, worker_id: str) -> str:
-        return (self.tmp_path / f"{worker_id}.log").read_text(errors="replace")
-
-    def kill(self, worker_id: str) -> None:
-        proc = self.procs[worker_id]
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-        proc.wait(10)
-
-    def kill_all(self) -> None:
-        for worker_id in list(self.procs):
-            self.kill(worker_id)
-
-    def wait_state(self, worker_id: str, state: str, timeout: float = 20) -> None:
-        """Wait until the process state letter (from /proc) is ``state`` ("T" stopped), or it exits ("X")."""
-        proc = self.procs[worker_id]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                if state == "X":
-                    return
-                raise AssertionError(f"{worker_id} exited with {proc.returncode}:\n{self.log(worker_id)}")
-            try:
-                letter = Path(f"/proc/{proc.pid}/stat").read_text().split(") ", 1)[1][0]
-            except FileNotFoundError:
-                letter = "X"
-            if letter == state:
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"{worker_id} did not reach state {state} in {timeout}s:\n{self.log(worker_id)}")
-
-
-EVIDENCE: list[dict] = []
-"""Ledgers and access logs of the payment targets a test ran (tests.refund_harness adds them)."""
-
-
-def registry_results(test_dsn: str) -> dict:
-    """Run the invariants registry over the test database with this test's evidence."""
-    from ilr import db
-    from ilr.invariants import check_all
-
-    evidence: dict = {"ledger": [], "access_log": []} if EVIDENCE else {}
-    for ev in EVIDENCE:
-        evidence["ledger"] += ev["ledger"]
-        evidence["access_log"] += ev["access_log"]
-    with db.connect(test_dsn) as conn:
-        evidence["invocations"] = conn.execute(
-            "select workflow_id, name, extract(epoch from at)::float8 as at from public.test_invocations"
-        ).fetchall()
-        return check_all(conn, evidence)
 
 
 @pytest.fixture
@@ -264,24 +141,29 @@ def workers(rt, tmp_path, request, test_dsn):
     assert not bad, f"invariants violated: {bad}"
 
 
-def failure_of(rt, workflow_id: str, timeout: float = 30.0) -> dict:
-    """Wait for ``workflow_id`` to end as failed; return its recorded error (type, message,
-    and for InvalidInput the field and rule)."""
-    from ilr import WorkflowFailed
+@pytest.fixture
+def registered():
+    """Register targets in this process's target registry for one test (the review UI and the live
+    server re-check premises and read a request's ``amount_field`` through it); restored afterwards."""
+    from ilr.targets import _TARGETS, register_target
 
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result(workflow_id, timeout=timeout)
-    assert err.value.status == "failed", err.value.error
-    return err.value.error
+    saved = dict(_TARGETS)
+    yield lambda target: register_target(target, check=False)
+    _TARGETS.clear()
+    _TARGETS.update(saved)
 
 
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):
-    """Poll ``predicate()`` until it returns a truthy value; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
+@pytest.fixture
+def alice(rt):
+    """A reviewer who may approve and reconcile."""
+    from tests.support.review import user
+
+    return user("alice", "approvals.approve", "approvals.reconcile")
+
+
+@pytest.fixture
+def bob(rt):
+    """A second reviewer who may approve."""
+    from tests.support.review import user
+
+    return user("bob", "approvals.approve")

@@ -1,6 +1,6 @@
 """Durable agents (ilr.agents) on real PostgreSQL, real ``ilr_worker`` subprocesses, the real HTTP
 payment target and the Messages API stub driven by the real ``anthropic`` SDK (tool use is
-EMULATED: scripted, per conversation). Workflow: tests.flows.agent_refund.
+EMULATED: scripted, per conversation). Workflow: tests.support.flows.agent_refund.
 
 What is shown: a turn is recorded once and never asked again on replay (the transcript a
 recovering worker rebuilds hashes to the fingerprints the first worker recorded); tool calls are
@@ -18,8 +18,8 @@ import pytest
 from ilr import codec
 from ilr.agents import AMBIGUOUS_TEXT
 from prove.peers.targets_client import http_json
-from tests.conftest import wait_for
-from tests.refund_harness import refund_env
+from tests.support.refund_harness import refund_env
+from tests.support.waits import wait_for
 
 TERMINAL = ("completed", "failed", "stuck", "cancelled")
 
@@ -94,7 +94,7 @@ def turn_rows(rt, wf_id: str) -> list[dict]:
 def check_transcript_replays(rt, wf_id: str, input: dict, result: dict) -> None:
     """The transcript the workflow returned, cut at each turn, is exactly the request whose hash
     the worker that ran that turn recorded as its fingerprint (possibly a worker since killed)."""
-    from tests.flows import refund_agent
+    from tests.support.flows import refund_agent
 
     agent = refund_agent(input)
     rows = turn_rows(rt, wf_id)
@@ -443,7 +443,7 @@ def test_an_agent_request_card_shows_the_conversation_that_led_to_it(rt, workers
 
     from django.urls import reverse
 
-    from tests.test_approvals_views import client_for, user
+    from tests.support.review import client_for, user
 
     with refund_env(tmp_path, tier=1) as env:
         workers.start("w1", env=env.worker_env())
@@ -492,7 +492,7 @@ def test_the_conversation_selector_and_template_name_no_workflow_of_their_own():
     import re
 
     from approvals import queue
-    from tests.conftest import ROOT
+    from tests.support import ROOT
 
     source = "".join(
         inspect.getsource(f)

@@ -5,7 +5,7 @@ One definition of a payload's amount (``ilr.amounts.payload_amount``: the target
 shown exactly, with the ones that only differ by case, whitespace or a look-alike letter
 flagged; approvers are identities, so one person under two spellings, or through the UI and the
 API, counts once. Real PostgreSQL, real ``ilr_worker`` subprocesses running
-``tests.flows.asks_approval``, the real payment target, and the review UI in Chromium where the
+``tests.support.flows.asks_approval``, the real payment target, and the review UI in Chromium where the
 item is about what is shown.
 """
 
@@ -18,23 +18,11 @@ from django.urls import reverse
 
 from ilr import ApprovalRefused, InvalidInput, codec
 from ilr.effect_rules import lease_snapshot
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-from tests.conftest import failure_of
-from tests.refund_harness import refund_env, wait_for_request
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.refund_harness import refund_env, wait_for_request
+from tests.support.waits import failure_of
 
 PASSWORD = "amounts-only-password"
-
-
-@pytest.fixture
-def registered():
-    """This process's target registry for one test (the live server reads a request's
-    ``amount_field`` and currency through it); restored afterwards."""
-    from ilr.targets import _TARGETS, register_target
-
-    saved = dict(_TARGETS)
-    yield lambda target: register_target(target, check=False)
-    _TARGETS.clear()
-    _TARGETS.update(saved)
 
 
 def _approver(username: str) -> User:

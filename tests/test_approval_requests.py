@@ -2,7 +2,7 @@
 the real HTTP payment target: approve sends once under a grant bound to the exact payload and
 the facts captured; reject, expiry and cancel return or raise without a send; the two-person
 rule needs two different people; a worker killed while the request waits is replaced without a
-second request. Workflow: tests.flows.asks_approval.
+second request. Workflow: tests.support.flows.asks_approval.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from ilr import ApprovalRefused, ApprovalRequestNotFound, InvalidInput, codec
-from tests.conftest import failure_of, wait_for
-from tests.refund_harness import refund_env
+from tests.support.refund_harness import refund_env
+from tests.support.waits import failure_of, wait_for
 
 
 def _start(rt, env, wf_id: str, amount: int = 1500, **extra) -> dict:

@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-from tests.conftest import ROOT, wait_for
-from tests.refund_harness import refund_env, wait_for_request
+from tests.support import ROOT
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.refund_harness import refund_env, wait_for_request
+from tests.support.waits import wait_for
 
 PASSWORD = "e2e-only-password"
 
@@ -158,7 +159,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
 
 def test_demo_serve_runs_gunicorn_with_the_review_ui(clean_db, tmp_path):
     from prove.peers.targets_client import http_json
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     env = WorkerProcs(tmp_path).env()
     proc = subprocess.Popen(

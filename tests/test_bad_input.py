@@ -7,7 +7,8 @@ import pytest
 from ilr import InvalidInput, UnknownWorkflow, WorkflowFailed, WorkflowNotFound
 from ilr.context import WorkflowContext
 from ilr.errors import WorkflowConflict
-from tests.conftest import wait_for
+from tests.support.db import count_workflows
+from tests.support.waits import wait_for
 
 
 def _nested(depth: int) -> dict:
@@ -15,10 +16,6 @@ def _nested(depth: int) -> dict:
     for _ in range(depth):
         value = {"a": value}
     return value
-
-
-def count_workflows(rt):
-    return rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"]
 
 
 @pytest.mark.parametrize(

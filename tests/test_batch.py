@@ -11,7 +11,7 @@ import pytest
 
 from ilr import batch, db
 from ilr.batch import Batch
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 
 @pytest.fixture

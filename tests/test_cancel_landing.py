@@ -7,8 +7,8 @@ from __future__ import annotations
 import signal
 
 from ilr import CancelRequest, codec
-from tests.conftest import wait_for
-from tests.refund_harness import refund_env
+from tests.support.refund_harness import refund_env
+from tests.support.waits import wait_for
 
 
 def test_cancel_names_an_authorized_send_that_still_lands(rt, workers, tmp_path):

@@ -1,7 +1,7 @@
 """Smaller items of issue 40, item 11: an expired approval is a normal outcome, shown with a
 neutral badge in the case's timeline (not a red "error"); ``approvals.models.Approval`` is
 documented as what it is (the holder of the app's permissions, never written). Real PostgreSQL,
-a real ``ilr_worker`` running ``tests.flows.asks_approval``, and the case page in Chromium."""
+a real ``ilr_worker`` running ``tests.support.flows.asks_approval``, and the case page in Chromium."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 import pytest
 from django.contrib.auth.models import Permission, User
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-from tests.refund_harness import refund_env
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.refund_harness import refund_env
 
 PASSWORD = "timeline-password"
 
@@ -67,6 +67,6 @@ def test_ilr_keys_generate_warns_about_version_control(tmp_path):
     out = io.StringIO()
     call_command("ilr_keys", "generate", "--dir", str(tmp_path / "keys"), stdout=out)
     assert "out of version control" in out.getvalue(), out.getvalue()
-    from tests.conftest import ROOT
+    from tests.support import ROOT
 
     assert ".data/" in (ROOT / ".gitignore").read_text().split()

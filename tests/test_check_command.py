@@ -4,24 +4,10 @@ flag and the problem, exit 2 (bad usage), never the exit 1 that means an invaria
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
-
-
-def check(workers, *args):
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "ilr_check", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env=workers.env(),
-    )
+from tests.support.workers import check
 
 
 def one_clean_error(proc) -> str:

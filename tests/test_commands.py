@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import ilr
-from tests.conftest import ROOT
-from tests.refund_harness import approve, refund_env
+from tests.support import ROOT
+from tests.support.refund_harness import approve, refund_env
 
 
 def manage(workers, *args, **env):

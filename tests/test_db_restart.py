@@ -6,22 +6,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
-from tests.conftest import wait_for
+from tests.support.db import embedded_cluster_or_skip
+from tests.support.waits import wait_for
 
 LEASE_TTL = 5.0
-
-
-def _cluster():
-    from django.conf import settings
-
-    from interlock_project.embedded_pg import EmbeddedPostgres
-
-    pgdata = getattr(settings, "ILR_EMBEDDED_PGDATA", None)
-    if not pgdata:
-        pytest.skip("restarting the database needs the embedded PostgreSQL")  # pragma: no cover
-    return EmbeddedPostgres(pgdata)
 
 
 def claims(rt, wf_id):
@@ -38,7 +26,7 @@ def test_database_restart_costs_no_takeover_and_at_most_one_lease(rt, workers, t
     onto the worker's pooled connections, every one of which died in the restart; the second
     records its step on a connection that died under it. Both complete within one lease of the
     server accepting connections, and no claim of either counts as a takeover."""
-    cluster = _cluster()
+    cluster = embedded_cluster_or_skip()
     workers.start("w1", lease_ttl=LEASE_TTL, concurrency=8, poll=0.5, env={"ILR_LOG_LEVEL": "INFO"})
     gate = tmp_path / "gate"
     rt.start("waiter", "sig", {})
@@ -98,7 +86,7 @@ def test_run_abandoned_while_the_database_is_down_past_its_lease_is_released_not
     the database stays down past the lease, then starts. The worker releases its claim before its
     next claim: the workflow completes within one lease of the restart, and the claim that takes
     it again counts no takeover (prev_status 'pending', takeovers 0)."""
-    cluster = _cluster()
+    cluster = embedded_cluster_or_skip()
     workers.start("w1", lease_ttl=LEASE_TTL, concurrency=8, poll=0.5, env={"ILR_LOG_LEVEL": "INFO"})
     gate = tmp_path / "gate"
     rt.start("gated", "down", {"path": str(gate)})
@@ -147,9 +135,9 @@ def test_database_restart_during_a_send_commits_the_answer(rt, workers, tmp_path
     connection (the fence is the row's epoch and lease, not the session), so the effect commits
     once and the workflow completes, neither failed nor orphaned."""
     from ilr import db, receipts
-    from tests.refund_harness import refund_env
+    from tests.support.refund_harness import refund_env
 
-    cluster = _cluster()
+    cluster = embedded_cluster_or_skip()
     amount_file = tmp_path / "amount"
     amount_file.write_text("500")
     with refund_env(tmp_path, tier=2, send_timeout=20.0) as env:

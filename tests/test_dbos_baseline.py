@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from ilr import db
-from tests.conftest import wait_for
-from tests.refund_harness import refund_env
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+from tests.support.refund_harness import refund_env
+from tests.support.waits import wait_for
 
 
 @pytest.fixture

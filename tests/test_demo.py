@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from prove.demo import DEMO_POINTS
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 ALL_CRASHES = [*DEMO_POINTS, "none"]
 # Each demo run takes 10 to 30 s, so the suite runs one of each kind (besides the default
@@ -50,7 +50,7 @@ def demo(env, *args, timeout=300):
 
 
 def test_demo_tier1_exit_status(clean_db, tmp_path):
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     # The demo runs against this session's test database (ILR_DB_NAME), as a user would run it.
     proc = demo(WorkerProcs(tmp_path).env(), "--tier", "1")
@@ -64,7 +64,7 @@ def test_demo_tier1_exit_status(clean_db, tmp_path):
 def test_every_crash_choice_works(clean_db, tmp_path, crash):
     """Six choices once waited 60 s for an approval that never came (a kill before it) or for a
     kill point only a recovery reaches, and exited 1 (issue 20)."""
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     proc = demo(WorkerProcs(tmp_path).env(), "--tier", "1", "--crash", crash)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -77,7 +77,7 @@ def test_every_crash_choice_works(clean_db, tmp_path, crash):
 
 @pytest.mark.parametrize("crash", ["resolve_after_commit", "resolve_after_send"])
 def test_a_crash_point_tier_3_never_reaches_is_refused_before_anything_starts(clean_db, tmp_path, crash):
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     started = time.monotonic()
     proc = demo(WorkerProcs(tmp_path).env(), "--tier", "3", "--crash", crash, timeout=120)
@@ -94,7 +94,7 @@ def test_demo_names_a_foreign_worker_that_claimed_its_case(rt, workers, tmp_path
     is a worker left behind by an earlier demo (killed with kill -9), whose id the demo's own
     first worker had too. The failed run withdraws its case: it ends cancelled, and nothing of
     it is left in the review queue (issue 20)."""
-    from tests.conftest import wait_for
+    from tests.support.waits import wait_for
 
     workers.start(intruder, poll=0.05, concurrency=2)
     wait_for(lambda: "running" in workers.log(intruder), timeout=60, message="the intruder polls")
@@ -117,7 +117,7 @@ def _free_port() -> int:
 
 
 def test_serve_prints_its_url_once_it_answers_and_withdraws_its_case(rt, tmp_path):
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     port = _free_port()
     proc = subprocess.Popen(
@@ -153,7 +153,7 @@ def test_serve_prints_its_url_once_it_answers_and_withdraws_its_case(rt, tmp_pat
 
 
 def test_serve_refuses_a_port_another_server_holds(clean_db, tmp_path):
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     with socket.socket() as other:
         other.bind(("127.0.0.1", 0))
@@ -174,7 +174,7 @@ def test_serve_refuses_a_port_another_server_holds(clean_db, tmp_path):
 def test_demo_agent_prints_the_conversation_the_approval_the_ledger_and_the_receipt(clean_db, tmp_path):
     """`demo --agent`: the support agent's ticket, lookup and gated call, approved as
     --approve-as, a SIGKILL after the target answered, one send, the answer (issue 21)."""
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     proc = demo(WorkerProcs(tmp_path).env(), "--agent", "--tier", "1", "--approve-as", "agent-reviewer")
     out = proc.stdout

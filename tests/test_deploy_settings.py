@@ -16,7 +16,7 @@ from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 PRODUCTION = "interlock_project.settings_production"
 

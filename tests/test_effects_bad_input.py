@@ -6,7 +6,7 @@ import pytest
 
 from ilr import InvalidInput, WorkflowNotFound
 from ilr.errors import EffectNotFound, GrantNotFound
-from tests.refund_harness import approve, refund_env, wait_for_approval_request
+from tests.support.refund_harness import approve, refund_env, wait_for_approval_request
 
 
 def counts(rt):
@@ -159,7 +159,7 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
     by lookup and restores the status."""
     from prove.demo import free_port
     from prove.workflows import target_for
-    from tests.test_check_command import check
+    from tests.support.workers import check
 
     with refund_env(tmp_path, 2) as env:
         a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
@@ -168,7 +168,7 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         approve(rt, "orphan")
         a.wait(30)
         workers.start("B", lease_ttl=2, args=("--max-takeovers", "0"), env=env.worker_env())
-        from tests.conftest import wait_for
+        from tests.support.waits import wait_for
 
         wait_for(lambda: rt.describe("orphan")["status"] == "stuck", timeout=30, message="stuck")
         eff = rt.describe("orphan")["effects"][0]

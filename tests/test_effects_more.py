@@ -11,9 +11,9 @@ import time
 import pytest
 
 from ilr import keys, receipts
-from tests.conftest import ROOT, wait_for
-from tests.refund_harness import approve, refund_env, wait_for_approval_request
-from tests.test_effects import our_refunds, run_case, total
+from tests.support import ROOT
+from tests.support.refund_harness import approve, our_refunds, refund_env, run_case, total, wait_for_approval_request
+from tests.support.waits import wait_for
 
 
 @pytest.mark.parametrize("tier, expected", [(1, "COMMITTED_BY_RETRY"), (2, "COMMITTED_ON_QUERY")])
@@ -147,7 +147,7 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
 
 def test_finding2_thin_dedup_margin_is_refused_at_worker_start(rt, workers):
     worker = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "w", "--import", "tests.flows"],
+        [sys.executable, str(ROOT / "manage.py"), "ilr_worker", "--id", "w", "--import", "tests.support.flows"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -34,9 +34,10 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-from tests.conftest import ROOT, wait_for
-from tests.test_packaging import build_wheel
+from tests.support import ROOT
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.waits import wait_for
+from tests.support.wheel import build_wheel
 
 pytestmark = pytest.mark.slow
 

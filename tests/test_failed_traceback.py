@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ import threading
 import pytest
 
 from ilr import db, failover
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 
 @pytest.fixture

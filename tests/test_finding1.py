@@ -14,23 +14,15 @@ import os
 import signal
 import time
 
-from psycopg.conninfo import conninfo_to_dict
-
 from prove.peers.fault_proxy import proxy_process
-from tests.conftest import wait_for
-from tests.test_runtime_core import invocations
+from tests.support.db import invocations, proxy_upstream
+from tests.support.waits import wait_for
 
 LEASE_TTL = 3.0
 
 
-def _upstream(dsn: str) -> tuple[str, dict]:
-    params = conninfo_to_dict(dsn)
-    host, port = params.get("host", "/tmp"), params.get("port", "5432")
-    return (f"unix:{host}/.s.PGSQL.{port}" if host.startswith("/") else f"{host}:{port}"), params
-
-
 def test_stale_step_load_after_lease_expiry_does_not_rerun_the_body(rt, workers, test_dsn):
-    upstream, params = _upstream(test_dsn)
+    upstream, params = proxy_upstream(test_dsn)
     with proxy_process(upstream) as proxy:
         url = f"postgresql://{params.get('user', 'postgres')}@127.0.0.1:{proxy.port}/{params['dbname']}"
         if params.get("password"):

@@ -11,8 +11,7 @@ import json
 import pytest
 
 from ilr import receipts
-from tests.refund_harness import refund_env
-from tests.test_effects import our_refunds
+from tests.support.refund_harness import our_refunds, refund_env
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ A bidirectional override (``acct_\\u202e9876\\u202c`` reads ``acct_6789``), a ze
 and a Cyrillic letter inside a Latin word are shown as escaped code points with a warning badge
 wherever an approver reads a payload value, premise or summary: the review UI's request card and
 case page, the admin's request page, and the receipt page. One filter (``reveal``) on every one
-of them. Real PostgreSQL, a real ``ilr_worker`` running ``tests.flows.asks_approval``, the real
+of them. Real PostgreSQL, a real ``ilr_worker`` running ``tests.support.flows.asks_approval``, the real
 payment target, and the pages in Chromium.
 """
 
@@ -14,8 +14,8 @@ import pytest
 from django.contrib.auth.models import Permission, User
 
 from approvals.templatetags.approvals_extras import hidden_characters, reveal
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-from tests.refund_harness import refund_env, wait_for_request
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.refund_harness import refund_env, wait_for_request
 
 PASSWORD = "hidden-chars-password"
 RLO = "acct_\u202e9876\u202c"

@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import ROOT
+
 APPS = ("ilr", "approvals")
 FORBIDDEN = ("interlock_project", "prove")
 PACKAGES = ("ilr", "approvals", "prove", "interlock_project")

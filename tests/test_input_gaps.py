@@ -122,7 +122,7 @@ def test_an_admin_grant_with_an_absurd_lifetime_is_a_form_error_naming_the_field
     from django.contrib.auth.models import Permission, User
     from django.urls import reverse
 
-    from tests.test_approvals_views import client_for, text
+    from tests.support.review import client_for, text
 
     ops = User.objects.create_user("ops", password="x", is_staff=True)
     ops.user_permissions.add(*Permission.objects.filter(codename__in=("grant", "view_grant")))
@@ -148,8 +148,8 @@ def test_a_200_kb_payload_field_is_folded_and_the_approve_button_stays_on_screen
     whole value is still there to read, and the Approve button is in the first screen."""
     from django.contrib.auth.models import Permission, User
 
-    from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-    from tests.refund_harness import refund_env, wait_for_request
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+    from tests.support.refund_harness import refund_env, wait_for_request
 
     sync_playwright = browser_or_skip()
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

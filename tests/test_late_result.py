@@ -9,14 +9,13 @@ import signal
 
 from ilr import receipts
 from prove.peers.fault_proxy import proxy_process
-from tests.conftest import wait_for
-from tests.refund_harness import approve, refund_env
-from tests.test_effects import our_refunds
-from tests.test_finding1 import _upstream
+from tests.support.db import proxy_upstream
+from tests.support.refund_harness import approve, our_refunds, refund_env
+from tests.support.waits import wait_for
 
 
 def test_s08a_late_response_after_claim_expiry(rt, workers, tmp_path, test_dsn):
-    upstream, params = _upstream(test_dsn)
+    upstream, params = proxy_upstream(test_dsn)
     with refund_env(tmp_path, 2, send_timeout=3.0, settle_margin=3.0) as env, proxy_process(upstream) as proxy:
         env.admin("delay", {"seconds": 2.0})
         url = f"postgresql://{params.get('user', 'postgres')}@127.0.0.1:{proxy.port}/{params['dbname']}"

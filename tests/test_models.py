@@ -6,7 +6,7 @@ import pytest
 @pytest.mark.django_db(transaction=True)
 def test_orm_reads_infinity(rt, workers):
     from ilr.models import Workflow
-    from tests.conftest import wait_for
+    from tests.support.waits import wait_for
 
     workers.start("w1")
     rt.start("waiter", "inf", {})

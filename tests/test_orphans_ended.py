@@ -9,7 +9,6 @@ the refund, a cancel, and a second worker that delivers the Cancelled at the eff
 
 from __future__ import annotations
 
-import signal
 import threading
 
 import pytest
@@ -17,8 +16,8 @@ import pytest
 from ilr import InvalidInput, db, orphans
 from ilr.orphans import find_orphans, recover_orphans
 from prove.workflows import target_for
-from tests.conftest import wait_for
-from tests.refund_harness import approve, refund_env
+from tests.support.refund_harness import cancelled_orphan, refund_env
+from tests.support.waits import wait_for
 
 
 class GatedLookup:
@@ -37,31 +36,6 @@ class GatedLookup:
         if not self.gate.wait(120):
             raise TimeoutError("the test never opened the gate")
         return self._inner.query(effect_id, payload)
-
-
-def cancelled_orphan(rt, workers, env, case_id: str) -> tuple[dict, dict]:
-    """A refund cancelled with its effect left dispatched, settled; worker B stays up serving it.
-
-    Returns:
-        (the case, the find_orphans row).
-    """
-    a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
-    case = env.case(case_id)
-    rt.start("refund_signal", case_id, case)
-    approve(rt, case_id)
-    a.wait(30)
-    assert a.returncode == -signal.SIGKILL, workers.log("A")
-    assert rt.cancel(case_id, by="ops")
-    workers.start("B", lease_ttl=2, env=env.worker_env())
-    wait_for(lambda: rt.describe(case_id)["status"] == "cancelled", timeout=30, message="cancelled")
-
-    def settled_orphan():
-        rows = [r for r in find_orphans(rt.connection()) if r["dispatch_workflow_id"] == case_id]
-        return rows[0] if rows and rows[0]["settled"] else None
-
-    row = wait_for(settled_orphan, timeout=30, message="a settled orphan")
-    assert row["wf_status"] == "cancelled" and row["state"] == "dispatched"
-    return case, row
 
 
 def workflow_row(rt, wf_id: str) -> dict:

@@ -11,7 +11,6 @@ the build leaves no build/ or egg-info directory in the checkout.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,12 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.minimal_project import write_settings
-
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["approvals", "ilr"]
-NOT_SHIPPED = ["interlock_project", "prove", "tests"]
-IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
+from tests.support import ROOT
+from tests.support.minimal_project import write_settings
+from tests.support.wheel import NOT_SHIPPED, PACKAGES, build_wheel
 
 
 def source_files() -> set[str]:
@@ -37,40 +33,6 @@ def source_files() -> set[str]:
         for p in (ROOT / pkg).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
     }
-
-
-def build_wheel(tmp: Path) -> Path:
-    """Build this repository's wheel under ``tmp`` from a copy of the sources (the checkout
-    gets no build/ or egg-info directory); return the wheel's path."""
-    src = tmp / "src"
-    src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / name, src / name)
-    for pkg in PACKAGES + NOT_SHIPPED:
-        shutil.copytree(ROOT / pkg, src / pkg, ignore=IGNORE)
-    out = tmp / "dist"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "--no-cache-dir",
-            "-q",
-            "-w",
-            str(out),
-            str(src),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (whl,) = out.glob("interlock-*.whl")
-    return whl
 
 
 @pytest.fixture(scope="module")

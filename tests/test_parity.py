@@ -14,10 +14,10 @@ import pytest
 from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr.invariants import check_all
 from prove.peers.targets_client import http_json
-from tests.conftest import failure_of, wait_for
-from tests.flows_versions import code_sha256, write_module
-from tests.refund_harness import approve, refund_env
-from tests.test_runtime_core import invocations
+from tests.support.db import invocations
+from tests.support.flows_versions import code_sha256, write_module
+from tests.support.refund_harness import approve, refund_env
+from tests.support.waits import failure_of, wait_for
 
 # -- helpers -----------------------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 from ilr import Runtime, receipts
-from tests.conftest import ROOT, wait_for
-from tests.refund_harness import approve, refund_env
+from tests.support import ROOT
+from tests.support.refund_harness import approve, refund_env
+from tests.support.waits import wait_for
 
 
 def _pgbouncer_binary() -> str:

@@ -18,9 +18,9 @@ import sys
 import pytest
 
 from ilr import InvalidInput, codec, db, journal, keys, receipts
-from tests.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
-from tests.conftest import ROOT
-from tests.refund_harness import approve, refund_env
+from tests.support import ROOT
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.refund_harness import approve, refund_env
 
 PASSWORD = "integrity-only-password"
 
@@ -256,7 +256,7 @@ def test_rotation_keeps_every_receipt_verifiable_and_a_missing_key_is_one_senten
     for args, code in (
         (("ilr_keys", "show"), 1),
         (("receipt", effect_id, "--verify"), 1),
-        (("ilr_worker", "--id", "w-nokey", "--import", "tests.flows"), 2),  # refused at start
+        (("ilr_worker", "--id", "w-nokey", "--import", "tests.support.flows"), 2),  # refused at start
     ):
         out = manage(*args, env={"ILR_SIGNING_KEY": str(missing)})
         assert out.returncode == code, (args, out.stderr)

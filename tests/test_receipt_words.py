@@ -13,9 +13,15 @@ import pytest
 from django.urls import reverse
 
 from ilr import receipts
-from tests.refund_harness import refund_env, wait_for_approval_request
-from tests.test_approvals_views import client_for, user
-from tests.test_effects import _hand_refund, _revoke, our_refunds, run_case
+from tests.support.refund_harness import (
+    hand_refund,
+    our_refunds,
+    refund_env,
+    revoke,
+    run_case,
+    wait_for_approval_request,
+)
+from tests.support.review import client_for, user
 
 
 def answers(rt, effect_id: str) -> dict[str, str]:
@@ -78,8 +84,8 @@ def test_grant_revoked_before_dispatch(rt, workers, tmp_path):
 @pytest.mark.parametrize(
     "outage, expected, finding",
     [
-        (_hand_refund, "REFUSED:stale_premise_at_recovery", "premises had changed"),
-        (_revoke, "REFUSED:lease_at_recovery", "grant no longer covered it"),
+        (hand_refund, "REFUSED:stale_premise_at_recovery", "premises had changed"),
+        (revoke, "REFUSED:lease_at_recovery", "grant no longer covered it"),
     ],
 )
 def test_refused_at_recovery(rt, workers, tmp_path, outage, expected, finding):

@@ -3,7 +3,7 @@
 Pure tests build journal chains the way ilr/effects.py writes them (the same kinds, `via` values
 and fields), sealed with ilr.journal.seal and signed with a real Ed25519 key from ilr.keys, and
 check verify()'s answer exactly. Runtime tests drive the real worker against the real target
-(tests/refund_harness.py) and read the receipt the runtime produced.
+(tests/support/refund_harness.py) and read the receipt the runtime produced.
 
 The two rules fixed here:
 
@@ -24,9 +24,15 @@ import pytest
 from django.test import override_settings
 
 from ilr import codec, journal, keys, receipts
-from tests.conftest import wait_for
-from tests.refund_harness import approve, refund_env, wait_for_approval_request
-from tests.test_effects import _hand_refund, our_refunds, run_case
+from tests.support.refund_harness import (
+    approve,
+    hand_refund,
+    our_refunds,
+    refund_env,
+    run_case,
+    wait_for_approval_request,
+)
+from tests.support.waits import wait_for
 
 # -- pure tests over sealed entries ------------------------------------------------------------
 
@@ -302,7 +308,7 @@ def test_runtime_refused_recheck_keeps_assumptions_held(rt, workers, tmp_path):
     """S02 at tier 2: killed after T_dispatch (nothing sent), a hand refund while down, the
     recovery re-check sees the changed premise and refuses. Nothing was sent on it."""
     with refund_env(tmp_path, 2) as env:
-        case, result, _ = run_case(rt, workers, env, "p4t2", "effect_after_dispatch", _hand_refund)
+        case, result, _ = run_case(rt, workers, env, "p4t2", "effect_after_dispatch", hand_refund)
         assert result["status"] == "REFUSED:stale_premise_at_recovery"
         assert our_refunds(env, case) == []
         v = receipts.verify(rt.receipt(result["effect_id"]))

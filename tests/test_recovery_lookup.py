@@ -17,9 +17,8 @@ from ilr.effects import LOOKUP_RETRY
 from prove.demo import free_port
 from prove.peers.model_stub import model_stub_process
 from prove.peers.target import target_process
-from tests.conftest import wait_for
-from tests.refund_harness import RefundEnv, approve
-from tests.test_effects import our_refunds, total
+from tests.support.refund_harness import RefundEnv, approve, our_refunds, total
+from tests.support.waits import wait_for
 
 
 def test_recovery_waits_out_an_unreachable_target_instead_of_failing(rt, workers, tmp_path):
@@ -83,7 +82,7 @@ def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan
     nothing ever surfaced it)."""
     from ilr.grants import grant_in
     from prove.workflows import target_for
-    from tests.test_check_command import check
+    from tests.support.workers import check
 
     port = free_port()
     ledger = tmp_path / "ledger.sqlite"

@@ -9,8 +9,7 @@ import signal
 
 import pytest
 
-from tests.refund_harness import approve, refund_env
-from tests.test_effects import our_refunds
+from tests.support.refund_harness import approve, our_refunds, refund_env
 
 
 @pytest.mark.parametrize("tier", [1, 2])

@@ -1,7 +1,7 @@
 """A recovery resend carries the payload bound at the first PROPOSED, whatever the replay offers,
 and a target's rejection of a resend after an unanswered first send never reads as "not applied".
 
-Real worker subprocesses against the real HTTP target (tier 1). The workflow (tests.flows
+Real worker subprocesses against the real HTTP target (tier 1). The workflow (tests.support.flows
 live_amount) reads its amount outside any step, so its replay offers 700 for the key whose first
 send (500) the target applied and answered with a 500 (a lost success, EMULATED by fail_next).
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ilr import db, receipts
-from tests.conftest import wait_for
-from tests.refund_harness import refund_env
+from tests.support.refund_harness import refund_env
+from tests.support.waits import wait_for
 
 
 def _posts(env):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import receipts
-from tests.refund_harness import refund_env
+from tests.support.refund_harness import refund_env
 
 pytestmark = pytest.mark.slow
 
@@ -110,7 +110,7 @@ def test_a_target_without_lookup_ends_ambiguous_when_its_resend_policy_is_spent(
 
 
 def test_describe_shows_the_effects_last_error_and_next_attempt(rt, workers, tmp_path):
-    from tests.conftest import wait_for
+    from tests.support.waits import wait_for
 
     with refund_env(tmp_path, tier=1, queryable=False, send_timeout=1.5, settle_margin=1.0) as env:
         env.admin("hold_first", {"seconds": 20})

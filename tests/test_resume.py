@@ -16,8 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from ilr import InvalidInput, WorkflowNotFound
-from tests.conftest import wait_for
-from tests.test_runtime_core import invocations
+from tests.support.db import invocations
+from tests.support.waits import wait_for
 
 
 def status(rt, wf_id):
@@ -26,7 +26,7 @@ def status(rt, wf_id):
 
 def make_stuck(rt, wf_id, error=None):
     """A three_steps workflow stuck after its first step, as the crash-loop guard leaves one."""
-    import tests.flows  # noqa: F401 - three_steps registered and deployed by its first start
+    import tests.support.flows  # noqa: F401 - three_steps registered and deployed by its first start
 
     rt.start("three_steps", wf_id, {})
     error = error or {
@@ -100,7 +100,7 @@ def test_crash_loop_resumed_after_the_fault_is_removed_completes(rt, workers):
 
 
 def test_resume_refuses_what_is_not_stuck_and_changes_nothing(rt):
-    import tests.flows  # noqa: F401
+    import tests.support.flows  # noqa: F401
 
     rt.start("three_steps", "pend", {})
     before = rt.describe("pend")

@@ -1,7 +1,7 @@
 """The review UI's case list by outcome, the admin's outcome filter, the receipt's facts (its case,
 amount, approvers and the provider's reference) and the one timestamp format (issue 20, item 5).
 
-Rows are written as the runtime leaves them (tests.test_approvals_views' helpers); approvals go
+Rows are written as the runtime leaves them (tests.support.review); approvals go
 through the runtime's own transaction body (``rt.approve_request``).
 """
 
@@ -17,8 +17,7 @@ from django.urls import reverse
 
 from approvals import cases as case_lists
 from ilr import journal
-from tests import test_approvals_views as views_tests
-from tests.test_approvals_views import (
+from tests.support.review import (
     approve_url,
     client_for,
     counts,
@@ -32,8 +31,6 @@ from tests.test_approvals_views import (
 )
 
 pytestmark = pytest.mark.usefixtures("transactional_db")
-alice = views_tests.alice  # the fixtures, shared
-registered = views_tests.registered
 
 
 def make_workflow(rt, wf_id: str, status: str):

@@ -5,16 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ilr import WorkflowFailed
-from tests.conftest import failure_of, wait_for
-
-
-def invocations(rt, wf_id, name=None):
-    q = "select count(*) as n from public.test_invocations where workflow_id = %s"
-    args = [wf_id]
-    if name:
-        q += " and name = %s"
-        args.append(name)
-    return rt.connection().execute(q, args).fetchone()["n"]
+from tests.support.db import invocations
+from tests.support.waits import failure_of, wait_for
 
 
 def test_three_steps_complete_and_replay_costs_no_write(rt, workers):

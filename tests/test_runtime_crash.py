@@ -9,8 +9,9 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import ROOT, wait_for
-from tests.test_runtime_core import invocations
+from tests.support import ROOT
+from tests.support.db import invocations
+from tests.support.waits import wait_for
 
 
 def claims(rt, wf_id):

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from ilr import WorkflowFailed, cancel_in, signal_in
-from tests.conftest import wait_for
-from tests.test_runtime_core import invocations
+from tests.support.db import invocations
+from tests.support.waits import wait_for
 
 
 def test_crash_loop_guard_marks_stuck(rt, workers):

@@ -9,7 +9,7 @@ import sys
 
 from django.core.management import call_command
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 SQL_DIR = ROOT / "ilr" / "sql"
 
@@ -84,7 +84,7 @@ def test_schema_sql_and_replayed_migrations_produce_the_same_catalog(test_dsn, d
 
 def test_migrate_creates_and_migrating_to_zero_drops(test_dsn, django_db_blocker, tmp_path):
     from ilr import db
-    from tests.conftest import WorkerProcs
+    from tests.support.workers import WorkerProcs
 
     with django_db_blocker.unblock():
         dsn = _scratch(test_dsn, "ilr_migrate_roundtrip")
@@ -99,7 +99,7 @@ def test_migrate_creates_and_migrating_to_zero_drops(test_dsn, django_db_blocker
                 assert conn.execute("select count(*) as n from pg_namespace where nspname = 'ilr'").fetchone()["n"] == 0
             # A worker refuses to start while an ilr migration is pending.
             worker = subprocess.run(
-                [*manage, "ilr_worker", "--id", "w", "--import", "tests.flows"],
+                [*manage, "ilr_worker", "--id", "w", "--import", "tests.support.flows"],
                 cwd=ROOT,
                 env=env,
                 capture_output=True,

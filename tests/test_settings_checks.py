@@ -1,8 +1,8 @@
 """Settings that would silently weaken a rule are named by ``manage.py check`` (issue 40, item 10).
 
 Each case runs ``manage.py check`` (and ``ilr_worker``, which runs the same checks before it
-starts) as a real subprocess on ``tests.check_settings``: the project's settings, plus the
-``tests.check_app`` app, whose workflows module registers a target granted under "credit", plus
+starts) as a real subprocess on ``tests.support.check_settings``: the project's settings, plus the
+``tests.support.check_app`` app, whose workflows module registers a target granted under "credit", plus
 the ILR_* values under test.
 """
 
@@ -15,13 +15,17 @@ import sys
 import pytest
 
 from ilr import InvalidInput
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 pytestmark = pytest.mark.slow
 
 
 def manage(overrides: dict, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.check_settings", "ILR_CHECK_OVERRIDES": repr(overrides)}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "tests.support.check_settings",
+        "ILR_CHECK_OVERRIDES": repr(overrides),
+    }
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), *args],
         cwd=ROOT,

@@ -12,8 +12,9 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from tests.conftest import ROOT, wait_for
-from tests.minimal_project import write_settings
+from tests.support import ROOT
+from tests.support.minimal_project import write_settings
+from tests.support.waits import wait_for
 
 UNSET = (
     "ILR_MAX_TAKEOVERS",

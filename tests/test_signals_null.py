@@ -1,7 +1,7 @@
 """A signal whose payload is JSON null against a signal wait's timeout, on real PostgreSQL and
 real worker subprocesses: ``ctx.wait_signal`` returns a payload exactly as sent (None included)
 and raises ``SignalTimeout`` at its timeout, on the first run and on every replay; ``rt.signal``
-and ``signal_in`` agree on null. Workflow: tests.flows.wake_waiter.
+and ``signal_in`` agree on null. Workflow: tests.support.flows.wake_waiter.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ilr import db, signal_in
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 SIGNAL_BRANCH = {"branch": "signal", "payload": None}
 

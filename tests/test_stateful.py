@@ -27,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ilr import InvalidInput, WorkflowNotFound, db, killpoints
 from ilr.invariants import check_all, violations
 from prove.peers.targets_client import http_json
-from tests.conftest import ROOT, WorkerProcs
+from tests.support import ROOT
+from tests.support.workers import WorkerProcs
 
 settings.register_profile(
     "ci", max_examples=2, stateful_step_count=12, deadline=None, suppress_health_check=list(HealthCheck)
@@ -54,7 +55,7 @@ class RuntimeMachine(RuleBasedStateMachine):
     def reset(self):
         env = self.env
         with db.connect(env["dsn"]) as conn:
-            from tests.conftest import ILR_TABLES
+            from tests.support.db import ILR_TABLES
 
             conn.execute(f"truncate {ILR_TABLES}, public.test_invocations restart identity cascade")
         http_json("POST", f"{env['refund'].target_url}/admin/reset", {})
@@ -218,7 +219,7 @@ class RuntimeMachine(RuleBasedStateMachine):
 def test_state_machine(rt, tmp_path, test_dsn):
     from django.conf import settings as dj
 
-    from tests.refund_harness import refund_env
+    from tests.support.refund_harness import refund_env
 
     with refund_env(tmp_path, 1, send_timeout=2.0, settle_margin=1.0) as env:
         RuntimeMachine.env = {

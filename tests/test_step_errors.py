@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 
 def _failing(rt, wf_id: str, attempts: int) -> dict:

@@ -14,7 +14,7 @@ import pytest
 from ilr.errors import TargetRejected
 from prove.peers.target import target_process
 from prove.peers.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 PAID = 10_000  # cents
 

@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 FAST = {"ILR_DEPLOYMENT_REFRESH": "0.3"}
 UNSERVED_V1 = "due, no live worker serves pinned@1"

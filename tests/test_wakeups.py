@@ -10,7 +10,7 @@ import re
 import signal
 import time
 
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 SLOW_POLL = 60.0
 

@@ -10,7 +10,7 @@ import sys
 import textwrap
 import time
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 
 def _run(body: str, timeout: float = 30, opt_in: bool = True) -> tuple[int, str, float]:

@@ -19,9 +19,9 @@ import pytest
 from ilr import journal
 from ilr.orphans import find_orphans, recover_orphans
 from prove.workflows import target_for
-from tests.conftest import ROOT, wait_for
-from tests.refund_harness import refund_env
-from tests.test_orphans_ended import cancelled_orphan
+from tests.support import ROOT
+from tests.support.refund_harness import cancelled_orphan, refund_env
+from tests.support.waits import wait_for
 
 WEB_PROCESS = textwrap.dedent(
     """

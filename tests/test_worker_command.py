@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT, wait_for
+from tests.support import ROOT
+from tests.support.waits import wait_for
 
 
 def worker_cmd(workers, *args):
@@ -26,7 +27,7 @@ def worker_cmd(workers, *args):
     )
 
 
-GOOD = ("--id", "w1", "--import", "tests.flows")
+GOOD = ("--id", "w1", "--import", "tests.support.flows")
 
 
 @pytest.mark.parametrize(
@@ -44,7 +45,10 @@ GOOD = ("--id", "w1", "--import", "tests.flows")
         (("--import", "no.such.module"), ["--import", "no.such.module"]),
         (("--import", ""), ["--import", "module name"]),
         (("--only", "nope@1"), ["--only", "nope@1"]),
-        (("--import", "tests.thin_margin_target"), ["--import", "tests.thin_margin_target", "DEDUP_MARGIN"]),
+        (
+            ("--import", "tests.support.thin_margin_target"),
+            ["--import", "tests.support.thin_margin_target", "DEDUP_MARGIN"],
+        ),
     ],
 )
 def test_bad_flags_are_one_clean_line(workers, args, words):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from ilr import db
-from tests.conftest import wait_for
-from tests.test_runtime_core import invocations
+from tests.support.db import invocations
+from tests.support.waits import wait_for
 
 
 def claims(rt, wf_id):

@@ -21,8 +21,9 @@ import psycopg
 import pytest
 
 from ilr import db
-from tests.conftest import ROOT, wait_for
-from tests.test_db_restart import _cluster
+from tests.support import ROOT
+from tests.support.db import embedded_cluster_or_skip
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +63,7 @@ def test_database_outage_is_one_line_and_one_on_recovery(rt, workers):
     """The database stopped for 3 s under an idle worker polling every 0.1 s: the claim loop said
     so in one line (it used to log every poll, ~30 lines), the listen loop in one, and one line
     once the database was reachable again; then the worker claims and runs a workflow."""
-    cluster = _cluster()
+    cluster = embedded_cluster_or_skip()
     proc = workers.start("out", lease_ttl=2, poll=0.1)
     wait_for(lambda: started(workers, "out"), timeout=60, message="the startup line")
     rt.close()
@@ -137,7 +138,7 @@ def test_error_that_is_not_a_lost_connection_is_logged_and_claims_go_on(rt, work
 def test_second_live_worker_with_a_taken_id_refuses_and_a_dead_ones_id_restarts(rt, workers):
     workers.start("dup")
     wait_for(lambda: started(workers, "dup"), timeout=60, message="the first worker's startup line")
-    code, out, err = exited(worker_popen(workers.env(), "--id", "dup", "--import", "tests.flows"))
+    code, out, err = exited(worker_popen(workers.env(), "--id", "dup", "--import", "tests.support.flows"))
     assert code == 2, (code, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err
@@ -186,7 +187,7 @@ def test_sqlite_is_refused_with_the_checks_sentence_and_no_file_is_made(tmp_path
     path = tmp_path / "x.sqlite3"
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{path}", PYTHONUNBUFFERED="1")
     env.pop("ILR_DB_NAME", None)  # the test workers' override would rename the SQLite file
-    code, out, err = exited(worker_popen(env, "--id", "w1", "--import", "tests.flows"))
+    code, out, err = exited(worker_popen(env, "--id", "w1", "--import", "tests.support.flows"))
     assert code == 2, (code, out, err)
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err, err

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import InvalidInput
-from tests.test_bad_input import count_workflows
+from tests.support.db import count_workflows
 
 
 @pytest.mark.parametrize("wf_id", ["order-7/1", "order-7#1", "a/b", "#", "x#y/z"])

@@ -1,7 +1,7 @@
 """A PostgreSQL cluster of Debian's server package for the real-server lane of the tests
 (the cluster itself: prove.peers.pg_cluster).
 
-``python3 -m tests.real_pg DIR -- PYTEST_ARGS...`` runs initdb in DIR (fresh), starts the server
+``python3 -m tests.support.real_pg DIR -- PYTEST_ARGS...`` runs initdb in DIR (fresh), starts the server
 on a free 127.0.0.1 port with its own socket directory, fsync and synchronous_commit on, creates
 the ``interlock`` database, prints the server version, runs ``python3 -m pytest PYTEST_ARGS``
 with DATABASE_URL pointing at it, and stops the cluster (fast) whatever happened; the exit code
@@ -25,7 +25,7 @@ from prove.peers.pg_cluster import DB_NAME, MINIMUM_MAJOR, Cluster, bin_dir, fre
 
 def main(argv: list[str]) -> int:
     if len(argv) < 1:
-        raise SystemExit("usage: python3 -m tests.real_pg DIR [-- PYTEST_ARGS...]")
+        raise SystemExit("usage: python3 -m tests.support.real_pg DIR [-- PYTEST_ARGS...]")
     root, rest = Path(argv[0]), argv[1:]
     if rest[:1] == ["--"]:
         rest = rest[1:]

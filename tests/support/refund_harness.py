@@ -1,13 +1,17 @@
 """Test helpers for refund cases: the real target and model stub as subprocesses, a case, the
-approval step and the ledger oracle (it reads only the target, as prove/harness/oracle.py does)."""
+approval step, a case run across a worker's SIGKILL, and the ledger oracle (it reads only the
+target, as prove/harness/oracle.py does)."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from dataclasses import dataclass, field
 
+import pytest
+
 from prove.peers.targets_client import http_json
-from tests.conftest import wait_for
+from tests.support.waits import wait_for
 
 PAID = 10_000
 
@@ -64,7 +68,7 @@ def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
     from prove.peers.target import target_process
 
     queryable = (tier != 3) if queryable is None else queryable
-    from tests.conftest import EVIDENCE
+    from tests.support.workers import EVIDENCE
 
     with (
         target_process(tier=tier, queryable=queryable and tier == 1, ledger=tmp_path / "ledger.sqlite") as url,
@@ -110,3 +114,73 @@ def wait_for_request(rt, wf_id: str, timeout: float = 30) -> dict:
         return rows[0] if rows and d["status"] == "sleeping" else None
 
     return wait_for(pending, timeout=timeout, message=f"{wf_id} waiting on its approval request")
+
+
+def run_case(rt, workers, env, case_id, kill_at, during_outage=None):
+    """A refund on worker A, SIGKILLed at ``kill_at`` after the approval; ``during_outage(rt, env,
+    case, grant_id)`` runs while no worker serves it; worker B finishes it. Returns (the case, the
+    result, the proposal)."""
+    a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT=kill_at))
+    case = env.case(case_id)
+    rt.start("refund_signal", case_id, case)
+    grant_id, proposal = approve(rt, case_id)
+    a.wait(30)
+    assert a.returncode == -signal.SIGKILL, workers.log("A")
+    if during_outage:
+        during_outage(rt, env, case, grant_id)
+    workers.start("B", lease_ttl=2, env=env.worker_env())
+    result = rt.result(case_id, timeout=60)
+    return case, result, proposal
+
+
+def our_refunds(env, case):
+    return [r for r in env.ledger(case["payment"]) if r["source"] == "api"]
+
+
+def total(env, case):
+    return sum(r["amount"] for r in env.ledger(case["payment"]))
+
+
+def hand_refund(rt, env, case, grant_id):
+    """During the outage: someone refunds the payment by hand at the target."""
+    env.admin("hand_refund", {"payment": case["payment"], "amount": 2000})
+
+
+def revoke(rt, env, case, grant_id):
+    """During the outage: the grant is revoked (once; a second revoke is refused)."""
+    from ilr import InvalidInput
+
+    effect_id = rt.describe(case["id"])["effects"][0]["effect_id"]
+    assert rt.revoke(grant_id, by="bob") == [effect_id]
+    # Revoked once: a second revoke is refused, and its error still names what may land.
+    with pytest.raises(InvalidInput) as err:
+        rt.revoke(grant_id, by="carol")
+    assert err.value.field == "grant_id" and "already revoked by bob" in err.value.rule
+    assert err.value.rule.endswith(f"which may land: {effect_id}")
+
+
+def cancelled_orphan(rt, workers, env, case_id: str) -> tuple[dict, dict]:
+    """A refund cancelled with its effect left dispatched, settled; worker B stays up serving it.
+
+    Returns:
+        (the case, the find_orphans row).
+    """
+    from ilr.orphans import find_orphans
+
+    a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
+    case = env.case(case_id)
+    rt.start("refund_signal", case_id, case)
+    approve(rt, case_id)
+    a.wait(30)
+    assert a.returncode == -signal.SIGKILL, workers.log("A")
+    assert rt.cancel(case_id, by="ops")
+    workers.start("B", lease_ttl=2, env=env.worker_env())
+    wait_for(lambda: rt.describe(case_id)["status"] == "cancelled", timeout=30, message="cancelled")
+
+    def settled_orphan():
+        rows = [r for r in find_orphans(rt.connection()) if r["dispatch_workflow_id"] == case_id]
+        return rows[0] if rows and rows[0]["settled"] else None
+
+    row = wait_for(settled_orphan, timeout=30, message="a settled orphan")
+    assert row["wf_status"] == "cancelled" and row["state"] == "dispatched"
+    return case, row
