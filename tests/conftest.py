@@ -4,9 +4,14 @@ Every integration test runs the real thing: pytest-django creates the test datab
 embedded PostgreSQL (or DATABASE_URL's server) by running the migrations, the ilr tables are
 emptied before each test (unmanaged tables are not flushed by Django), and workers are
 ``manage.py ilr_worker`` subprocesses that this fixture kills at teardown.
+
+The tests sit in folders by what they need (FOLDERS below): unit/, integration/, faults/ and
+browser/; the last two are the ``slow`` ones. What more than one test module uses is in support/.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -33,37 +38,51 @@ def pytest_sessionfinish(session):
         cluster.stop()
 
 
+TESTS = Path(__file__).resolve().parent
+FOLDERS = {
+    "unit": "no database: pure code, and the small local servers (target, fault proxy, model stub)",
+    "integration": "the test database, in-process: a Runtime, the Django test client, plain SQL",
+    "faults": "worker subprocesses, servers, clusters, SIGKILL and SIGSTOP, Temporal, DBOS, TLC, long runs",
+    "browser": "the review UI in Chromium, driven by Playwright",
+}
+"""Every test module sits in one of these folders, by what its tests need."""
+SLOW_FOLDERS = ("faults", "browser")
+"""Their tests are marked ``slow``: the full suite runs them, the quick lane (-m "not slow") does not."""
 SLOW_FIXTURES = ("workers", "live_server")
-"""A test that starts worker subprocesses or a live server is in the full suite only."""
-SLOW_MODULES = (
-    "test_demo",
-    "test_failover",
-    "test_db_restart",
-    "test_pgbouncer",
-    "test_worker_command",
-    "test_agents",
-    "test_watchdog",
-    "test_commands",
-    "test_check_command",
-    "test_packaging",
-    "test_dbos_baseline",
-)
-"""Modules whose tests start processes of their own (the demo, clusters, PgBouncer, commands)."""
+"""A test that starts worker subprocesses or a live server belongs in a slow folder."""
+DB_FIXTURES = ("db", "transactional_db", "django_db_setup", "test_dsn", "clean_db", "rt")
+"""A test that reaches the database does not belong in unit/."""
+
+
+def misplaced(item) -> str | None:
+    """Why ``item`` is in the wrong folder, or None."""
+    fixtures = set(getattr(item, "fixturenames", ()))
+    folder = item.path.relative_to(TESTS).parts[0]
+    if folder not in FOLDERS:
+        return f"is not in one of the folders {', '.join(f'tests/{f}/' for f in FOLDERS)}"
+    if folder not in SLOW_FOLDERS and (fixtures.intersection(SLOW_FIXTURES) or item.get_closest_marker("slow")):
+        return "starts workers or a live server (or is marked slow): it belongs in tests/faults/ or tests/browser/"
+    if folder == "unit" and (fixtures.intersection(DB_FIXTURES) or item.get_closest_marker("django_db")):
+        return "uses the database: it belongs in tests/integration/"
+    return None
 
 
 def pytest_collection_modifyitems(items):
     # Tests that reach the database through our own connections (test_dsn) need pytest-django
     # to create the test database even when no test in the run asks for `db`; the transaction
     # marker makes it so, and never wraps our subprocess-visible writes in a test transaction.
+    wrong = []
     for item in items:
         if "test_dsn" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.django_db(transaction=True))
-        # The quick lane (pytest -m "not slow") is what runs in-process: subprocesses are slow.
-        if (
-            any(f in getattr(item, "fixturenames", ()) for f in SLOW_FIXTURES)
-            or item.module.__name__.rpartition(".")[2] in SLOW_MODULES
-        ):
+        # The quick lane (pytest -m "not slow") is what runs in-process: its folder says which.
+        if item.path.relative_to(TESTS).parts[0] in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
+        reason = misplaced(item)
+        if reason:
+            wrong.append(f"{item.nodeid} {reason}")
+    if wrong:
+        raise pytest.UsageError("tests in the wrong folder (see tests/conftest.py FOLDERS):\n" + "\n".join(wrong))
 
 
 @pytest.fixture(autouse=True)
@@ -167,3 +186,16 @@ def bob(rt):
     from tests.support.review import user
 
     return user("bob", "approvals.approve")
+
+
+@pytest.fixture
+def signing(tmp_path, settings):
+    """A deployment key: written by keys.generate under tmp_path/keys, named by ILR_SIGNING_KEY
+    in this process (rt.receipt, rt.reconcile, the receipt page) and passed to workers."""
+    from ilr import keys
+
+    private, _ = keys.generate(tmp_path / "keys")
+    settings.ILR_SIGNING_KEY = str(private)
+    keys.signing_key.cache_clear()
+    yield private
+    keys.signing_key.cache_clear()

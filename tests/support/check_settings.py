@@ -1,4 +1,4 @@
-"""``interlock_project.settings`` for a ``manage.py check`` subprocess (tests/test_settings_checks.py):
+"""``interlock_project.settings`` for a ``manage.py check`` subprocess (tests/faults/test_settings_checks.py):
 the ``tests.support.check_app`` app (its workflows module registers the "credit" target), and the ILR_*
 values of ``$ILR_CHECK_OVERRIDES``, a Python literal dict from setting name to value."""
 

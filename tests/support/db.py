@@ -51,3 +51,35 @@ def invocations(rt, wf_id, name=None):
 
 def count_workflows(rt):
     return rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"]
+
+
+def superuser(test_dsn, sql: str, params: tuple = ()) -> None:
+    """Run ``sql`` as the database superuser with the triggers off (the append-only one too)."""
+    from ilr import db
+
+    with db.connect(test_dsn) as conn:
+        conn.execute("set session_replication_role = replica")
+        conn.execute(sql, params)
+
+
+def write_counts(rt):
+    """How many grants, signals and effects there are: what a refused call must leave as it was."""
+    return (
+        rt.connection()
+        .execute(
+            "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
+            "(select count(*) from ilr.effects) as effects"
+        )
+        .fetchone()
+    )
+
+
+def status(rt, wf_id):
+    return rt.describe(wf_id)["status"]
+
+
+def drain(rt, name, version) -> dict:
+    """The drain report's row of (name, version); {} while it is not deployed yet."""
+    rows = rt.drain_report(name, version)
+    assert len(rows) <= 1, rows
+    return rows[0] if rows else {}

@@ -1,6 +1,7 @@
-"""The review UI's test rows and clients: a refund waiting on its approval request, an ambiguous
-effect, made with plain SQL as the runtime leaves them; users with permissions and logged-in
-clients. (Approve and reject run the runtime's own transaction bodies, in the tests.)"""
+"""Rows as the runtime leaves them, written with plain SQL (a refund waiting on its approval
+request, an ambiguous effect, an effect's signed chain), and what the review UI's tests read them
+with: users with permissions, logged-in clients, the admin's pages, the text an approver must not be
+misled by. (Approve and reject run the runtime's own transaction bodies, in the tests.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from ilr import codec
+from ilr import codec, journal
 from ilr.approval_requests import request_id_for, signal_name
 from prove.workflows import REFUND_VERSION
 
@@ -144,3 +145,51 @@ def reject_url(wf_id="case-1"):
 
 def text(response):
     return response.content.decode()
+
+
+def admin_page(client, name="admin:ilr_workflow_changelist") -> str:
+    r = client.get(reverse(name))
+    assert r.status_code == 200
+    return r.content.decode()
+
+
+def effect_chain(rt, effect_id: str = "eff_integrity", commit: bool = True) -> str:
+    """An effect and its chain written as the runtime writes them (journal.append under the row
+    lock, the row's state and sends in the same transaction)."""
+    conn = rt.connection()
+    conn.execute(
+        "insert into ilr.deployments (name, version, code_sha256) values ('i', '1', 'x') on conflict do nothing"
+    )
+    conn.execute("insert into ilr.workflows (id, name, version, input) values ('wf-i', 'i', '1', '{}')")
+    payload = {"payment": "pay_i", "amount": 2000}
+    conn.execute(
+        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
+        "values (%s, 'wf-i', 'refunds', 1, %s::jsonb, %s)",
+        (effect_id, json.dumps(payload), codec.payload_hash(payload)),
+    )
+    by = {"workflow_id": "wf-i", "epoch": 1}
+    with conn.transaction():
+        cur = conn.cursor()
+        cur.execute("select 1 from ilr.effects where effect_id = %s for update", (effect_id,))
+        journal.append(cur, effect_id, "PROPOSED", 1.0, {"effect": payload, "agent": "a", "lease": None})
+        journal.append(cur, effect_id, "AUTHORIZED", 1.0, {"lease": None})
+        journal.append(cur, effect_id, "DISPATCHED", 1.0, {"effect": payload, "by": by})
+        cur.execute("update ilr.effects set state = 'dispatched', sends = 1 where effect_id = %s", (effect_id,))
+    if commit:
+        commit_chain(rt, effect_id)
+    return effect_id
+
+
+def commit_chain(rt, effect_id: str) -> None:
+    """The effect committed: its row's state and the COMMITTED entry in one transaction."""
+    conn = rt.connection()
+    with conn.transaction():
+        cur = conn.cursor()
+        cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (effect_id,))
+        journal.append(cur, effect_id, "COMMITTED", 2.0, {"via": "first-send", "result": {"id": "re_1"}})
+
+
+# Text an approver must not be misled by: each is shown escaped and flagged.
+RLO = "acct_\u202e9876\u202c"
+ZWSP = "pay\u200bment ref"
+CYRILLIC = "p\u0430ypal"  # a Cyrillic "а" in a Latin word

@@ -28,3 +28,14 @@ def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: 
         if time.monotonic() >= deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {message}")
         time.sleep(interval)
+
+
+def failing(rt, wf_id: str, attempts: int) -> dict:
+    """describe(wf_id) once the step has failed at least ``attempts`` times."""
+
+    def ready():
+        d = rt.describe(wf_id)
+        err = d.get("last_error") or {}
+        return d if err.get("attempt", 0) >= attempts else None
+
+    return wait_for(ready, timeout=30, message=f"{wf_id} failed {attempts} attempts")
