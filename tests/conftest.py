@@ -5,17 +5,16 @@ embedded PostgreSQL (or DATABASE_URL's server) by running the migrations, the il
 emptied before each test (unmanaged tables are not flushed by Django), and workers are
 ``manage.py ilr_worker`` subprocesses that this fixture kills at teardown.
 
-The tests sit in folders by what they need (FOLDERS below): unit/, integration/, faults/ and
+The tests sit in folders by what they need (support/layout.py): unit/, integration/, faults/ and
 browser/; the last two are the ``slow`` ones. What more than one test module uses is in support/.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.support.db import ILR_TABLES, embedded_cluster
+from tests.support.layout import SLOW_FOLDERS, folder_of, misplaced
 from tests.support.workers import EVIDENCE, WorkerProcs, registry_results
 
 _STARTED_BY_US = pytest.StashKey[bool]()
@@ -38,35 +37,6 @@ def pytest_sessionfinish(session):
         cluster.stop()
 
 
-TESTS = Path(__file__).resolve().parent
-FOLDERS = {
-    "unit": "no database: pure code, and the small local servers (target, fault proxy, model stub)",
-    "integration": "the test database, in-process: a Runtime, the Django test client, plain SQL",
-    "faults": "worker subprocesses, servers, clusters, SIGKILL and SIGSTOP, Temporal, DBOS, TLC, long runs",
-    "browser": "the review UI in Chromium, driven by Playwright",
-}
-"""Every test module sits in one of these folders, by what its tests need."""
-SLOW_FOLDERS = ("faults", "browser")
-"""Their tests are marked ``slow``: the full suite runs them, the quick lane (-m "not slow") does not."""
-SLOW_FIXTURES = ("workers", "live_server")
-"""A test that starts worker subprocesses or a live server belongs in a slow folder."""
-DB_FIXTURES = ("db", "transactional_db", "django_db_setup", "test_dsn", "clean_db", "rt")
-"""A test that reaches the database does not belong in unit/."""
-
-
-def misplaced(item) -> str | None:
-    """Why ``item`` is in the wrong folder, or None."""
-    fixtures = set(getattr(item, "fixturenames", ()))
-    folder = item.path.relative_to(TESTS).parts[0]
-    if folder not in FOLDERS:
-        return f"is not in one of the folders {', '.join(f'tests/{f}/' for f in FOLDERS)}"
-    if folder not in SLOW_FOLDERS and (fixtures.intersection(SLOW_FIXTURES) or item.get_closest_marker("slow")):
-        return "starts workers or a live server (or is marked slow): it belongs in tests/faults/ or tests/browser/"
-    if folder == "unit" and (fixtures.intersection(DB_FIXTURES) or item.get_closest_marker("django_db")):
-        return "uses the database: it belongs in tests/integration/"
-    return None
-
-
 def pytest_collection_modifyitems(items):
     # Tests that reach the database through our own connections (test_dsn) need pytest-django
     # to create the test database even when no test in the run asks for `db`; the transaction
@@ -76,13 +46,13 @@ def pytest_collection_modifyitems(items):
         if "test_dsn" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.django_db(transaction=True))
         # The quick lane (pytest -m "not slow") is what runs in-process: its folder says which.
-        if item.path.relative_to(TESTS).parts[0] in SLOW_FOLDERS:
+        if folder_of(item.path) in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
         reason = misplaced(item)
         if reason:
             wrong.append(f"{item.nodeid} {reason}")
     if wrong:
-        raise pytest.UsageError("tests in the wrong folder (see tests/conftest.py FOLDERS):\n" + "\n".join(wrong))
+        raise pytest.UsageError("tests in the wrong folder (tests/support/layout.py):\n" + "\n".join(wrong))
 
 
 @pytest.fixture(autouse=True)
