@@ -1,6 +1,6 @@
 """Interlock runtime: durable workflows with gated effects, on PostgreSQL.
 
-This module is the public API; ``tests/test_public_api.py`` pins its names. Every other module
+This module is the public API; ``tests/unit/test_public_api.py`` pins its names. Every other module
 of the package is private (``ilr._context``, ``ilr._effects``, ``ilr._worker``, ``ilr._db``,
 ``ilr._journal``, ``ilr._ops`` and the ``_``-modules beside them) and may change without notice.
 Django's own entry points stay where Django looks for them: ``ilr.models``, ``ilr.apps``, the

@@ -1,7 +1,7 @@
 """The refund agent (ilr.agents): a read-only payment lookup and a gated refund through the
 local payment target, with the model behind the real ``anthropic`` SDK (the local stub when
 ILR_MODEL_BASE_URL is set, EMULATED tool use; else Claude with ANTHROPIC_API_KEY). Used by
-tests/test_agents.py (``--import tests.flows``) and ``manage.py agents_report``.
+tests/faults/test_agents.py (``--import tests.support.flows``) and ``manage.py agents_report``.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ PAID = 10_000
 UNREACHED = ("step_before_record", "step_after_record")
 """Kill points the refund workflow never reaches, so the demo does not offer them: it runs no
 ``ctx.step`` (its approval request's rows are written by ``ctx.request_approval``, which has no
-kill point of its own). tests/test_runtime_crash.py and the Prove harness cover them."""
+kill point of its own). tests/faults/test_runtime_crash.py and the Prove harness cover them."""
 DEMO_POINTS = tuple(p for p in POINTS if p not in UNREACHED)
 """The ``--crash`` choices (besides "none"): each one is reached and recovered from."""
 

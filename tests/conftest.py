@@ -4,49 +4,32 @@ Every integration test runs the real thing: pytest-django creates the test datab
 embedded PostgreSQL (or DATABASE_URL's server) by running the migrations, the ilr tables are
 emptied before each test (unmanaged tables are not flushed by Django), and workers are
 ``manage.py ilr_worker`` subprocesses that this fixture kills at teardown.
+
+The tests sit in folders by what they need (support/layout.py): unit/, integration/, faults/ and
+browser/; the last two are the ``slow`` ones. What more than one test module uses is in support/.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-ILR_TABLES = (
-    "ilr.approval_requests, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
-    "ilr.claims, ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
-)
-
+from tests.support.db import ILR_TABLES, embedded_cluster
+from tests.support.layout import SLOW_FOLDERS, folder_of, misplaced
+from tests.support.workers import EVIDENCE, WorkerProcs, registry_results
 
 _STARTED_BY_US = pytest.StashKey[bool]()
-
-
-def _embedded_cluster():
-    """The embedded PostgreSQL the settings point at, or None under DATABASE_URL."""
-    from django.conf import settings
-
-    from interlock_project.embedded_pg import EmbeddedPostgres
-
-    pgdata = getattr(settings, "ILR_EMBEDDED_PGDATA", None)
-    return EmbeddedPostgres(pgdata) if pgdata else None
 
 
 def pytest_sessionstart(session):
     # Whether the embedded cluster was up before the tests: a cluster this session started is
     # this session's to stop (a fresh clone's test run leaves no postmaster behind); one that
     # was already running (a developer's, a demo's) is left as it was.
-    cluster = _embedded_cluster()
+    cluster = embedded_cluster()
     session.config.stash[_STARTED_BY_US] = cluster is not None and not cluster.running()
 
 
 def pytest_sessionfinish(session):
-    cluster = _embedded_cluster()
+    cluster = embedded_cluster()
     if session.config.stash.get(_STARTED_BY_US, False) and cluster is not None and cluster.running():
         from django.db import connections
 
@@ -54,37 +37,22 @@ def pytest_sessionfinish(session):
         cluster.stop()
 
 
-SLOW_FIXTURES = ("workers", "live_server")
-"""A test that starts worker subprocesses or a live server is in the full suite only."""
-SLOW_MODULES = (
-    "test_demo",
-    "test_failover",
-    "test_db_restart",
-    "test_pgbouncer",
-    "test_worker_command",
-    "test_agents",
-    "test_watchdog",
-    "test_commands",
-    "test_check_command",
-    "test_packaging",
-    "test_dbos_baseline",
-)
-"""Modules whose tests start processes of their own (the demo, clusters, PgBouncer, commands)."""
-
-
 def pytest_collection_modifyitems(items):
     # Tests that reach the database through our own connections (test_dsn) need pytest-django
     # to create the test database even when no test in the run asks for `db`; the transaction
     # marker makes it so, and never wraps our subprocess-visible writes in a test transaction.
+    wrong = []
     for item in items:
         if "test_dsn" in getattr(item, "fixturenames", ()) and not item.get_closest_marker("django_db"):
             item.add_marker(pytest.mark.django_db(transaction=True))
-        # The quick lane (pytest -m "not slow") is what runs in-process: subprocesses are slow.
-        if (
-            any(f in getattr(item, "fixturenames", ()) for f in SLOW_FIXTURES)
-            or item.module.__name__.rpartition(".")[2] in SLOW_MODULES
-        ):
+        # The quick lane (pytest -m "not slow") is what runs in-process: its folder says which.
+        if folder_of(item.path) in SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
+        reason = misplaced(item)
+        if reason:
+            wrong.append(f"{item.nodeid} {reason}")
+    if wrong:
+        raise pytest.UsageError("tests in the wrong folder (tests/support/layout.py):\n" + "\n".join(wrong))
 
 
 @pytest.fixture(autouse=True)
@@ -137,112 +105,10 @@ def rt(clean_db, django_db_blocker):
 
     with django_db_blocker.unblock():
         runtime = Runtime(clean_db)
-        import tests.flows  # noqa: F401 - registers the test workflows in this process
+        import tests.support.flows  # noqa: F401 - registers the test workflows in this process
 
         yield runtime
         runtime.close()
-
-
-class WorkerProcs:
-    """Starts ``manage.py ilr_worker`` subprocesses; kills every one at teardown."""
-
-    def __init__(self, tmp_path: Path):
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.tmp_path = tmp_path
-
-    def env(self, extra: dict | None = None) -> dict:
-        from django.conf import settings
-
-        env = dict(os.environ)
-        env["ILR_DB_NAME"] = settings.DATABASES["default"]["NAME"]
-        env["PYTHONUNBUFFERED"] = "1"
-        env.pop("ILR_KILL_AT", None)
-        env.pop("ILR_STOP_AT", None)
-        env.update(extra or {})
-        return env
-
-    def start(
-        self,
-        worker_id: str,
-        *,
-        lease_ttl: float = 2.0,
-        poll: float = 0.1,
-        concurrency: int = 4,
-        env: dict | None = None,
-        args: tuple = (),
-    ) -> subprocess.Popen:
-        log = open(self.tmp_path / f"{worker_id}.log", "ab")
-        cmd = [
-            sys.executable,
-            str(ROOT / "manage.py"),
-            "ilr_worker",
-            "--id",
-            worker_id,
-            "--import",
-            "tests.flows",
-            "--lease-ttl",
-            str(lease_ttl),
-            "--poll",
-            str(poll),
-            "--concurrency",
-            str(concurrency),
-            *args,
-        ]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env(env), stdout=log, stderr=subprocess.STDOUT)
-        self.procs[worker_id] = proc
-        return proc
-
-    def log(self, worker_id: str) -> str:
-        return (self.tmp_path / f"{worker_id}.log").read_text(errors="replace")
-
-    def kill(self, worker_id: str) -> None:
-        proc = self.procs[worker_id]
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
-            proc.kill()
-        proc.wait(10)
-
-    def kill_all(self) -> None:
-        for worker_id in list(self.procs):
-            self.kill(worker_id)
-
-    def wait_state(self, worker_id: str, state: str, timeout: float = 20) -> None:
-        """Wait until the process state letter (from /proc) is ``state`` ("T" stopped), or it exits ("X")."""
-        proc = self.procs[worker_id]
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                if state == "X":
-                    return
-                raise AssertionError(f"{worker_id} exited with {proc.returncode}:\n{self.log(worker_id)}")
-            try:
-                letter = Path(f"/proc/{proc.pid}/stat").read_text().split(") ", 1)[1][0]
-            except FileNotFoundError:
-                letter = "X"
-            if letter == state:
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"{worker_id} did not reach state {state} in {timeout}s:\n{self.log(worker_id)}")
-
-
-EVIDENCE: list[dict] = []
-"""Ledgers and access logs of the payment targets a test ran (tests.refund_harness adds them)."""
-
-
-def registry_results(test_dsn: str) -> dict:
-    """Run the invariants registry over the test database with this test's evidence."""
-    from ilr import _db as db
-    from ilr._invariants import check_all
-
-    evidence: dict = {"ledger": [], "access_log": []} if EVIDENCE else {}
-    for ev in EVIDENCE:
-        evidence["ledger"] += ev["ledger"]
-        evidence["access_log"] += ev["access_log"]
-    with db.connect(test_dsn) as conn:
-        evidence["invocations"] = conn.execute(
-            "select workflow_id, name, extract(epoch from at)::float8 as at from public.test_invocations"
-        ).fetchall()
-        return check_all(conn, evidence)
 
 
 @pytest.fixture
@@ -264,24 +130,42 @@ def workers(rt, tmp_path, request, test_dsn):
     assert not bad, f"invariants violated: {bad}"
 
 
-def failure_of(rt, workflow_id: str, timeout: float = 30.0) -> dict:
-    """Wait for ``workflow_id`` to end as failed; return its recorded error (type, message,
-    and for InvalidInput the field and rule)."""
-    from ilr import WorkflowFailed
+@pytest.fixture
+def registered():
+    """Register targets in this process's target registry for one test (the review UI and the live
+    server re-check premises and read a request's ``amount_field`` through it); restored afterwards."""
+    from ilr._effects.targets import _TARGETS, register_target
 
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result(workflow_id, timeout=timeout)
-    assert err.value.status == "failed", err.value.error
-    return err.value.error
+    saved = dict(_TARGETS)
+    yield lambda target: register_target(target, check=False)
+    _TARGETS.clear()
+    _TARGETS.update(saved)
 
 
-def wait_for(predicate, timeout: float = 20.0, interval: float = 0.05, message: str = "condition"):
-    """Poll ``predicate()`` until it returns a truthy value; return that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-        time.sleep(interval)
+@pytest.fixture
+def alice(rt):
+    """A reviewer who may approve and reconcile."""
+    from tests.support.review import user
+
+    return user("alice", "approvals.approve", "approvals.reconcile")
+
+
+@pytest.fixture
+def bob(rt):
+    """A second reviewer who may approve."""
+    from tests.support.review import user
+
+    return user("bob", "approvals.approve")
+
+
+@pytest.fixture
+def signing(tmp_path, settings):
+    """A deployment key: written by keys.generate under tmp_path/keys, named by ILR_SIGNING_KEY
+    in this process (rt.receipt, rt.reconcile, the receipt page) and passed to workers."""
+    from ilr._journal import keys
+
+    private, _ = keys.generate(tmp_path / "keys")
+    settings.ILR_SIGNING_KEY = str(private)
+    keys.signing_key.cache_clear()
+    yield private
+    keys.signing_key.cache_clear()

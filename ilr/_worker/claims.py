@@ -58,7 +58,7 @@ Each scan follows one partial index and stops after the rows it locks: wf_due in
 order for the due rows, and wf_running in id order for the lapsed leases. A single
 ``where (due) or (lapsed) order by available_at`` can only be planned as a bitmap scan of both
 indexes plus a sort of every due row, so each claim would read and sort the whole backlog
-(tests/test_claim_plan.py reads the plan). ``order by id`` keeps the lapsed-lease scan a plain
+(tests/integration/test_claim_plan.py reads the plan). ``order by id`` keeps the lapsed-lease scan a plain
 index scan, which marks the index entries of rows that left 'running' dead as it passes them;
 a bitmap scan would visit them again on every claim until vacuum. A CTE is read only as far as
 its reader asks, so ``c``'s LIMIT stops the due scan, and its row locks, once lapsed leases and

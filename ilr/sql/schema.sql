@@ -1,7 +1,7 @@
 -- The ilr schema (docs/protocol.md §2), with ilr.claims (the claim history) and ilr.responses
 -- (the sender's own response log that LateResultPreserved is checked against, §11).
 -- This file is the current schema; ilr/sql/migrations/*.sql replay to the same catalog
--- (tests/test_schema.py checks it).
+-- (tests/integration/test_schema.py checks it).
 
 create schema if not exists ilr;
 

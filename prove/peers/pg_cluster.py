@@ -1,8 +1,8 @@
 """Throwaway PostgreSQL clusters of Debian's server package: a single server, or a primary with
 a streaming standby (pg_basebackup -R over a replication slot), for the real-server test lane
-(tests/real_pg.py) and the failover harness (prove/harness/failover.py).
+(tests/support/real_pg.py) and the failover harness (prove/harness/failover.py).
 
-No Django here: ``python3 -m tests.real_pg`` imports this before any settings exist.
+No Django here: ``python3 -m tests.support.real_pg`` imports this before any settings exist.
 
 As root every cluster belongs to the ``postgres`` system user (PostgreSQL refuses to run as
 root): its directory is chowned to it, and its parents must be readable by it (mode 755).

@@ -1,0 +1,1 @@
+"""Tests of the review UI in Chromium, driven by Playwright (marked slow: tests/support/layout.py)."""

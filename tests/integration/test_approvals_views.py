@@ -1,0 +1,619 @@
+"""The review UI and the admin through Django's test client (issue 4): every permission and every
+bad input, each answered with a clear message or 403/404 and nothing written.
+
+Rows are made with plain SQL on the emptied test database, as the runtime leaves a refund that
+waits on its approval request (the workflow row sleeping on the request's signal, its decide and
+request steps, the ilr.approval_requests row); nothing here needs a worker. Approve and reject
+run the runtime's own transaction bodies. The ilr tables are written by other connections and
+are not flushed by Django, so these tests use ``transactional_db`` and the ``rt`` fixture
+(which truncates them).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.test import Client
+from django.urls import reverse
+
+from ilr import _codec as codec
+from ilr._journal import journal, receipts
+from ilr._ops.approval_requests import signal_name
+from prove.workflows import REFUND_VERSION
+from tests.support.review import (
+    FACTS,
+    approve_url,
+    client_for,
+    counts,
+    make_effect,
+    make_waiting,
+    proposal_hash,
+    reject_url,
+    rid,
+    sql,
+    text,
+    user,
+)
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+
+# -- pages and their permissions ------------------------------------------------------------------
+
+
+def test_login_required_and_no_permission_is_403(rt):
+    make_waiting(rt)
+    anon = Client()
+    r = anon.get(reverse("approvals:queue"))
+    assert r.status_code == 302 and r["Location"].startswith(reverse("approvals:login"))
+    nobody = client_for(user("nobody"))
+    for url in (reverse("approvals:queue"), reverse("approvals:ambiguous"), reverse("approvals:case", args=["case-1"])):
+        r = nobody.get(url)
+        assert r.status_code == 403 and "lacks the permission" in text(r)
+
+
+def test_login_page_logs_a_reviewer_in(rt):
+    user("carol", "approvals.review")
+    c = Client(enforce_csrf_checks=True)
+    page = c.get(reverse("approvals:login"))
+    token = page.cookies["csrftoken"].value
+    r = c.post(reverse("approvals:login"), {"username": "carol", "password": "pw", "csrfmiddlewaretoken": token})
+    assert r.status_code == 302 and r["Location"] == reverse("approvals:queue")
+    assert c.get(reverse("approvals:queue")).status_code == 200
+
+
+def test_queue_shows_the_request_its_decision_and_unavailable_premises(rt, alice, registered):
+    from prove.peers.targets_client import LocalRefunds
+
+    make_waiting(rt)
+    c = client_for(alice)
+    body = text(c.get(reverse("approvals:queue")))
+    # No target registered under the request's name: the page says so, and still offers the form.
+    assert "Refund 20.00 of payment pay_1: arrived damaged" in body and "case-1" in body
+    assert "$20.00" in body and "claude-haiku-4-5-20251001" in body
+    assert "the item arrived damaged; refund the item price" in body
+    assert "refunded_by_others" in body and "is not registered in this process" in body
+    assert "Approve $20.00" in body and "expires in 23 hours" in body
+    registered(LocalRefunds("http://127.0.0.1:9", name="local-refunds", read_timeout=0.5))  # nothing listens
+    body = text(c.get(reverse("approvals:queue")))
+    assert "Current values unavailable" in body and "ConnectionRefusedError" in body
+
+
+def test_changed_premises_are_said_before_approving_and_after(rt, alice, registered, tmp_path):
+    from prove.peers.target import target_process
+    from prove.peers.targets_client import LocalRefunds, http_json
+
+    with target_process(tier=1, ledger=tmp_path / "ledger.sqlite") as url:
+        http_json("POST", f"{url}/admin/payments", {"id": "pay_1", "paid": 10_000})
+        target = registered(LocalRefunds(url, name="local-refunds"))
+        make_waiting(rt, facts=target.capture("pay_1"))
+        c = client_for(alice)
+        body = text(c.get(reverse("approvals:queue")))
+        assert "every premise still holds" in body and "premises changed since" not in body
+        http_json("POST", f"{url}/admin/hand_refund", {"payment": "pay_1", "amount": 1500})
+        body = text(c.get(reverse("approvals:case", args=["case-1"])))
+        assert "premises changed since the decision" in body
+        assert "refunded_by_others of payment pay_1 was 0 cents when decided and is 1500 cents now" in body
+        assert "Approve anyway (the send will be refused)" in body and "will refuse (stale premise)" in body
+        r = c.post(approve_url(), {"payload_hash": proposal_hash()}, follow=True)
+    page = text(r)
+    assert "But the premises have changed" in page and "will refuse this send" in page
+    assert '<li class="warning">' in page and '<li class="success">' not in page  # no green success
+
+
+def test_review_only_user_sees_the_queue_but_every_action_is_403(rt):
+    make_waiting(rt)
+    make_effect(rt, "eff_amb", state="ambiguous")
+    viewer = client_for(user("viewer", "approvals.review"))
+    assert viewer.get(reverse("approvals:queue")).status_code == 200
+    before = counts(rt)
+    posts = [
+        (approve_url(), {"payload_hash": proposal_hash()}),
+        (reject_url(), {"reason": "no"}),
+        (reverse("approvals:reconcile", args=["eff_amb"]), {"evidence": "ledger re_1", "applied": "yes"}),
+    ]
+    for url, data in posts:
+        r = viewer.post(url, data)
+        assert r.status_code == 403, url
+        assert "approvals." in text(r)
+    assert counts(rt) == before
+
+
+def test_actions_are_post_only(rt, alice):
+    make_waiting(rt)
+    before = counts(rt)
+    assert client_for(alice).get(approve_url()).status_code == 405
+    assert counts(rt) == before
+
+
+# -- approve, reject ---------------------------------------------------------------------------
+
+
+def test_approve_issues_a_bound_grant_and_logs_it(rt, alice):
+    proposal = make_waiting(rt)
+    r = client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "expires_in": "3600"}, follow=True)
+    assert r.status_code == 200 and f"Approved {rid()} as grant" in text(r)
+    grant = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    assert grant["granted_by"] == "alice" and grant["payload_hash"] == codec.payload_hash(proposal)
+    assert grant["facts_seen"] == FACTS and grant["max_cents"] == 2000 and grant["principal"] == "refund"
+    assert 3590 < grant["life"].total_seconds() <= 3600
+    signal = sql(rt, "select * from ilr.signals").fetchone()
+    assert signal["name"] == signal_name(rid()) and signal["sender"] == "alice"
+    assert signal["payload"] == {"status": "approved", "grant_id": grant["id"], "by": "alice"}
+    req = rt.approval_request(rid())
+    assert req["status"] == "approved" and req["grant_id"] == grant["id"] and req["decided_by"] == "alice"
+    log = list(LogEntry.objects.order_by("id").values_list("object_id", "change_message"))
+    assert [o for o, _ in log] == ["case-1", grant["id"]]
+    # The case page keeps the decision after it: outcome, approver, grant.
+    page = text(client_for(alice).get(reverse("approvals:case", args=["case-1"])))
+    assert "approved by alice" in page and grant["id"] in page and "the item arrived damaged" in page
+
+
+def test_by_is_the_logged_in_user_never_a_form_field(rt, alice):
+    make_waiting(rt)
+    client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "by": "mallory", "granted_by": "mallory"})
+    assert sql(rt, "select granted_by from ilr.grants").fetchone()["granted_by"] == "alice"
+
+
+def test_reject_sends_a_rejection_the_workflow_handles(rt, alice):
+    make_waiting(rt)
+    r = client_for(alice).post(
+        reject_url(), {"reason": "customer already refunded by phone", "payload_hash": proposal_hash()}, follow=True
+    )
+    assert f"Rejected {rid()}" in text(r)
+    signal = sql(rt, "select * from ilr.signals").fetchone()
+    assert signal["payload"] == {"status": "rejected", "by": "alice", "reason": "customer already refunded by phone"}
+    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 0
+    assert rt.approval_request(rid())["status"] == "rejected"
+    assert LogEntry.objects.get().change_message.startswith("Rejected")
+
+
+def test_reject_without_a_reason_writes_nothing(rt, alice):
+    make_waiting(rt)
+    before = counts(rt)
+    r = client_for(alice).post(reject_url(), {"reason": "   "}, follow=True)
+    assert "A rejection needs a reason." in text(r)
+    assert counts(rt) == before
+
+
+# -- bad input: forged, replayed, stale, two-person, unknown -------------------------------------------
+
+
+def test_forged_post_without_csrf_token_is_403_and_writes_nothing(rt, alice):
+    make_waiting(rt)
+    c = client_for(alice, csrf=True)
+    before = counts(rt)
+    assert c.post(approve_url(), {"payload_hash": proposal_hash()}).status_code == 403
+    c.get(reverse("approvals:queue"))  # sets a real csrf cookie; a forged token still fails
+    r = c.post(approve_url(), {"payload_hash": proposal_hash(), "csrfmiddlewaretoken": "x" * 64})
+    assert r.status_code == 403 and "CSRF" in text(r)
+    assert counts(rt) == before
+
+
+def test_replayed_post_is_refused_and_writes_nothing(rt, alice):
+    make_waiting(rt)
+    c = client_for(alice, csrf=True)
+    c.get(reverse("approvals:queue"))
+    data = {"payload_hash": proposal_hash(), "csrfmiddlewaretoken": c.cookies["csrftoken"].value}
+    assert c.post(approve_url(), data).status_code == 302
+    after_first = counts(rt)
+    r = c.post(approve_url(), data, follow=True)  # the same request again, valid token and all
+    assert "approved already" in text(r) and "Nothing was changed" in text(r)
+    assert counts(rt) == after_first
+
+
+def test_stale_approval_of_a_workflow_that_no_longer_waits(rt, alice):
+    make_waiting(rt)
+    page = client_for(alice).get(reverse("approvals:queue"))
+    assert "case-1" in text(page)
+    sql(rt, "update ilr.workflows set status = 'completed', waiting = null, result = '{}' where id = 'case-1'")
+    before = counts(rt)
+    r = client_for(alice).post(approve_url(), {"payload_hash": proposal_hash()}, follow=True)
+    assert "its workflow case-1 ended (completed)" in text(r)
+    r = client_for(alice).post(reject_url(), {"reason": "late"}, follow=True)
+    assert "its workflow case-1 ended (completed)" in text(r)
+    assert counts(rt) == before
+
+
+def test_approval_of_a_different_proposal_than_reviewed_is_refused(rt, alice):
+    make_waiting(rt)
+    before = counts(rt)
+    r = client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(amount=999)}, follow=True)
+    assert "not the one you reviewed" in text(r)
+    r = client_for(alice).post(approve_url(), {}, follow=True)
+    assert "required" in text(r).lower()
+    assert counts(rt) == before
+
+
+def test_two_person_rule(rt, alice, bob):
+    proposal = make_waiting(rt, amount=60_000, needed=2)
+    a = client_for(alice)
+    r = a.post(approve_url(), {"payload_hash": proposal_hash(60_000), "expires_in": "900"}, follow=True)
+    assert "needs a second, different approver" in text(r)
+    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 0
+    assert [x["by"] for x in rt.approval_request(rid())["approvals"]] == ["alice"]
+    page = text(a.get(reverse("approvals:queue")))
+    assert "approved by alice" in page and "You approved: waiting for a second person" in page
+    assert "two different approvers needed" in page
+    # The same person again: refused, nothing written.
+    before = counts(rt)
+    r = a.post(approve_url(), {"payload_hash": proposal_hash(60_000)}, follow=True)
+    assert "two-person rule" in text(r) and "Nothing was changed" in text(r)
+    assert counts(rt) == before
+    # A second, different person: the grant is issued now, with the shorter lifetime asked for.
+    r = client_for(bob).post(approve_url(), {"payload_hash": proposal_hash(60_000), "expires_in": "86400"}, follow=True)
+    assert "approvers: alice, bob" in text(r)
+    grant = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    assert grant["granted_by"] == "alice and bob" and grant["payload_hash"] == codec.payload_hash(proposal)
+    assert grant["life"].total_seconds() <= 900
+
+
+def test_one_approver_when_the_request_needs_one(rt, alice):
+    make_waiting(rt, amount=60_000, needed=1)
+    client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(60_000)})
+    assert sql(rt, "select granted_by from ilr.grants").fetchone()["granted_by"] == "alice"
+
+
+def test_unknown_ids_are_404(rt, alice):
+    c = client_for(alice)
+    before = counts(rt)
+    assert c.get(reverse("approvals:case", args=["no-such-case"])).status_code == 404
+    assert c.post(approve_url("no-such-case"), {"payload_hash": proposal_hash()}).status_code == 404
+    assert c.post(reject_url("no-such-case"), {"reason": "x"}).status_code == 404
+    assert (
+        c.post(reverse("approvals:reconcile", args=["eff_nope"]), {"evidence": "x", "applied": "yes"}).status_code
+        == 404
+    )
+    assert c.get(reverse("approvals:receipt", args=["eff_nope"])).status_code == 404
+    assert c.get(reverse("approvals:receipt_json", args=["eff_nope"])).status_code == 404
+    assert counts(rt) == before
+
+
+# -- reconcile ---------------------------------------------------------------------------------
+
+
+def test_reconcile_requires_evidence_then_records_it(rt, alice):
+    make_waiting(rt)
+    make_effect(rt, "eff_amb", state="ambiguous")
+    c = client_for(alice)
+    page = text(c.get(reverse("approvals:ambiguous")))
+    assert "eff_amb" in page
+    before = counts(rt)
+    for data in ({"evidence": "", "applied": "yes"}, {"evidence": "   ", "applied": "no"}):
+        r = c.post(reverse("approvals:reconcile", args=["eff_amb"]), data, follow=True)
+        assert "A reconcile needs evidence" in text(r)
+    assert counts(rt) == before
+    r = c.post(
+        reverse("approvals:reconcile", args=["eff_amb"]),
+        {"evidence": "ledger shows re_77", "applied": "yes"},
+        follow=True,
+    )
+    assert "Reconciled eff_amb" in text(r)
+    rec = sql(rt, "select reconciled from ilr.effects where effect_id = 'eff_amb'").fetchone()["reconciled"]
+    assert rec["evidence"] == "ledger shows re_77" and rec["by"] == "alice" and rec["applied"] is True
+    assert LogEntry.objects.get().object_id == "eff_amb"
+    # A second attestation does not silently replace the first.
+    before = counts(rt)
+    r = c.post(reverse("approvals:reconcile", args=["eff_amb"]), {"evidence": "other", "applied": "no"}, follow=True)
+    assert "already reconciled by alice" in text(r)
+    assert counts(rt) == before
+
+
+def test_reconcile_of_an_effect_that_is_not_ambiguous_is_refused(rt, alice):
+    make_waiting(rt)
+    make_effect(rt, "eff_ok", state="committed")
+    before = counts(rt)
+    r = client_for(alice).post(
+        reverse("approvals:reconcile", args=["eff_ok"]), {"evidence": "x", "applied": "yes"}, follow=True
+    )
+    assert "not ambiguous" in text(r)
+    assert counts(rt) == before
+
+
+# -- receipts ----------------------------------------------------------------------------------
+
+
+def _journal(rt, effect_id="eff_r"):
+    conn = rt.connection()
+    with conn.transaction():
+        cur = conn.cursor()
+        ts = cur.execute("select extract(epoch from now())::float8 as t").fetchone()["t"]
+        lease = {
+            "grant_id": "g1",
+            "revoked": None,
+            "expires_at_ts": None,
+            "max_cents": 2000,
+            "payload_hash": proposal_hash(),
+            "action_matches": True,
+        }
+        payload = {"payment": "pay_1", "amount": 2000}
+        journal.append(cur, effect_id, "PROPOSED", ts, {"effect": payload})
+        journal.append(
+            cur,
+            effect_id,
+            "DISPATCHED",
+            ts + 0.01,
+            {"effect": payload, "checks": {"lease": lease, "lease_live": True, "violations": []}},
+        )
+        journal.append(cur, effect_id, "COMMITTED", ts + 0.2, {"result": {"id": "re_1"}})
+
+
+def test_receipt_page_answers_p1_to_p5_and_downloads_the_bundle(rt, alice):
+    make_waiting(rt)
+    make_effect(rt, "eff_r", state="committed")
+    _journal(rt)
+    c = client_for(alice)
+    body = text(c.get(reverse("approvals:receipt", args=["eff_r"])))
+    for words in (
+        "Did it happen?",
+        "Did it happen exactly once?",
+        "Was it authorized when it fired?",
+        "Did its assumptions hold?",
+        "Is the record intact?",
+        "Intact:",
+        "PROPOSED",
+        "DISPATCHED",
+        "COMMITTED",
+    ):
+        assert words in body, words
+    assert "Tampering detected" not in body
+    r = c.get(reverse("approvals:receipt_json", args=["eff_r"]))
+    assert r["Content-Disposition"] == 'attachment; filename="receipt-eff_r.json"'
+    bundle = json.loads(r.content)
+    v = receipts.verify(bundle)
+    # Unsigned (this process has no key): intact, but never tamper-evident without a trusted key.
+    assert v["happened"] is True and v["chain_intact"] and v["authorized_when_fired"]
+
+
+def test_receipt_page_flags_tampering(rt, alice):
+    make_waiting(rt)
+    make_effect(rt, "eff_r", state="committed")
+    _journal(rt)
+    # An administrator with table rights edits the journal behind the runtime's back.
+    sql(rt, "alter table ilr.journal disable trigger journal_append_only")
+    try:
+        sql(
+            rt,
+            "update ilr.journal set body = replace(body, '\"amount\":2000', '\"amount\":9000') "
+            "where effect_id = 'eff_r' and kind = 'DISPATCHED'",
+        )
+    finally:
+        sql(rt, "alter table ilr.journal enable trigger journal_append_only")
+    body = text(client_for(alice).get(reverse("approvals:receipt", args=["eff_r"])))
+    assert "Tampering detected" in body and "No: tampering detected" in body
+    assert "hash does not recompute" in body
+
+
+# -- admin -------------------------------------------------------------------------------------
+
+
+def admin_client(*perms):
+    return client_for(user("ops", "ilr.view_workflow", "ilr.view_grant", "ilr.view_effect", *perms, staff=True))
+
+
+def test_admin_shows_a_sleeping_forever_workflow(rt):
+    make_waiting(rt)  # available_at = 'infinity'
+    c = admin_client()
+    r = c.get(reverse("admin:ilr_workflow_changelist"))
+    assert r.status_code == 200 and "never by itself" in text(r)
+    r = c.get(reverse("admin:ilr_workflow_change", args=["case-1"]))
+    body = text(r)
+    assert (
+        r.status_code == 200
+        and "never by itself" in body
+        and "pick_amount" in body
+        and "approval_request:refund:case-1" in body
+    )
+    r = c.get(reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping", "q": "case-"})
+    assert r.status_code == 200 and "case-1" in text(r)
+
+
+def test_admin_says_when_recovery_could_not_read_the_target(rt):
+    make_waiting(rt, status="pending")
+    sql(
+        rt,
+        "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'",
+        (
+            json.dumps(
+                {
+                    "seq": 2,
+                    "kind": "effect",
+                    "effect_id": "eff_1",
+                    "until": "2026-11-30T05:00:00+00:00",
+                    "lookup_attempt": 3,
+                    "lookup_error": "ConnectionRefusedError: [Errno 111] Connection refused",
+                }
+            ),
+        ),
+    )
+    r = admin_client().get(reverse("admin:ilr_workflow_changelist"))
+    assert r.status_code == 200
+    assert "effect lookup, attempt 3 failed: ConnectionRefusedError: [Errno 111] Connection refused" in text(r)
+
+
+def test_admin_ilr_tables_are_read_only(rt):
+    make_waiting(rt)
+    make_effect(rt, "eff_1", state="committed")
+    _journal(rt, "eff_1")
+    c = client_for(User.objects.create_superuser("root", password="pw"))
+    seq = sql(rt, "select min(seq) as s from ilr.journal").fetchone()["s"]
+    assert c.get(reverse("admin:ilr_journalentry_change", args=[seq])).status_code == 200
+    for name in ("journalentry", "effect", "signal", "workflow", "llmcall", "response"):
+        assert c.get(reverse(f"admin:ilr_{name}_changelist")).status_code == 200, name
+        assert c.get(reverse(f"admin:ilr_{name}_add")).status_code == 403, name
+    assert c.post(reverse("admin:ilr_journalentry_delete", args=[seq]), {"post": "yes"}).status_code == 403
+    assert c.post(reverse("admin:ilr_journalentry_change", args=[seq]), {"kind": "COMMITTED"}).status_code == 403
+    assert sql(rt, "select count(*) as n from ilr.journal").fetchone()["n"] == 3
+
+
+def test_admin_grant_create_needs_permission_and_records_the_user(rt):
+    c = admin_client()
+    before = counts(rt)
+    assert c.get(reverse("admin:ilr_grant_add")).status_code == 403
+    assert c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund"}).status_code == 403
+    assert counts(rt) == before
+    User.objects.get(username="ops").user_permissions.add(Permission.objects.get(codename="grant"))
+    c = client_for(User.objects.get(username="ops"))
+    r = c.post(
+        reverse("admin:ilr_grant_add"),
+        {
+            "principal": "refund",
+            "action": "refund",
+            "max_cents": "5000",
+            "expires_in_hours": "2",
+            "granted_by": "mallory",
+        },
+    )
+    assert r.status_code == 302, text(r)
+    g = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    assert g["granted_by"] == "ops" and g["max_cents"] == 5000 and 7190 < g["life"].total_seconds() <= 7200
+    log = LogEntry.objects.get()
+    assert log.object_id == g["id"] and log.user.username == "ops"
+    r = c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund", "max_cents": "-1"})
+    assert r.status_code == 200 and "non-negative" in text(r)
+    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 1
+
+
+def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
+    make_waiting(rt)
+    grant = rt.grant("refund", "refund", by="policy")
+    make_effect(rt, "eff_flying", state="dispatched", grant_id=grant)
+    c = admin_client()
+    changelist = reverse("admin:ilr_grant_changelist")
+    before = counts(rt)
+    r = c.post(changelist, {"action": "revoke_selected", "_selected_action": [grant]})
+    assert r.status_code == 200 and "revoke_selected" not in text(r)  # the action is not offered
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}).status_code == 403
+    assert c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"}).status_code == 403
+    assert counts(rt) == before
+    c = admin_client_with_revoke()
+    r = c.post(changelist, {"action": "revoke_selected", "_selected_action": [grant]})
+    assert r.status_code == 302 and "/revoke/" in r["Location"]
+    confirm = c.get(r["Location"])
+    assert confirm.status_code == 200 and "eff_flying" in text(confirm) and "Yes, revoke 1 grant" in text(confirm)
+    assert counts(rt) == before  # the confirmation page writes nothing
+    done = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
+    assert done.status_code == 200 and "These may still land" in text(done) and "eff_flying" in text(done)
+    revoked = sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone()
+    assert revoked["revoked_at"] is not None and revoked["revoked_by"] == "ops"
+    assert "eff_flying" in LogEntry.objects.get().change_message
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "grant_nope"}).status_code == 404
+    # The confirmation page of a revoked grant names who revoked it; confirming again (a second
+    # tab, say) is refused on the page, and nothing is written: not the grant, not a LogEntry.
+    confirm = text(c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}))
+    assert "already revoked" in confirm and "by ops" in confirm
+    assert "Yes, revoke" not in confirm and "nothing to revoke" in confirm
+    again = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
+    assert again.status_code == 200 and "already revoked by ops" in text(again) and "Revoked 1 grant" not in text(again)
+    assert again.context_data["title"] == "Not revoked"
+    assert sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone() == revoked
+    assert LogEntry.objects.count() == 1
+    # Found by who revoked it; an id no grant can have is a 404, not a database error.
+    assert grant in text(c.get(reverse("admin:ilr_grant_changelist"), {"q": "ops"}))
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "a\x00b"}).status_code == 404
+
+
+def admin_client_with_revoke():
+    u = User.objects.get(username="ops")
+    u.user_permissions.add(Permission.objects.get(codename="revoke", content_type__app_label="approvals"))
+    return client_for(User.objects.get(username="ops"))
+
+
+def test_admin_cancel_needs_permission_and_confirmation(rt):
+    make_waiting(rt)
+    c = admin_client()
+    before = counts(rt)
+    assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1"}).status_code == 403
+    assert counts(rt) == before
+    u = User.objects.get(username="ops")
+    u.user_permissions.add(Permission.objects.get(codename="cancel", content_type__app_label="approvals"))
+    c = client_for(User.objects.get(username="ops"))
+    assert "Yes, cancel 1 workflow" in text(c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1"}))
+    assert counts(rt) == before
+    c.post(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1", "confirm": "yes"})
+    assert counts(rt)["cancels"] == 1 and LogEntry.objects.count() == 1
+    assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "nope"}).status_code == 404
+
+
+def test_admin_cancel_and_resume_pages_take_an_id_with_a_nul_as_no_such_workflow(rt):
+    """A NUL cannot be in a workflow id (the database refuses it in text): such an id finds
+    nothing (404), as on the revoke page, instead of a database error (500)."""
+    make_waiting(rt)
+    c = admin_client("approvals.cancel", "approvals.resume")
+    for page in ("admin:ilr_workflow_cancel", "admin:ilr_workflow_resume"):
+        assert c.get(reverse(page), {"ids": "a\x00b"}).status_code == 404, page
+        assert c.get(reverse(page), {"ids": ["case-1", "a\x00b"]}).status_code == 200, page
+
+
+def test_admin_retire_shows_the_drain_report(rt):
+    make_waiting(rt)
+    make_waiting(rt, "case-2")
+    sql(rt, "update ilr.workflows set status = 'completed', waiting = null where id = 'case-2'")
+    c = admin_client()
+    page = text(c.get(reverse("admin:ilr_deployments")))
+    assert f"refund@{REFUND_VERSION}" in page and "Oldest still active" in page and "case-1" in page
+    assert (
+        c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}).status_code == 403
+    )
+    u = User.objects.get(username="ops")
+    u.user_permissions.add(Permission.objects.get(codename="retire", content_type__app_label="approvals"))
+    c = client_for(User.objects.get(username="ops"))
+    confirm = text(c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}))
+    assert "sleeping" in confirm and "completed" in confirm and "case-1" in confirm
+    assert counts(rt)["retired"] == 0
+    r = c.post(
+        reverse("admin:ilr_deployment_retire"),
+        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
+        follow=True,
+    )
+    assert "takes no new starts" in text(r) and "sleeping: 1" in text(r)
+    assert counts(rt)["retired"] == 1 and "Drain report" in LogEntry.objects.get().change_message
+    before = counts(rt)
+    r = c.post(
+        reverse("admin:ilr_deployment_retire"),
+        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
+        follow=True,
+    )
+    assert "already retired" in text(r)
+    assert counts(rt) == before
+    assert c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": "0"}).status_code == 404
+
+
+# -- 10,000 workflows -------------------------------------------------------------------------
+
+
+def test_pages_stay_fast_with_10000_workflows(rt, alice):
+    make_waiting(rt)
+    sql(
+        rt,
+        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting, created_at) "
+        "select 'bulk-' || i, 'refund', %s, '{}'::jsonb, "
+        "(array['completed','sleeping','failed','pending'])[i %% 4 + 1], "
+        "1, case when i %% 4 = 1 then 'infinity'::timestamptz else now() end, "
+        "case when i %% 4 = 1 then %s::jsonb end, now() - make_interval(secs => i) "
+        "from generate_series(1, 10000) i",
+        (REFUND_VERSION, json.dumps({"seq": 3, "kind": "signal", "signal": "go"})),
+    )
+    sql(rt, "analyze ilr.workflows")
+    admin = client_for(User.objects.create_superuser("root", password="pw"))
+    reviewer = client_for(alice)
+    urls = [
+        (admin, reverse("admin:ilr_workflow_changelist"), {}),
+        (admin, reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping"}),
+        (admin, reverse("admin:ilr_workflow_changelist"), {"name": "refund", "version": REFUND_VERSION, "p": "40"}),
+        (admin, reverse("admin:ilr_workflow_changelist"), {"q": "bulk-4242"}),
+        (admin, reverse("admin:ilr_deployments"), {}),
+        (reviewer, reverse("approvals:queue"), {"page": "50"}),
+    ]
+    for c, url, params in urls:
+        c.get(url, params)  # warm up
+        started = time.monotonic()
+        r = c.get(url, params)
+        elapsed = time.monotonic() - started
+        assert r.status_code == 200, (url, params)
+        assert elapsed < 1.5, (url, params, elapsed)
+    assert "bulk-4242" in text(admin.get(reverse("admin:ilr_workflow_changelist"), {"q": "bulk-4242"}))
