@@ -18,7 +18,7 @@ from ilr._effects.send import EffectSend
 from ilr._effects.targets import DEDUP_MARGIN
 from ilr._errors import LookupFailed
 from ilr._journal import journal
-from ilr._journal.receipts import IDEMPOTENT_RESEND_VIA, REAPPLY_VIA
+from ilr._journal.history import IDEMPOTENT_RESEND_VIA, REAPPLY_VIA
 
 
 def _sends(n: int) -> str:

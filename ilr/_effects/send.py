@@ -24,7 +24,7 @@ from ilr._effects.call_base import EffectCallBase, entry_ts
 from ilr._effects.result import EffectResult
 from ilr._errors import Fenced, LookupFailed, SendInProgress, TargetRejected
 from ilr._journal import journal
-from ilr._journal.receipts import IDEMPOTENT_RESEND_VIA
+from ilr._journal.history import IDEMPOTENT_RESEND_VIA
 from ilr._worker.watchdog import Watchdog
 
 # The effect protocol's one logger, whichever module of it writes.

@@ -7,7 +7,7 @@ from typing import Any
 
 from ilr import _codec as codec
 from ilr._invariants.snapshot import Snapshot, violation
-from ilr._journal import receipts
+from ilr._journal import history
 
 
 def at_most_one_commit(s: Snapshot) -> list:
@@ -145,7 +145,7 @@ def every_send_journaled(s: Snapshot) -> list:
     out = []
     for eid, eff in s.effects.items():
         entries = s.journal.get(eid, [])
-        sent = receipts.send_entries(entries)
+        sent = history.send_entries(entries)
         legacy = any(e.get("kind") == "COMMITTED" for e in sent)
         if not legacy and eff.get("sends") is not None and eff["sends"] != len(sent):
             out.append(violation(effect_id=eid, sends=eff["sends"], send_entries=len(sent)))
@@ -246,7 +246,7 @@ def no_send_under_revoked_grant(s: Snapshot) -> list:
         checks, grant = _lease_of(s, eid, e)
         payload = s.effects.get(eid, {}).get("payload")
         at = s.authorized_at(e)
-        ok, why = receipts._lease_live((checks or {}).get("lease"), at, payload)
+        ok, why = history.lease_live((checks or {}).get("lease"), at, payload)
         revoked_before = grant is not None and grant["revoked_ts"] is not None and grant["revoked_ts"] <= at
         if not ok or not (checks or {}).get("lease_live") or revoked_before:
             out.append(

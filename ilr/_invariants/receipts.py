@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from ilr._invariants.snapshot import Snapshot, violation
-from ilr._journal import receipts
+from ilr._journal import history, receipts
 
 
 def receipt_chain_linear(s: Snapshot) -> list:
@@ -34,9 +34,9 @@ def receipt_complete(s: Snapshot) -> list:
                     effect_id=eid, head=[eff.get("head_hash"), eff.get("head_n")], chain_ends=[last, len(entries)]
                 )
             )
-        if entries and eff["state"] != receipts.chain_state(entries):
-            out.append(violation(effect_id=eid, state=eff["state"], chain_state=receipts.chain_state(entries)))
-        signed = receipts.chain_reconciled(entries)
+        if entries and eff["state"] != history.chain_state(entries):
+            out.append(violation(effect_id=eid, state=eff["state"], chain_state=history.chain_state(entries)))
+        signed = history.chain_reconciled(entries)
         row = eff.get("reconciled")
         row = json.loads(row) if isinstance(row, str) else row
         if signed is not None and (

@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ilr._journal import receipts
+from ilr._journal import history
 
 
 @dataclass
@@ -111,7 +111,7 @@ class Snapshot:
     def sends(self) -> list[tuple[str, dict]]:
         """(effect_id, entry) for every entry that authorized a send: DISPATCHED and RESENT (and a
         resend COMMITTED of a journal older than RESENT), as ``receipts.send_entries``."""
-        return [(eid, e) for eid, entries in self.journal.items() for e in receipts.send_entries(entries)]
+        return [(eid, e) for eid, entries in self.journal.items() for e in history.send_entries(entries)]
 
     def ledger_by_effect(self) -> dict[str, list[dict]] | None:
         ledger = self.evidence.get("ledger")

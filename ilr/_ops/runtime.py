@@ -6,7 +6,7 @@ run on any psycopg 3 connection, so admin actions and race tests share the runti
 ``signal_in``, ``cancel_in``, ``resume_in``, ``fork_in`` in ``ilr.workflow_ops``; version
 resolution, ``migrate_in``, ``drain_report_in``, ``retire_in`` and the unserved read in
 ``ilr.deployments``; grants, approvals and receipts in ``ilr.grants``,
-``ilr.approval_requests`` and ``ilr.receipts``. Their names stay importable from here.
+``ilr.approval_requests`` and ``ilr.receipts``; the reads ``describe`` and ``list`` in ``ilr._ops.reads``.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ilr._ops.deployments import (
     unserved_on,
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
+from ilr._ops.reads import describe_on, list_query
 from ilr._ops.workflow_ops import (
     CancelRequest,
     cancel_in,
@@ -41,9 +42,6 @@ from ilr._ops.workflow_ops import (
     resume_in,
     signal_in,
 )
-from ilr._statuses import STATUSES
-
-MAX_LIST_LIMIT = 10_000
 
 
 class Runtime:
@@ -182,31 +180,7 @@ class Runtime:
         """
         check_workflow_id(wf_id)
         with self._lock:
-            conn = self.connection()
-            wf = conn.execute("select * from ilr.workflows where id = %s", (wf_id,)).fetchone()
-            if wf is None:
-                raise WorkflowNotFound(wf_id)
-            wf["steps"] = conn.execute(
-                "select seq, name, kind, fingerprint, output, error, epoch, created_at "
-                "from ilr.steps where workflow_id = %s order by seq",
-                (wf_id,),
-            ).fetchall()
-            wf["effects"] = conn.execute(
-                "select * from ilr.effects where workflow_id = %s order by effect_id", (wf_id,)
-            ).fetchall()
-            wf["signals"] = conn.execute(
-                "select * from ilr.signals where workflow_id = %s order by id", (wf_id,)
-            ).fetchall()
-            wf["children"] = [
-                r["id"]
-                for r in conn.execute(
-                    "select id from ilr.workflows where parent_id = %s order by created_at", (wf_id,)
-                ).fetchall()
-            ]
-        wf["last_error"] = (wf["waiting"] or {}).get("last_error")
-        # A failed workflow's traceback is kept in its error object; shown apart from it.
-        wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
-        return wf
+            return describe_on(self.connection(), wf_id)
 
     def list(
         self, status: str | None = None, name: str | None = None, version: str | None = None, limit: int = 100
@@ -220,26 +194,9 @@ class Runtime:
         Raises:
             InvalidInput: an unknown status, a name or version that is not an id, a bad limit.
         """
-        if status is not None and status not in STATUSES:
-            raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
-            raise InvalidInput("limit", f"must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}")
-        clauses, params = [], []
-        for column, value in (("status", status), ("name", name), ("version", version)):
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                params.append(codec.check_text(value, column))
-        where = f"where {' and '.join(clauses)}" if clauses else ""
+        sql, params = list_query(status, name, version, limit)
         with self._lock:
-            return (
-                self.connection()
-                .execute(
-                    f"select id, name, version, status, epoch, owner, available_at, waiting, result, error, "
-                    f"created_at, updated_at from ilr.workflows {where} order by created_at desc limit %s",
-                    (*params, limit),
-                )
-                .fetchall()
-            )
+            return self.connection().execute(sql, params).fetchall()
 
     def result(self, wf_id: str, timeout: float | None = None, poll: float = 0.05) -> Any:
         """Wait for the workflow to end and return its result, following continue-as-new.

@@ -41,11 +41,11 @@ from ilr import _db as db
 from ilr import _killpoints as killpoints
 from ilr import _registry as registry
 from ilr._effects.targets import check_target, registered_targets
-from ilr._errors import CodeChanged, Fenced, InvalidInput, PoolerRefused
+from ilr._errors import CodeChanged, Fenced, InvalidInput
 from ilr._ops import failover
 from ilr._registry import WorkflowDefinition
+from ilr._worker.backoff import ClaimBackoff
 from ilr._worker.claims import (
-    HEARTBEAT_SQL,
     RELEASE_SQL,
     Run,
     claim_due,
@@ -53,47 +53,19 @@ from ilr._worker.claims import (
 from ilr._worker.deployments import (
     DEPLOYMENT_REFRESH_MIN,
     SEEN_SQL,
-    refresh_deployments,
     retake_worker_id,
     seen_params,
     take_worker_id,
     unregister,
 )
+from ilr._worker.heartbeat import heartbeat_loop
+from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
 
 log = logging.getLogger("ilr.worker")
 
 WAKEUP_CHANNEL = "ilr_claimable"
 """The NOTIFY channel of ilr.notify_claimable() (migration 0003)."""
-
-
-POOLERS = (None, "session", "transaction")
-
-BACKOFF_MIN = 0.1
-BACKOFF_MAX = 5.0
-"""Seconds the claim loop waits after a failed statement: BACKOFF_MIN after the first, doubling
-per failure up to BACKOFF_MAX; the next success ends it (``Worker._claim_loop_failed``)."""
-
-
-def check_pooler(pooler) -> None:
-    """Refuse transaction pooling at start, in one sentence naming what needs session mode.
-
-    Behind a pool that hands the server connection back after each transaction, a LISTEN
-    outlives the transaction that ran it on a server connection another client then holds, and
-    the statements ilr.batch prepares on one server connection are missing on the next: wakeups
-    would be lost and claims, effects and step records would fail at random.
-
-    Raises:
-        PoolerRefused: ``pooler`` is "transaction" or not one of POOLERS.
-    """
-    if pooler == "transaction":
-        raise PoolerRefused(
-            "ILR_POOLER is 'transaction', but a worker needs session pooling: it LISTENs for wakeups and keeps "
-            "prepared statements (claims, effects, step records) on its connections for their lifetime; point "
-            "the worker at a PgBouncer pool in pool_mode=session or straight at PostgreSQL"
-        )
-    if pooler not in POOLERS:
-        raise PoolerRefused(f"ILR_POOLER must be unset, 'session' or 'transaction', got {pooler!r}")
 
 
 class Worker:
@@ -156,8 +128,7 @@ class Worker:
         self._abandoned: list[tuple[str, int]] = []
         self._abandoned_lock = threading.Lock()
         self._last_fault = float("-inf")  # monotonic time any thread of this worker last met a fault
-        self._backoff = 0.0  # seconds the claim loop waits after a failed statement; 0: none failed
-        self._outage_since: float | None = None  # monotonic time the claim loop's outage began
+        self._claim_backoff = ClaimBackoff(self.worker_id)
         self.failover: dict | None = (
             None  # the last timeline switch (ilr._ops.failover.seen), read per claim connection
         )
@@ -242,7 +213,9 @@ class Worker:
         # load on an open connection, and a slow connect can never stall a claimed run.
         for _ in range(self.concurrency):
             self._conns.put(db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}"))
-        heartbeat = threading.Thread(target=self._heartbeat_loop, name=f"{self.worker_id}-heartbeat", daemon=True)
+        heartbeat = threading.Thread(
+            target=heartbeat_loop, args=(self,), name=f"{self.worker_id}-heartbeat", daemon=True
+        )
         heartbeat.start()
         threading.Thread(target=self._listen_loop, name=f"{self.worker_id}-listen", daemon=True).start()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.worker_id) as pool:
@@ -255,16 +228,16 @@ class Worker:
                         # Before the claim, on the same connection: this worker's own claim never
                         # takes one of its abandoned rows as a lapsed-lease takeover.
                         self._release_abandoned()
-                        self._claim_loop_ok()
+                        self._claim_backoff.ok()
                     except psycopg.Error as exc:
                         released = False
-                        self._claim_loop_failed("release of abandoned runs", exc)
+                        self._claim_failed("release of abandoned runs", exc)
                 if free > 0 and released:
                     try:
                         claimed = self._claim(free)
-                        self._claim_loop_ok()
+                        self._claim_backoff.ok()
                     except psycopg.Error as exc:
-                        self._claim_loop_failed("claim", exc)
+                        self._claim_failed("claim", exc)
                 for row, t0, steps in claimed:
                     run = Run(row, self.lease_ttl, t0, steps)
                     run.failover = self.failover
@@ -279,7 +252,7 @@ class Worker:
                 if not claimed or len(claimed) < free:
                     # After a failure, the backoff instead of the poll; a wakeup still cuts it
                     # short (the listen loop's reconnect is the first sign the database is back).
-                    self._wake.wait(self._backoff or self.poll)
+                    self._wake.wait(self._claim_backoff.wait or self.poll)
                     self._wake.clear()
         self._drop_claim_conn()
         heartbeat.join(timeout=self.lease_ttl)  # its last refresh of worker_deployments comes before the delete
@@ -334,46 +307,12 @@ class Worker:
         """Note that a thread of this worker met a database fault now (see ``_execute``)."""
         self._last_fault = time.monotonic()
 
-    def _claim_loop_failed(self, what: str, exc: psycopg.Error) -> None:
-        """A statement of the claim loop (``what``) failed: drop the claim connection and back
-        off (BACKOFF_MIN doubling to BACKOFF_MAX). A connection fault is logged once per outage,
-        when it begins: a worker polling every 0.1 s would otherwise log ten lines a second for
-        as long as the database is away. Any other database error (a revoked privilege, a
-        missing table) is logged with its traceback each time, and the loop goes on: it may be
-        mended while the worker runs, and a worker never dies of a claim."""
-        self._backoff = min(BACKOFF_MAX, self._backoff * 2) if self._backoff else BACKOFF_MIN
+    def _claim_failed(self, what: str, exc: psycopg.Error) -> None:
+        """A statement of the claim loop failed: drop the claim connection, back off
+        (``ClaimBackoff``) and, for a lost connection, note the fault."""
         self._drop_claim_conn()
-        if not db.is_connection_fault(exc):
-            log.exception(
-                "%s: %s failed with a database error that is not a lost connection (%s); retrying in %g s",
-                self.worker_id,
-                what,
-                exc,
-                self._backoff,
-            )
-            return
-        self._fault()
-        if self._outage_since is not None:
-            log.debug("%s: %s failed (%s); retrying in %g s", self.worker_id, what, exc, self._backoff)
-            return
-        self._outage_since = time.monotonic()
-        log.warning(
-            "%s: %s failed (%s); retrying, backing off up to %g s (logged once until the database is reachable again)",
-            self.worker_id,
-            what,
-            exc,
-            BACKOFF_MAX,
-        )
-
-    def _claim_loop_ok(self) -> None:
-        """A statement of the claim loop succeeded: end the backoff, and an outage with one line."""
-        self._backoff = 0.0
-        if self._outage_since is not None:
-            # A warning, as the line that began the outage: whoever saw that one sees its end.
-            log.warning(
-                "%s: database reachable again after %.1f s", self.worker_id, time.monotonic() - self._outage_since
-            )
-            self._outage_since = None
+        if self._claim_backoff.failed(what, exc):
+            self._fault()
 
     def _abandon(self, run: Run) -> None:
         """Queue ``run``'s claim for RELEASE_SQL (the run has returned)."""
@@ -450,64 +389,6 @@ class Worker:
                 db.discard(conn)
                 conn = None
                 self._stop.wait(min(self.poll, 1.0))
-        if conn is not None:
-            conn.close()
-
-    def _heartbeat_loop(self) -> None:
-        conn = None
-        last_beat: float | None = None  # monotonic time of the last renewal while runs were held
-        interval = self.lease_ttl / 3
-        next_beat = time.monotonic() + interval
-        next_seen = time.monotonic() + self.deployment_refresh  # register() wrote the first one
-        while not (self._stop.is_set() and not self._active):
-            # Short naps so a stopping worker exits soon after its last run; beats every ttl/3.
-            time.sleep(min(0.1, max(0.0, next_beat - time.monotonic())))
-            if time.monotonic() >= next_seen:  # low frequency, beside the lease renewals
-                next_seen = time.monotonic() + self.deployment_refresh
-                conn = refresh_deployments(conn, self.dsn, self._seen_params())
-            if time.monotonic() < next_beat:
-                continue
-            next_beat = time.monotonic() + interval
-            runs = [r for r in list(self._active.values()) if not r.fenced and not r.released]
-            if not runs:
-                last_beat = None
-                continue
-            try:
-                if not db.usable(conn):
-                    db.discard(conn)
-                    conn = db.connect(self.dsn, application_name=f"ilr-worker-{self.worker_id}-heartbeat")
-                t0 = time.monotonic()
-                rows = conn.execute(
-                    HEARTBEAT_SQL,
-                    {
-                        "ttl": self.lease_ttl,
-                        "ids": [r.workflow_id for r in runs],
-                        "epochs": [r.epoch for r in runs],
-                    },
-                ).fetchall()
-            except psycopg.Error as exc:
-                if not db.is_connection_fault(exc):
-                    raise
-                # Renewed nothing: each run's local lease runs out on its own, and the fence
-                # refuses its writes once its lease lapsed. A fresh connection next beat (a
-                # read-only server may be a demoted primary; the next one may reach its successor).
-                self._fault()
-                log.warning("%s: heartbeat failed (%s)", self.worker_id, exc)
-                if conn is not None:
-                    conn.close()
-                conn = None
-                continue
-            done = time.monotonic()
-            if last_beat is not None:
-                self.worst_heartbeat_gap = max(self.worst_heartbeat_gap, done - last_beat)
-            last_beat = done
-            self.heartbeats += 1
-            live = {(row["id"], row["epoch"]): row for row in rows}
-            for r in runs:
-                if (r.workflow_id, r.epoch) in live:
-                    r.renewed(t0, live[(r.workflow_id, r.epoch)]["cancel_requested_at"])
-                elif not r.released:
-                    r.fenced = True  # zero rows: another epoch owns it, or the lease lapsed
         if conn is not None:
             conn.close()
 

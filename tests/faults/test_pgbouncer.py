@@ -277,7 +277,8 @@ def test_transaction_mode_client_and_django_app_work(rt, workers, tmp_path, pgbo
 
 def test_an_unknown_pooler_is_refused():
     """ILR_POOLER accepts unset, "session" or "transaction" only."""
-    from ilr._worker.worker import PoolerRefused, check_pooler
+    from ilr._errors import PoolerRefused
+    from ilr._worker.pooler import check_pooler
 
     for ok in (None, "session"):
         check_pooler(ok)

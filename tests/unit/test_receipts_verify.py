@@ -22,7 +22,7 @@ import pytest
 from django.test import override_settings
 
 from ilr import _codec as codec
-from ilr._journal import journal, keys, receipts
+from ilr._journal import history, journal, keys, receipts
 
 # -- pure tests over sealed entries ------------------------------------------------------------
 
@@ -141,8 +141,8 @@ def bundle_of(key, *steps: tuple[str, dict]) -> dict:
         "late_result": None,
         "reconciled": None,
         # The row's copies as the runtime keeps them in step with the entries.
-        "sends": len(receipts.send_entries(entries)),
-        "state": receipts.chain_state(entries),
+        "sends": len(history.send_entries(entries)),
+        "state": history.chain_state(entries),
         "key_id": keys.key_id(key.public_key()),
         "public_key": keys.public_key_pem(key.public_key()),
     }

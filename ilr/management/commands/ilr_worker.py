@@ -28,10 +28,10 @@ from ilr import _codec as codec
 from ilr import _registry as registry
 from ilr._checks import database_is_postgresql
 from ilr._effects.targets import TargetMisconfigured
-from ilr._errors import InvalidInput, SigningKeyUnavailable, UnknownWorkflow
+from ilr._errors import CodeChanged, InvalidInput, PoolerRefused, SigningKeyUnavailable, UnknownWorkflow
 from ilr._journal import keys
 from ilr._worker import watchdog
-from ilr._worker.worker import CodeChanged, PoolerRefused, Worker
+from ilr._worker.worker import Worker
 
 
 class Command(BaseCommand):

@@ -1,0 +1,69 @@
+"""Reads of workflows for the client: one workflow described, and a filtered list
+(``Runtime.describe``, ``Runtime.list``)."""
+
+from __future__ import annotations
+
+from ilr import _codec as codec
+from ilr import _db as db
+from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._statuses import STATUSES
+
+MAX_LIST_LIMIT = 10_000
+"""The most rows ``Runtime.list`` returns."""
+
+
+def describe_on(conn: db.Connection, wf_id: str) -> dict:
+    """The workflow row with its steps, effects, signals, children and waiting state, on ``conn``
+    (as ``Runtime.describe`` returns it).
+
+    Raises:
+        WorkflowNotFound: no workflow has this id.
+    """
+    wf = conn.execute("select * from ilr.workflows where id = %s", (wf_id,)).fetchone()
+    if wf is None:
+        raise WorkflowNotFound(wf_id)
+    wf["steps"] = conn.execute(
+        "select seq, name, kind, fingerprint, output, error, epoch, created_at "
+        "from ilr.steps where workflow_id = %s order by seq",
+        (wf_id,),
+    ).fetchall()
+    wf["effects"] = conn.execute(
+        "select * from ilr.effects where workflow_id = %s order by effect_id", (wf_id,)
+    ).fetchall()
+    wf["signals"] = conn.execute("select * from ilr.signals where workflow_id = %s order by id", (wf_id,)).fetchall()
+    wf["children"] = [
+        r["id"]
+        for r in conn.execute(
+            "select id from ilr.workflows where parent_id = %s order by created_at", (wf_id,)
+        ).fetchall()
+    ]
+    wf["last_error"] = (wf["waiting"] or {}).get("last_error")
+    # A failed workflow's traceback is kept in its error object; shown apart from it.
+    wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
+    return wf
+
+
+def list_query(
+    status: str | None = None, name: str | None = None, version: str | None = None, limit: int = 100
+) -> tuple[str, tuple]:
+    """The statement and parameters of ``Runtime.list``: workflow rows (no steps), newest first,
+    filtered by status, name and version. Checks its input before any connection is opened.
+
+    Raises:
+        InvalidInput: an unknown status, a name or version that is not an id, a bad limit.
+    """
+    if status is not None and status not in STATUSES:
+        raise InvalidInput("status", f"must be one of {', '.join(STATUSES)}, got {status!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidInput("limit", f"must be an integer from 1 to {MAX_LIST_LIMIT}, got {limit!r}")
+    clauses, params = [], []
+    for column, value in (("status", status), ("name", name), ("version", version)):
+        if value is not None:
+            clauses.append(f"{column} = %s")
+            params.append(codec.check_text(value, column))
+    where = f"where {' and '.join(clauses)}" if clauses else ""
+    sql = (
+        f"select id, name, version, status, epoch, owner, available_at, waiting, result, error, "
+        f"created_at, updated_at from ilr.workflows {where} order by created_at desc limit %s"
+    )
+    return sql, (*params, limit)
