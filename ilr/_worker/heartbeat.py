@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 import psycopg
 
@@ -13,14 +13,11 @@ from ilr import _db as db
 from ilr._worker.claims import HEARTBEAT_SQL
 from ilr._worker.deployments import refresh_deployments
 
-if TYPE_CHECKING:
-    from ilr._worker.worker import Worker
-
 log = logging.getLogger("ilr.worker")
 
 
-def heartbeat_loop(worker: Worker) -> None:
-    """The heartbeat thread of ``worker``, until it stops and holds no run.
+def heartbeat_loop(worker: Any) -> None:
+    """The heartbeat thread of ``worker`` (an ``ilr.Worker``), until it stops and holds no run.
 
     A run whose renewal returns no row is marked fenced: another epoch owns it, or its lease
     lapsed. A lost connection renews nothing this beat and is replaced on the next.
