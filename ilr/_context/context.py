@@ -35,6 +35,7 @@ from ilr._errors import (
     Suspend,
 )
 from ilr._ops.deployments import check_input_shape, resolve_version_on
+from ilr._queries.misc import NOW_FROM_DB_SELECT_SQL
 
 
 class ContinuedAsNew(Suspend):
@@ -211,7 +212,7 @@ class WorkflowContext(EffectCalls, Versioning):
 
     def now_from_db(self) -> str:
         """Not a durable call: the database clock now, for logs only (never branch on it)."""
-        return self._conn.execute("select to_jsonb(now()) as n").fetchone()["n"]
+        return self._conn.execute(NOW_FROM_DB_SELECT_SQL).fetchone()["n"]
 
 
 def dumps_error(exc: BaseException) -> str:

@@ -66,6 +66,7 @@ class EffectCalls(StepCalls):
         """
         from ilr._effects import targets
         from ilr._ops import approval_requests as ar
+        from ilr._queries.approvals import INSERT_APPROVAL_REQUEST_SQL
 
         if isinstance(target, str):
             codec.check_text(target, "target", "must be an effect target, or a registered target's name")
@@ -113,7 +114,7 @@ class EffectCalls(StepCalls):
             # Two fenced statements: the row, then the step. A crash between them re-runs this
             # call, whose insert finds the row (same id) and writes nothing.
             self._conn.execute(
-                ar.INSERT_SQL,
+                INSERT_APPROVAL_REQUEST_SQL,
                 {
                     "id": request_id,
                     "wf": self.workflow_id,

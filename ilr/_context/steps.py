@@ -14,6 +14,7 @@ from ilr import _killpoints as killpoints
 from ilr._context.replay import ReplayCursor
 from ilr._db import store
 from ilr._errors import InvalidInput, SignalTimeout, StepFailed
+from ilr._queries.steps import DECIDE_AT_FRONTIER_INSERT_LLM_CALLS
 from ilr._retry import RetryPolicy
 
 MAX_ERROR_MESSAGE = 2000
@@ -196,8 +197,7 @@ class StepCalls(ReplayCursor):
                 )
         captured = premises() if premises else None
         log = self._conn.execute(
-            "insert into ilr.llm_calls (workflow_id, seq, epoch, request_hash) values (%s, %s, %s, %s) "
-            "returning to_jsonb(started_at) as captured_at",
+            DECIDE_AT_FRONTIER_INSERT_LLM_CALLS,
             (self.workflow_id, seq, self.epoch, request_hash),
         ).fetchone()
         self._run.require_local_lease()

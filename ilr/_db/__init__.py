@@ -18,6 +18,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow, dict_row
 
 from ilr._errors import Fenced
+from ilr._queries.workflows import FENCE_SQL
 
 INFINITY = dt.datetime.max.replace(tzinfo=dt.UTC)
 """'infinity' timestamps load as datetime.max in UTC (psycopg has no infinite datetime)."""
@@ -145,19 +146,6 @@ def discard(conn: psycopg.Connection[Any] | None) -> None:
 
 RECOVERY_OWNER = "$recovery"
 """The owner of an orphan recovery's synthetic claim (ilr.orphans) on a workflow that ended."""
-
-FENCE_SQL = """
-update ilr.workflows
-   set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
- where id = %(wf)s and epoch = %(epoch)s and (status = 'running' or owner = '$recovery')
-   and lease_expires_at > now()
-returning cancel_requested_at, now() as now
-"""
-"""The fence. A worker's claim is status 'running'; an orphan recovery's is owner '$recovery'
-on a workflow that keeps its ended status (ilr.orphans), so no worker can claim it. Only that
-claim bumps the epoch with this owner and the recovery's restore clears it, so the owner test
-admits no other epoch. Both tests read the row the primary key found: the hot path pays no
-extra index or round trip."""
 
 
 def fence(cur: Cursor, wf_id: str, epoch: int, ttl: float) -> DictRow:

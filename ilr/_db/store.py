@@ -21,26 +21,32 @@ from typing import Any, cast
 from ilr import _db as db
 from ilr._db import batch
 from ilr._errors import Fenced, InvalidInput, SignalTimeout, Suspend
+from ilr._queries.misc import SUSPEND_SELECT_SQL, WAIT_CHILD_SELECT_SQL
+from ilr._queries.signals import SUSPEND_LOCK_SIGNALS, SUSPEND_UPDATE_SIGNALS
+from ilr._queries.workflows import (
+    ANCESTORS_SQL,
+    CHILD_ROW,
+    CONTINUE_AS_NEW_INSERT_WORKFLOWS,
+    CONTINUE_AS_NEW_SELECT_WORKFLOWS,
+    CONTINUE_AS_NEW_UPDATE_WORKFLOWS,
+    FINISH_SQL,
+    INSERT_STEP_SQL,
+    INSERT_STEP_UPDATE_WORKFLOWS,
+    LOCK_PARENT_LOCK_WORKFLOWS,
+    MARK_STUCK_UNFENCED_UPDATE_WORKFLOWS,
+    RECORD_STEP_SQL,
+    START_CHILD_INSERT_WORKFLOWS,
+    START_CHILD_SELECT_WORKFLOWS,
+    SUSPEND_UPDATE_WORKFLOWS,
+    WAIT_CHILD_UPDATE_WORKFLOWS,
+    WAKE_PARENT_UPDATE_WORKFLOWS,
+)
 from ilr._statuses import TERMINAL
 
 MAX_ID_LENGTH = 200
 INHERITED_CHILD_POLL = 1.0
 """Seconds between checks when a fork waits on a child of the workflow it was forked from: the
 child's terminal write wakes only its own parent, so the fork polls."""
-
-RECORD_STEP_SQL = """
-with f as (
-  update ilr.workflows
-     set lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now(), takeovers = 0
-   where id = %(wf)s and epoch = %(epoch)s and status = 'running' and lease_expires_at > now()
-  returning id, cancel_requested_at, now() as now),
-s as (
-  insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch)
-  select f.id, %(seq)s, %(name)s, %(kind)s, %(fingerprint)s, %(output)s::jsonb, %(error)s::jsonb, %(epoch)s
-    from f
-  returning seq)
-select f.cancel_requested_at, f.now, (select count(*) from s) as inserted from f
-"""
 
 
 def record_step(
@@ -137,20 +143,18 @@ def suspend(
         cur = conn.cursor()
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
         deadline = cur.execute(
-            "select to_jsonb(d) as until, d <= now() as due, to_jsonb(now()) as now from "
-            "(select coalesce(%s::timestamptz, now() + make_interval(secs => %s)) as d) x",
+            SUSPEND_SELECT_SQL,
             (until, seconds),
         ).fetchone()
         assert deadline is not None  # a select over a one-row subquery returns one row
         until_json = deadline["until"]  # a JSON string, or None when waiting forever
         if kind == "signal":
             sig = cur.execute(
-                "select id, payload from ilr.signals where workflow_id = %s and name = %s "
-                "and consumed_seq is null order by id limit 1 for update",
+                SUSPEND_LOCK_SIGNALS,
                 (run.workflow_id, signal),
             ).fetchone()
             if sig is not None:
-                cur.execute("update ilr.signals set consumed_seq = %s where id = %s", (seq, sig["id"]))
+                cur.execute(SUSPEND_UPDATE_SIGNALS, (seq, sig["id"]))
                 _insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]), fingerprint=f"signal:{sig['id']}")
                 result = ("signal", sig["payload"])
                 run.renewed(t0, fence["cancel_requested_at"])
@@ -181,19 +185,11 @@ def suspend(
         if last_error is not None:
             waiting["last_error"] = {"at": deadline["now"], **last_error}
         cur.execute(
-            "update ilr.workflows set status = 'sleeping', owner = null, lease_expires_at = null, "
-            "waiting = %s::jsonb, available_at = coalesce((%s::jsonb #>> '{}')::timestamptz, 'infinity'), "
-            "updated_at = now() where id = %s",
+            SUSPEND_UPDATE_WORKFLOWS,
             (json.dumps(waiting), json.dumps(until_json), run.workflow_id),
         )
     run.released = True
     raise Suspend()
-
-
-INSERT_STEP_SQL = (
-    "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
-    "values (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, %s)"
-)
 
 
 def _insert_step(
@@ -207,23 +203,14 @@ def _insert_step(
         INSERT_STEP_SQL, (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch)
     )
     if reset_takeovers:
-        cur.execute("update ilr.workflows set takeovers = 0 where id = %s", (run.workflow_id,))
-
-
-FINISH_SQL = """
-update ilr.workflows
-   set status = %(status)s, result = %(result)s::jsonb, error = %(error)s::jsonb, owner = null,
-       lease_expires_at = null, waiting = null, updated_at = now()
- where id = %(wf)s and epoch = %(epoch)s and status = 'running' and lease_expires_at > now()
-returning parent_id
-"""
+        cur.execute(INSERT_STEP_UPDATE_WORKFLOWS, (run.workflow_id,))
 
 
 def _lock_parent(cur, run) -> None:
     # Lock order: the parent's row before the child's (module docstring).
     parent_id = getattr(run, "parent_id", None)
     if parent_id:
-        cur.execute("select 1 from ilr.workflows where id = %s for update", (parent_id,))
+        cur.execute(LOCK_PARENT_LOCK_WORKFLOWS, (parent_id,))
 
 
 def finish(
@@ -261,8 +248,7 @@ def finish(
 def wake_parent(cur, parent_id: str, child_id: str) -> None:
     """Wake ``parent_id`` when it sleeps waiting on ``child_id`` (docs/protocol.md §5.3)."""
     cur.execute(
-        "update ilr.workflows set available_at = now(), updated_at = now() "
-        "where id = %s and status = 'sleeping' and waiting->>'kind' = 'child' and waiting->>'child' = %s",
+        WAKE_PARENT_UPDATE_WORKFLOWS,
         (parent_id, child_id),
     )
 
@@ -313,14 +299,11 @@ def start_child(
         cur = conn.cursor()
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
         inserted = cur.execute(
-            "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at) "
-            "values (%s, %s, %s, %s::jsonb, %s, %s) on conflict (id) do nothing returning id",
+            START_CHILD_INSERT_WORKFLOWS,
             (child_id, name, version, input_json, run.workflow_id, fence["cancel_requested_at"]),
         ).fetchone()
         if inserted is None:
-            existing = (
-                cur.execute("select name, parent_id from ilr.workflows where id = %s", (child_id,)).fetchone() or {}
-            )
+            existing = cur.execute(START_CHILD_SELECT_WORKFLOWS, (child_id,)).fetchone() or {}
             parent = existing.get("parent_id")
             if parent == run.workflow_id:
                 where = "as a child of this workflow, started at another call"
@@ -331,17 +314,6 @@ def start_child(
             raise InvalidInput("id", f"child id {child_id!r} already exists {where}; a child id must be new")
         _insert_step(cur, run, seq, "child", step_name, output_json, fingerprint=fingerprint)
     run.renewed(t0, fence["cancel_requested_at"])
-
-
-_ANCESTORS_SQL = """
-with recursive a(id) as (
-  select forked_from from ilr.workflows where id = %s and forked_from is not null
-  union
-  select w.forked_from from ilr.workflows w join a on w.id = a.id where w.forked_from is not null)
-select id from a
-"""
-
-_CHILD_ROW = "select id, parent_id, continued_from, status, result, error from ilr.workflows where id = %s for share"
 
 
 def wait_child(
@@ -382,17 +354,16 @@ def wait_child(
         cur = conn.cursor()
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
         deadline = cur.execute(
-            "select to_jsonb(d) as until, d <= now() as due from "
-            "(select coalesce(%s::timestamptz, now() + make_interval(secs => %s)) as d) x",
+            WAIT_CHILD_SELECT_SQL,
             (until, seconds),
         ).fetchone()
         assert deadline is not None  # a select over a one-row subquery returns one row
-        child = cur.execute(_CHILD_ROW, (child_id,)).fetchone()
+        child = cur.execute(CHILD_ROW, (child_id,)).fetchone()
         if child is None:
             raise InvalidInput("id", f"no workflow {child_id!r}: wait_child takes the id ctx.child returned")
         inherited = False
         if child["parent_id"] != run.workflow_id:
-            ancestors = {r["id"] for r in cur.execute(_ANCESTORS_SQL, (run.workflow_id,)).fetchall()}
+            ancestors = {r["id"] for r in cur.execute(ANCESTORS_SQL, (run.workflow_id,)).fetchall()}
             if child["parent_id"] is None or child["parent_id"] not in ancestors:
                 raise InvalidInput(
                     "id",
@@ -402,7 +373,7 @@ def wait_child(
             inherited = True  # a fork waiting on a child its original started: polled
         tail = child
         while tail["status"] == "continued":
-            nxt = cur.execute(_CHILD_ROW, (successor_id(tail["id"], tail["continued_from"]),)).fetchone()
+            nxt = cur.execute(CHILD_ROW, (successor_id(tail["id"], tail["continued_from"]),)).fetchone()
             if nxt is None:
                 break
             tail = nxt
@@ -417,10 +388,7 @@ def wait_child(
             return outcome
         waiting = {"seq": seq, "kind": "child", "name": name, "child": tail["id"], "until": deadline["until"]}
         cur.execute(
-            "update ilr.workflows set status = 'sleeping', owner = null, lease_expires_at = null, "
-            "waiting = %s::jsonb, available_at = least(coalesce((%s::jsonb #>> '{}')::timestamptz, 'infinity'), "
-            "case when %s then now() + make_interval(secs => %s) else 'infinity' end), updated_at = now() "
-            "where id = %s",
+            WAIT_CHILD_UPDATE_WORKFLOWS,
             (json.dumps(waiting), json.dumps(deadline["until"]), inherited, INHERITED_CHILD_POLL, run.workflow_id),
         )
     run.released = True
@@ -445,23 +413,19 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
         cur = conn.cursor()
         _lock_parent(cur, run)
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
-        wf = cur.execute(
-            "select id, name, version, parent_id, continued_from from ilr.workflows where id = %s", (run.workflow_id,)
-        ).fetchone()
+        wf = cur.execute(CONTINUE_AS_NEW_SELECT_WORKFLOWS, (run.workflow_id,)).fetchone()
         assert wf is not None  # the fence above matched this row and holds its lock
         succ = successor_id(wf["id"], wf["continued_from"])
         if len(succ) > MAX_ID_LENGTH:
             raise InvalidInput("continue_as_new", f"the successor id {succ!r} would exceed {MAX_ID_LENGTH} characters")
         inserted = cur.execute(
-            "insert into ilr.workflows (id, name, version, input, parent_id, continued_from, cancel_requested_at) "
-            "values (%s, %s, %s, %s::jsonb, %s, %s, %s) on conflict (id) do nothing returning id",
+            CONTINUE_AS_NEW_INSERT_WORKFLOWS,
             (succ, wf["name"], wf["version"], input_json, wf["parent_id"], wf["id"], fence["cancel_requested_at"]),
         ).fetchone()
         if inserted is None:
             raise InvalidInput("continue_as_new", f"the successor id {succ!r} already exists")
         cur.execute(
-            "update ilr.workflows set status = 'continued', result = %s::jsonb, owner = null, "
-            "lease_expires_at = null, waiting = null, updated_at = now() where id = %s",
+            CONTINUE_AS_NEW_UPDATE_WORKFLOWS,
             (json.dumps({"continued_as": succ}), run.workflow_id),
         )
         if wf["parent_id"]:
@@ -484,9 +448,7 @@ def mark_stuck_unfenced(conn: db.Connection, run, error_json: str) -> bool:
         cur = conn.cursor()
         _lock_parent(cur, run)
         row = cur.execute(
-            "update ilr.workflows set status = 'stuck', error = %s::jsonb, owner = null, "
-            "lease_expires_at = null, updated_at = now() where id = %s and epoch = %s "
-            "and status in ('sleeping', 'pending') returning id, parent_id",
+            MARK_STUCK_UNFENCED_UPDATE_WORKFLOWS,
             (error_json, run.workflow_id, run.epoch),
         ).fetchone()
         if row is not None and row["parent_id"]:

@@ -19,15 +19,7 @@ from ilr._effects.result import EffectResult
 from ilr._effects.targets import attr, check_target
 from ilr._errors import Fenced, InvalidInput, Suspend
 from ilr._journal import journal
-
-SETTLED_UNTIL_SQL = (
-    "(select greatest(send_deadline + settle_margin, next_attempt_at) from ilr.effects where effect_id = %(eid)s)"
-)
-"""When recovery of the effect %(eid)s may act: past send_deadline + settle_margin (A2) and
-past next_attempt_at (the resend policy's backoff); greatest() skips a null next_attempt_at."""
-
-SETTLED_SQL = "now() > send_deadline + settle_margin and (next_attempt_at is null or now() >= next_attempt_at)"
-"""True when recovery of an ilr.effects row may act (the same rule as SETTLED_UNTIL_SQL)."""
+from ilr._queries.effects import NO_MORE_WAITING_SQL, RESOLVE_IN_UPDATE_EFFECTS, SETTLED_UNTIL_SQL, release_to_wait_sql
 
 
 def entry_ts(now) -> float:
@@ -135,9 +127,7 @@ class EffectCallBase:
         (the target's answer: a lookup's, when it resolved by one), recorded as this call's
         step when ``take_status``."""
         journal.append(cur, self.effect_id, kind, ts, fields)
-        cur.execute(
-            "update ilr.effects set state = %s, next_attempt_at = null where effect_id = %s", (state, self.effect_id)
-        )
+        cur.execute(RESOLVE_IN_UPDATE_EFFECTS, (state, self.effect_id))
         return self._result_in(cur, status, take_status, result)
 
     def _result_in(self, cur, status: str, take_status: bool, result: Any = None) -> EffectResult:
@@ -153,7 +143,7 @@ class EffectCallBase:
         self._release_until(SETTLED_UNTIL_SQL, {})
 
     def _release_until(
-        self, until_sql: str, params: dict, more_waiting_sql: str = "'{}'::jsonb", also: tuple | None = None
+        self, until_sql: str, params: dict, more_waiting_sql: str = NO_MORE_WAITING_SQL, also: tuple | None = None
     ) -> None:
         """Release the workflow, fenced, until the database time ``until_sql`` gives (an SQL
         expression over ``params`` and %(eid)s), with ``waiting = {seq, kind: "effect",
@@ -169,12 +159,7 @@ class EffectCallBase:
         # given, which must commit or roll back with the release.
         with self.conn.transaction() if also is not None else contextlib.nullcontext():
             row = self.conn.execute(
-                "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "
-                "available_at = t.until, updated_at = now(), "
-                "waiting = jsonb_build_object('seq', %(seq)s, 'kind', 'effect', 'effect_id', %(eid)s::text, "
-                f"'until', to_jsonb(t.until)) || {more_waiting_sql} "
-                f"from (select {until_sql} as until) t where w.id = %(wf)s and w.epoch = %(epoch)s "
-                "and w.status = 'running' and w.lease_expires_at > now() returning w.id",
+                release_to_wait_sql(until_sql, more_waiting_sql),
                 {**params, "seq": self.seq, "eid": self.effect_id, "wf": run.workflow_id, "epoch": run.epoch},
             ).fetchone()
             if row is None:

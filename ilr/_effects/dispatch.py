@@ -15,21 +15,22 @@ from ilr import _killpoints as killpoints
 from ilr._db.batch import Batch
 from ilr._effects.call_base import entry_ts
 from ilr._effects.result import EffectResult
-from ilr._effects.rules import GRANT_FOR_SHARE, lease_snapshot
+from ilr._effects.rules import lease_snapshot
 from ilr._effects.send import EffectSend
 from ilr._errors import LookupFailed
 from ilr._journal import journal
 from ilr._ops import failover
-
-_LINEAGE_SQL = (
-    "with recursive up(start, id, prev, depth) as ("
-    "select w.id, w.id, coalesce(w.forked_from, w.continued_from), 0 from ilr.workflows w where w.id in (%s, %s) "
-    "union all select up.start, w.id, coalesce(w.forked_from, w.continued_from), up.depth + 1 "
-    "from ilr.workflows w join up on w.id = up.prev where up.depth < 1000) "
-    "select exists (select 1 from up a join up b on a.id = b.id where a.start = %s and b.start = %s) as kin"
+from ilr._queries.effects import (
+    LINEAGE_SQL,
+    LOST_AMBIGUOUS_UPDATE_EFFECTS,
+    T_DISPATCH_INSERT_EFFECTS,
+    T_DISPATCH_UPDATE_EFFECTS,
+    T_DISPATCH_UPDATE_EFFECTS_2,
+    UNTIL_PARAM_SQL,
 )
-"""Whether two workflows (the first and second parameters, again as third and fourth) share an
-ancestor by forked_from / continued_from, each counting as its own ancestor."""
+from ilr._queries.grants import GRANT_FOR_SHARE
+from ilr._queries.journal import LAST_HASH_SQL
+from ilr._queries.misc import LOST_DISPATCH_SELECT_SQL
 
 
 class _Reroute(Exception):
@@ -106,8 +107,8 @@ class EffectDispatch(EffectSend):
         found = None
         if decision != "ambiguous":
             until = switch["at"] + dt.timedelta(seconds=self.send_timeout + self.settle_margin)
-            if self.conn.execute("select now() < %s as early", (until,)).fetchone()["early"]:
-                self._release_until("%(until)s::timestamptz", {"until": until})
+            if self.conn.execute(LOST_DISPATCH_SELECT_SQL, (until,)).fetchone()["early"]:
+                self._release_until(UNTIL_PARAM_SQL, {"until": until})
         if decision == "query":
             try:
                 found = bool(self.target.query(self.effect_id, self.payload))
@@ -148,9 +149,7 @@ class EffectDispatch(EffectSend):
             # the insert holds its new row; on a conflict the no-op update waits for the row's
             # lock and returns its latest version (as SELECT ... FOR UPDATE would).
             eff_cur = cur.execute(
-                "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
-                "values (%s, %s, %s, %s, %s::jsonb, %s) "
-                "on conflict (effect_id) do update set effect_id = excluded.effect_id returning *",
+                T_DISPATCH_INSERT_EFFECTS,
                 (
                     self.effect_id,
                     run.workflow_id,
@@ -160,7 +159,7 @@ class EffectDispatch(EffectSend):
                     self.payload_hash,
                 ),
             )
-            tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+            tail_cur = cur.execute(LAST_HASH_SQL, (self.effect_id,))
             # 8 (read now, used below). The grant, FOR SHARE: a concurrent revoke waits for this
             # commit, and a revoke that committed first is seen here (RevokeLinearizable,
             # NoSendUnderRevokedGrant).
@@ -262,7 +261,7 @@ class EffectDispatch(EffectSend):
                             ts,
                             {"via": "recovery-query", "found": True, "failover": lost["fields"], "by": self._by()},
                         )
-                        chain.also("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+                        chain.also(T_DISPATCH_UPDATE_EFFECTS_2, (self.effect_id,))
                         return self._record_in(cur, "COMMITTED_ON_QUERY")
                     return self._lost_ambiguous(
                         chain,
@@ -329,10 +328,7 @@ class EffectDispatch(EffectSend):
                 deadline_at = fence["now"] + dt.timedelta(seconds=self.send_timeout)
                 # In the same statement as the entries' INSERT (Chain.also).
                 chain.also(
-                    "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
-                    "dispatch_epoch = %s, first_dispatched_at = coalesce(first_dispatched_at, now()), "
-                    "send_deadline = %s, settle_margin = make_interval(secs => %s), "
-                    "sends = sends + 1 where effect_id = %s",
+                    T_DISPATCH_UPDATE_EFFECTS,
                     (self.grant, run.workflow_id, run.epoch, deadline_at, self.settle_margin, self.effect_id),
                 )
                 chain.append(
@@ -364,7 +360,7 @@ class EffectDispatch(EffectSend):
                 **({"refusal": refusal} if refusal is not None else {}),
             },
         )
-        chain.also("update ilr.effects set state = 'ambiguous' where effect_id = %s", (self.effect_id,))
+        chain.also(LOST_AMBIGUOUS_UPDATE_EFFECTS, (self.effect_id,))
         return self._record_in(cur, "AMBIGUOUS")
 
     def _same_lineage(self, cur, other: str) -> bool:
@@ -374,7 +370,7 @@ class EffectDispatch(EffectSend):
 
         A child is not of its parent's lineage: it is a workflow of its own, with its own keys.
         """
-        row = cur.execute(_LINEAGE_SQL, (self.run.workflow_id, other, self.run.workflow_id, other)).fetchone()
+        row = cur.execute(LINEAGE_SQL, (self.run.workflow_id, other, self.run.workflow_id, other)).fetchone()
         return bool(row and row["kin"])
 
     def _proposed_fields(self) -> dict:

@@ -29,8 +29,10 @@ import logging
 from ilr._effects.dispatch import EffectDispatch, _Reroute
 from ilr._effects.recovery import EffectRecovery
 from ilr._effects.result import STATUSES, EffectResult
-from ilr._effects.rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
+from ilr._effects.rules import effective_tier, lease_snapshot, needs_query, recovery_decision
 from ilr._errors import EffectRefused, LookupFailed
+from ilr._queries.effects import EXECUTE_SELECT_EFFECTS, LOOKUP_WAITING_SQL, UNTIL_DELAY_SQL
+from ilr._queries.grants import GRANT_FOR_SHARE
 from ilr._retry import RetryPolicy
 from ilr._worker.watchdog import WATCHDOG_EXIT_CODE, Watchdog
 
@@ -84,8 +86,7 @@ class EffectCall(EffectDispatch, EffectRecovery):
         while True:
             eff = (
                 self.conn.execute(
-                    "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects "
-                    "where effect_id = %s",
+                    EXECUTE_SELECT_EFFECTS,
                     (self.effect_id,),
                 ).fetchone()
                 if pre_read
@@ -128,7 +129,7 @@ class EffectCall(EffectDispatch, EffectRecovery):
         delay = LOOKUP_RETRY.interval(attempt)
         log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, self.run.workflow_id, delay)
         self._release_until(
-            "now() + make_interval(secs => %(delay)s)",
+            UNTIL_DELAY_SQL,
             {"delay": delay, "attempt": attempt, "error": failed.error},
-            "jsonb_build_object('lookup_attempt', %(attempt)s::int, 'lookup_error', %(error)s::text)",
+            LOOKUP_WAITING_SQL,
         )

@@ -24,6 +24,8 @@ from ilr._amounts import amount_field
 from ilr._effects.effects import EffectCall, LookupFailed
 from ilr._effects.targets import attr, registered_targets
 from ilr._errors import Fenced, Suspend
+from ilr._queries.effects import LOCK_WORKFLOW_SQL, NO_MORE_WAITING_SQL, ORPHAN_CLAIM_SQL, ORPHANS_SQL
+from ilr._queries.workflows import HEARTBEAT_UPDATE_WORKFLOWS, RECOVER_ONE_UPDATE_WORKFLOWS
 from ilr._statuses import ACTIVE
 
 log = logging.getLogger("ilr.orphans")
@@ -64,7 +66,7 @@ class _NotSettled(Exception):
 class _OrphanCall(EffectCall):
     """The recovery path of one orphan: an ended workflow has nothing to release."""
 
-    def _release_until(self, until_sql, params, more_waiting_sql="'{}'::jsonb", also=None):
+    def _release_until(self, until_sql, params, more_waiting_sql=NO_MORE_WAITING_SQL, also=None):
         # A worker releases its workflow to pending until the settle deadline; an ended workflow
         # must keep its status (it would become claimable), so the sweep stops here instead,
         # writing nothing (``also`` included): a send's unknown outcome, an overrun one too
@@ -77,11 +79,7 @@ class _Heartbeat:
     the sweep's connection waits on the target (a lookup, a send). Zero rows (another epoch
     holds the workflow, or the lease lapsed) marks the run fenced and stops."""
 
-    RENEW_SQL = (
-        "update ilr.workflows set lease_expires_at = now() + make_interval(secs => %(ttl)s), "
-        "updated_at = now() where id = %(wf)s and epoch = %(epoch)s and owner = %(owner)s "
-        "and lease_expires_at > now() returning id"
-    )
+    RENEW_SQL = HEARTBEAT_UPDATE_WORKFLOWS
 
     def __init__(self, dsn: str, run: _SyntheticRun):
         self._stop = threading.Event()
@@ -139,14 +137,6 @@ def _call_for(ctx, target, effect: dict) -> EffectCall:
     return call
 
 
-ORPHANS_SQL = (
-    "select e.*, w.status as wf_status, w.name as wf_name, now() > e.send_deadline + e.settle_margin as settled "
-    "from ilr.effects e join ilr.workflows w on w.id = e.dispatch_workflow_id "
-    "where e.state = 'dispatched' and w.status <> all(%s) "
-    "order by e.first_dispatched_at"
-)
-
-
 def find_orphans(conn) -> list[dict]:
     """The orphaned effects, oldest dispatch first; reads only.
 
@@ -198,38 +188,6 @@ def recover_orphans(
     return report
 
 
-LOCK_WORKFLOW_SQL = (
-    "select status, owner, lease_expires_at, lease_expires_at > now() as live "
-    "from ilr.workflows where id = %s for update"
-)
-
-CLAIM_SQL = """
-with e as (
-  select effect_id from ilr.effects
-   where effect_id = %(eid)s and state = 'dispatched' and dispatch_workflow_id = %(wf)s
-   for update),
-u as (
-  update ilr.workflows
-     set epoch = ilr.next_epoch(epoch), owner = %(owner)s, lease_expires_at = now() + make_interval(secs => %(ttl)s),
-         updated_at = now()
-   where id = %(wf)s and exists (select from e)
-  returning id, epoch, version, lease_expires_at, now() as now),
-h as (
-  insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, prev_status,
-                          prev_lease_expires_at)
-  select id, epoch, %(owner)s, version, now, lease_expires_at, %(status)s, %(prev_lease)s::timestamptz from u)
-select epoch from u
-"""
-"""The synthetic claim, run while the workflow row is locked: only while the effect is still
-dispatched by that workflow (its row locked too).
-
-The status is left as it is, ended. That is what keeps the workflow ended while the sweep waits
-on the target: the worker claim (claims.CLAIM_SQL) takes only running rows whose lease lapsed
-and due pending or sleeping rows, so it never takes this one, however long the sweep takes or
-if the sweep dies; ``signal_in`` and ``cancel_in`` refuse an ended status whoever owns the row.
-The sweep's own writes pass the fence by owner $recovery (``db.FENCE_SQL``)."""
-
-
 def _claim(conn, eff: dict, lease_ttl: float) -> int | str:
     """Take the synthetic claim on the orphan's workflow, or say why not.
 
@@ -263,7 +221,7 @@ def _claim(conn, eff: dict, lease_ttl: float) -> int | str:
         # claimed here, or it resolves after this commit and our T_resolve sees that under its
         # own effect row lock ("resolved meanwhile").
         row = conn.execute(
-            CLAIM_SQL,
+            ORPHAN_CLAIM_SQL,
             {
                 "eid": eff["effect_id"],
                 "wf": wf_id,
@@ -310,7 +268,6 @@ def _recover_one(conn, eff: dict, target, lease_ttl: float, dsn: str | None = No
         beat.stop()
         # Clear the claim, guarded by its epoch and owner; the status was never changed.
         conn.execute(
-            "update ilr.workflows set owner = null, lease_expires_at = null, updated_at = now() "
-            "where id = %s and epoch = %s and owner = %s",
+            RECOVER_ONE_UPDATE_WORKFLOWS,
             (run.workflow_id, run.epoch, RECOVERY_OWNER),
         )

@@ -19,6 +19,7 @@ from psycopg.rows import dict_row
 from ilr import _codec as codec
 from ilr._errors import AlreadyReconciled, EffectNotFound, InvalidInput
 from ilr._journal import journal
+from ilr._queries.effects import RECONCILE_IN_LOCK_EFFECTS, RECONCILE_IN_UPDATE_EFFECTS
 
 MAX_EVIDENCE_CHARS = 4000
 """Characters of the evidence as canonical JSON: a ledger reference, a ticket, a URL, a short
@@ -72,9 +73,7 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
             "an attestation is kept for good, so link to a large document instead",
         )
     cur = conn.cursor(row_factory=dict_row)
-    eff = cur.execute(
-        "select state, reconciled, now() as now from ilr.effects where effect_id = %s for update", (effect_id,)
-    ).fetchone()
+    eff = cur.execute(RECONCILE_IN_LOCK_EFFECTS, (effect_id,)).fetchone()
     if eff is None:
         raise EffectNotFound(effect_id)
     if eff["reconciled"] is not None:
@@ -86,8 +85,7 @@ def reconcile_in(conn, effect_id: str, evidence: Any, *, by: str, applied: bool 
         cur, effect_id, "RECONCILED", eff["now"].timestamp(), {"who": by, "applied": applied, "evidence": evidence}
     )
     row = cur.execute(
-        "update ilr.effects set reconciled = jsonb_build_object('evidence', %s::jsonb, 'by', %s::text, "
-        "'applied', %s::boolean, 'at', to_jsonb(now())) where effect_id = %s returning reconciled",
+        RECONCILE_IN_UPDATE_EFFECTS,
         (json.dumps(evidence), by, applied, effect_id),
     ).fetchone()
     return codec.loads_jsonb(row["reconciled"])

@@ -11,14 +11,16 @@ import time
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr import _killpoints as killpoints
-from ilr._effects.call_base import SETTLED_SQL, entry_ts
+from ilr._effects.call_base import entry_ts
 from ilr._effects.result import EffectResult
-from ilr._effects.rules import GRANT_FOR_SHARE, effective_tier, lease_snapshot, needs_query, recovery_decision
+from ilr._effects.rules import effective_tier, lease_snapshot, needs_query, recovery_decision
 from ilr._effects.send import EffectSend
 from ilr._effects.targets import DEDUP_MARGIN
 from ilr._errors import LookupFailed
 from ilr._journal import journal
 from ilr._journal.history import IDEMPOTENT_RESEND_VIA, REAPPLY_VIA
+from ilr._queries.effects import RECOVER_LOCK_SQL, RECOVER_READ_SQL, T_RESOLVE_UPDATE_EFFECTS
+from ilr._queries.grants import GRANT_FOR_SHARE, RECOVER_SELECT_GRANTS
 
 
 def _sends(n: int) -> str:
@@ -49,9 +51,7 @@ class EffectRecovery(EffectSend):
             # (a) a short read: nothing may query or resend before send_deadline + settle_margin
             # (A2), nor before the resend policy's next attempt.
             eff = self.conn.execute(
-                f"select e.*, {SETTLED_SQL} as settled, "
-                "extract(epoch from now() - e.first_dispatched_at)::float8 as age "
-                "from ilr.effects e where effect_id = %s",
+                RECOVER_READ_SQL,
                 (self.effect_id,),
             ).fetchone()
             if eff["state"] != "dispatched":
@@ -78,8 +78,7 @@ class EffectRecovery(EffectSend):
             grant_id = eff["grant_id"]
             prelim = (
                 self.conn.execute(
-                    "select revoked_at is null and (expires_at is null or expires_at > now()) as live "
-                    "from ilr.grants where id = %s",
+                    RECOVER_SELECT_GRANTS,
                     (grant_id,),
                 ).fetchone()
                 if grant_id
@@ -132,8 +131,7 @@ class EffectRecovery(EffectSend):
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             ts = entry_ts(fence["now"])
             locked = cur.execute(
-                "select state, grant_id, sends, dispatch_workflow_id, dispatch_epoch, "
-                f"{SETTLED_SQL} as settled from ilr.effects where effect_id = %s for update",
+                RECOVER_LOCK_SQL,
                 (self.effect_id,),
             ).fetchone()
             # Two workflows can recover one dispatched effect (a fork and its original): both
@@ -241,9 +239,7 @@ class EffectRecovery(EffectSend):
                 },
             )
             cur.execute(
-                "update ilr.effects set dispatch_workflow_id = %s, dispatch_epoch = %s, "
-                "send_deadline = now() + make_interval(secs => %s), sends = sends + 1, next_attempt_at = null "
-                "where effect_id = %s",
+                T_RESOLVE_UPDATE_EFFECTS,
                 (run.workflow_id, run.epoch, self.send_timeout, self.effect_id),
             )
         run.renewed(t_fence, fence["cancel_requested_at"])

@@ -51,13 +51,6 @@ def lease_snapshot(
     return bool(allowed), snapshot
 
 
-GRANT_FOR_SHARE = """
-select id, principal, action, max_cents, payload_hash, granted_by, expires_at, revoked_at,
-       (expires_at is null or expires_at > now()) as live_now
-  from ilr.grants where id = %s for share
-"""
-
-
 # -- the recovery decision (docs/protocol.md §6.5): one pure function ----------------------------
 
 

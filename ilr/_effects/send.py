@@ -25,6 +25,22 @@ from ilr._effects.result import EffectResult
 from ilr._errors import Fenced, LookupFailed, SendInProgress, TargetRejected
 from ilr._journal import journal
 from ilr._journal.history import IDEMPOTENT_RESEND_VIA
+from ilr._queries.effects import (
+    COMMITTED_BY_US_SELECT_EFFECTS,
+    FAILED_SEND_WAITING_SQL,
+    LATE_RESULT_INSERT_EFFECTS,
+    LATE_RESULT_LOCK_EFFECTS,
+    LATE_RESULT_UPDATE_EFFECTS,
+    REFUSE_AFTER_SEND_LOCK_EFFECTS,
+    REFUSE_AFTER_SEND_UPDATE_EFFECTS,
+    RESOLVE_REJECTED_RESEND_LOCK_EFFECTS,
+    SUSPEND_AFTER_FAILED_SEND_SELECT_EFFECTS,
+    SUSPEND_AFTER_FAILED_SEND_SELECT_EFFECTS_2,
+    SUSPEND_AFTER_FAILED_SEND_UPDATE_EFFECTS,
+    T_DISPATCH_UPDATE_EFFECTS_2,
+)
+from ilr._queries.journal import LAST_HASH_SQL
+from ilr._queries.steps import RESPONSE_LOG_WITH_RESPONSES
 from ilr._worker.watchdog import Watchdog
 
 # The effect protocol's one logger, whichever module of it writes.
@@ -106,9 +122,7 @@ class EffectSend(EffectCallBase):
         Raises:
             Suspend: released. Fenced: the claim was lost meanwhile.
         """
-        prev_row = self.conn.execute(
-            "select last_error, sends from ilr.effects where effect_id = %s", (self.effect_id,)
-        ).fetchone()
+        prev_row = self.conn.execute(SUSPEND_AFTER_FAILED_SEND_SELECT_EFFECTS_2, (self.effect_id,)).fetchone()
         prev = (prev_row["last_error"] if prev_row else None) or {}
         sends = prev_row["sends"] if prev_row else 1
         in_progress = isinstance(exc, SendInProgress)
@@ -129,17 +143,13 @@ class EffectSend(EffectCallBase):
         delay = self.resend_policy.interval(max(1, sends))
         waiting_error = {"type": error["type"], "message": message, "attempt": sends}
         self._release_until(
-            "(select greatest(send_deadline + settle_margin, now() + make_interval(secs => %(delay)s)) "
-            "from ilr.effects where effect_id = %(eid)s)",
+            SUSPEND_AFTER_FAILED_SEND_SELECT_EFFECTS,
             {"delay": delay, "err": json.dumps(waiting_error)},
-            "jsonb_build_object('last_error', %(err)s::jsonb || jsonb_build_object('at', now()))",
+            FAILED_SEND_WAITING_SQL,
             also=(
                 # Only while the send is still this claim's: one resolved or resent meanwhile
                 # (another workflow's recovery) keeps its own record.
-                "update ilr.effects set last_error = %s::jsonb || jsonb_build_object('at', now()), "
-                "next_attempt_at = now() + make_interval(secs => %s) "
-                "where effect_id = %s and state = 'dispatched' and dispatch_workflow_id = %s and dispatch_epoch = %s "
-                "and sends = %s",
+                SUSPEND_AFTER_FAILED_SEND_UPDATE_EFFECTS,
                 (json.dumps(error), delay, self.effect_id, self.run.workflow_id, self.run.epoch, sends),
             ),
         )
@@ -169,9 +179,7 @@ class EffectSend(EffectCallBase):
         """
         # set_config(..., true) sets synchronous_commit for this transaction only.
         return (
-            "with async as (select set_config('synchronous_commit', 'off', true)) "
-            "insert into ilr.responses (effect_id, workflow_id, epoch, result) "
-            "select %s::text, %s::text, %s::bigint, %s::jsonb from async",
+            RESPONSE_LOG_WITH_RESPONSES,
             (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)),
         )
 
@@ -212,8 +220,7 @@ class EffectSend(EffectCallBase):
         the effect is committed and its dispatch is this (workflow, epoch)'s. Under this claim's
         fence nobody else resolves a send dispatched by it, so that state is ours."""
         row = self.conn.execute(
-            "select state = 'committed' and dispatch_workflow_id = %s and dispatch_epoch = %s as ours "
-            "from ilr.effects where effect_id = %s",
+            COMMITTED_BY_US_SELECT_EFFECTS,
             (self.run.workflow_id, self.run.epoch, self.effect_id),
         ).fetchone()
         return bool(row and row["ours"])
@@ -230,8 +237,8 @@ class EffectSend(EffectCallBase):
             fence_cur = db.send_fence(cur, run.workflow_id, run.epoch, run.lease_ttl, reset_takeovers=take_status)
             # The effect row lock every appender takes first, taken by the update this
             # transaction makes anyway.
-            cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
-            tail_cur = cur.execute(journal.LAST_HASH_SQL, (self.effect_id,))
+            cur.execute(T_DISPATCH_UPDATE_EFFECTS_2, (self.effect_id,))
+            tail_cur = cur.execute(LAST_HASH_SQL, (self.effect_id,))
             # While the reads are on the wire: encode the entry's fields (none depends on them).
             cur.send()
             fields: dict[str, Any] = {"via": via, "result": result, "by": self._by()}
@@ -260,11 +267,7 @@ class EffectSend(EffectCallBase):
         (or resent) it: append LATE_RESULT and keep it in effects.late_result.
         """
         run = self.run
-        late_sql = (
-            "select state, dispatch_workflow_id, dispatch_epoch, now() as now, "
-            "extract(epoch from send_deadline + settle_margin)::float8 as settle_deadline "
-            "from ilr.effects where effect_id = %s for update"
-        )
+        late_sql = LATE_RESULT_LOCK_EFFECTS
         with self.conn.transaction():
             cur = self.conn.cursor()
             eff = cur.execute(late_sql, (self.effect_id,)).fetchone()
@@ -275,9 +278,7 @@ class EffectSend(EffectCallBase):
                 # 'proposed' row (the first proposer's, as T_dispatch would create it), unless the
                 # workflow itself was lost too.
                 cur.execute(
-                    "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
-                    "select %s, %s, %s, %s, %s::jsonb, %s where exists (select 1 from ilr.workflows where id = %s) "
-                    "on conflict (effect_id) do nothing",
+                    LATE_RESULT_INSERT_EFFECTS,
                     (
                         self.effect_id,
                         run.workflow_id,
@@ -306,7 +307,7 @@ class EffectSend(EffectCallBase):
                 journal.append(
                     cur, self.effect_id, "COMMITTED", ts, {"via": "late-commit", "result": result, "by": self._by()}
                 )
-                cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (self.effect_id,))
+                cur.execute(T_DISPATCH_UPDATE_EFFECTS_2, (self.effect_id,))
             else:
                 journal.append(
                     cur,
@@ -323,7 +324,7 @@ class EffectSend(EffectCallBase):
                     },
                 )
                 cur.execute(
-                    "update ilr.effects set late_result = %s::jsonb where effect_id = %s",
+                    LATE_RESULT_UPDATE_EFFECTS,
                     (
                         json.dumps(
                             {"result": result, "at": ts, "by": run.workflow_id, "epoch": run.epoch}, default=str
@@ -341,7 +342,7 @@ class EffectSend(EffectCallBase):
             cur = self.conn.cursor()
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             locked = cur.execute(
-                "select state, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s for update",
+                REFUSE_AFTER_SEND_LOCK_EFFECTS,
                 (self.effect_id,),
             ).fetchone()
             # The no speaks of this claim's send only. Under our fence nobody resolves a send we
@@ -363,7 +364,7 @@ class EffectSend(EffectCallBase):
                 {"reason": "target rejected", "detail": reason[:1000], "resolves": True},
             )
             cur.execute(
-                "update ilr.effects set state = 'proposed', next_attempt_at = null where effect_id = %s",
+                REFUSE_AFTER_SEND_UPDATE_EFFECTS,
                 (self.effect_id,),
             )
             out = self._record_in(cur, "REFUSED:target") if take_status else None
@@ -403,9 +404,7 @@ class EffectSend(EffectCallBase):
             cur = self.conn.cursor()
             fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
             ts = entry_ts(fence["now"])
-            locked = cur.execute(
-                "select state from ilr.effects where effect_id = %s for update", (self.effect_id,)
-            ).fetchone()
+            locked = cur.execute(RESOLVE_REJECTED_RESEND_LOCK_EFFECTS, (self.effect_id,)).fetchone()
             if locked["state"] != "dispatched":
                 return None
             if found is None:

@@ -8,6 +8,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ilr._journal import history
+from ilr._queries.snapshot import (
+    LOAD_SELECT_CLAIMS,
+    LOAD_SELECT_EFFECTS,
+    LOAD_SELECT_GRANTS,
+    LOAD_SELECT_JOURNAL,
+    LOAD_SELECT_RESPONSES,
+    LOAD_SELECT_SIGNALS,
+    LOAD_SELECT_SQL,
+    LOAD_SELECT_SQL_2,
+    LOAD_SELECT_STEPS,
+    LOAD_SELECT_WORKFLOWS,
+    LOAD_SET_SQL,
+)
 
 
 @dataclass
@@ -32,45 +45,25 @@ class Snapshot:
         nested = conn.info.transaction_status != 0  # inside a caller's transaction (tests): reuse it
         with conn.transaction():
             if not nested:
-                conn.execute("set transaction isolation level repeatable read, read only")
+                conn.execute(LOAD_SET_SQL)
             q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
-            workflows = {
-                r["id"]: r
-                for r in q(
-                    "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, "
-                    "error, forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts "
-                    "from ilr.workflows"
-                )
-            }
-            steps = q(
-                "select workflow_id, seq, name, kind, fingerprint, output, error, epoch, created_at, "
-                "extract(epoch from created_at)::float8 as ts from ilr.steps order by workflow_id, seq"
-            )
-            claims = q(
-                "select *, extract(epoch from claimed_at)::float8 as ts from ilr.claims order by workflow_id, epoch"
-            )
-            signals = q("select * from ilr.signals order by id")
-            grants = {
-                r["id"]: r for r in q("select *, extract(epoch from revoked_at)::float8 as revoked_ts from ilr.grants")
-            }
-            effects = {r["effect_id"]: r for r in q("select * from ilr.effects")}
+            workflows = {r["id"]: r for r in q(LOAD_SELECT_WORKFLOWS)}
+            steps = q(LOAD_SELECT_STEPS)
+            claims = q(LOAD_SELECT_CLAIMS)
+            signals = q(LOAD_SELECT_SIGNALS)
+            grants = {r["id"]: r for r in q(LOAD_SELECT_GRANTS)}
+            effects = {r["effect_id"]: r for r in q(LOAD_SELECT_EFFECTS)}
             journal: dict[str, list[dict]] = defaultdict(list)
             bodies: dict[str, list[str]] = defaultdict(list)
-            for r in q("select effect_id, body from ilr.journal order by seq"):
+            for r in q(LOAD_SELECT_JOURNAL):
                 bodies[r["effect_id"]].append(r["body"])
                 try:
                     journal[r["effect_id"]].append(json.loads(r["body"]))
                 except ValueError:
                     journal[r["effect_id"]].append({"kind": "?", "unparseable": True})
-            responses = q("select * from ilr.responses order by id")
-            triggers = {
-                r["tgname"]: r["tgenabled"]
-                for r in q(
-                    "select tgname, tgenabled from pg_trigger t join pg_class c on c.oid = t.tgrelid "
-                    "join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'ilr' and not t.tgisinternal"
-                )
-            }
-            indexes = {r["indexname"] for r in q("select indexname from pg_indexes where schemaname = 'ilr'")}
+            responses = q(LOAD_SELECT_RESPONSES)
+            triggers = {r["tgname"]: r["tgenabled"] for r in q(LOAD_SELECT_SQL)}
+            indexes = {r["indexname"] for r in q(LOAD_SELECT_SQL_2)}
         return cls(
             workflows,
             steps,

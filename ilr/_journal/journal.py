@@ -20,6 +20,7 @@ from typing import Any
 
 from ilr import _codec as codec
 from ilr._journal import keys
+from ilr._queries.journal import ENTRIES_SELECT_JOURNAL, LAST_HASH_SQL, journal_insert_sql
 
 KINDS = (
     "PROPOSED",
@@ -82,14 +83,6 @@ def _sealed_text(parts: dict[str, str], signing_key) -> tuple[str, str, str | No
     sig = signing_key.sign(digest.encode()).hex() if signing_key is not None else None
     body = _object_text({**parts, "hash": codec.canonical(digest), "sig": codec.canonical(sig)})
     return body, digest, sig
-
-
-LAST_HASH_SQL = (
-    "select hash, coalesce(n, (select count(*) from ilr.journal c where c.effect_id = j.effect_id))::int as n "
-    "from ilr.journal j where effect_id = %s order by seq desc limit 1"
-)
-"""The chain's tail: its hash and position (an entry written before positions existed: the
-chain's length, evaluated only then)."""
 
 
 class Chain:
@@ -214,11 +207,8 @@ def _insert(cur, rows: list[tuple], also: Sequence[tuple[str, tuple]] = ()) -> N
         for sql, params in also:
             cur.execute(sql, params)
         return
-    ctes = ", ".join(f"also{i} as ({sql})" for i, (sql, _) in enumerate(also))
-    values = ", ".join(["(%s, %s, %s, %s, %s, %s)"] * len(rows))
     cur.execute(
-        f"{'with ' + ctes + ' ' if ctes else ''}"
-        f"insert into ilr.journal (effect_id, kind, body, prev, hash, n) values {values}",
+        journal_insert_sql([sql for sql, _ in also], len(rows)),
         [v for _, params in also for v in params] + [v for row in rows for v in row],
     )
 
@@ -242,10 +232,7 @@ def append(cur, effect_id: str, kind: str, ts: float, fields: dict[str, Any]) ->
 
 def entries(conn, effect_id: str) -> list[str]:
     """The stored bodies of ``effect_id``'s entries, oldest first (verbatim text)."""
-    return [
-        r["body"]
-        for r in conn.execute("select body from ilr.journal where effect_id = %s order by seq", (effect_id,)).fetchall()
-    ]
+    return [r["body"] for r in conn.execute(ENTRIES_SELECT_JOURNAL, (effect_id,)).fetchall()]
 
 
 def parsed(conn, effect_id: str) -> list[dict]:

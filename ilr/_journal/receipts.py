@@ -21,14 +21,7 @@ from ilr._journal.history import (
     send_entries,
 )
 from ilr._journal.seals import compare, head_check, read_chain, row_check, signature_words, trusted_keyring
-
-BUNDLE_SQL = (
-    "select state, late_result, reconciled, sends, head_hash, head_n, "
-    "array(select body from ilr.journal j where j.effect_id = e.effect_id order by seq) as bodies "
-    "from ilr.effects e where effect_id = %s"
-)
-"""The effect row and its entries in one statement: one snapshot, so a commit between two reads
-never shows a row ahead of (or behind) its chain."""
+from ilr._queries.effects import BUNDLE_SQL
 
 
 def bundle(conn, effect_id: str, public_key=None) -> dict:

@@ -28,15 +28,28 @@ from ilr import _codec as codec
 from ilr._amounts import is_cents, payload_amount
 from ilr._errors import ApprovalRefused, ApprovalRequestNotFound, InvalidInput
 from ilr._ops.grants import APPROVAL_REQUEST_SIGNAL_PREFIX, insert_payload_grant, lifetime_seconds
+from ilr._queries.approvals import (
+    APPROVE_REQUEST_IN_UPDATE_APPROVAL_REQUESTS,
+    APPROVE_REQUEST_IN_UPDATE_APPROVAL_REQUESTS_2,
+    GET_APPROVAL_REQUEST_SQL,
+    LIST_APPROVAL_REQUESTS_BY_STATUS_SQL,
+    LIST_APPROVAL_REQUESTS_SQL,
+    LOCK_APPROVAL_REQUEST_SQL,
+    OPEN_FOR_DECISION_SELECT_APPROVAL_REQUESTS,
+    REJECT_REQUEST_IN_UPDATE_APPROVAL_REQUESTS,
+    SETTLE_APPROVAL_REQUEST_SQL,
+)
+from ilr._queries.misc import APPROVE_REQUEST_IN_SELECT_SQL, OPEN_FOR_DECISION_SELECT_SQL
+from ilr._queries.signals import WAKE_INSERT_SIGNALS
+from ilr._queries.workflows import (
+    APPROVE_REQUEST_IN_SELECT_WORKFLOWS,
+    OPEN_FOR_DECISION_LOCK_WORKFLOWS,
+    WAKE_UPDATE_WORKFLOWS,
+)
 
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 DECIDED = ("approved", "rejected", "expired", "cancelled")
 MAX_SUMMARY = 300
-COLUMNS = (
-    "id, workflow_id, seq, target, action, effect_key, payload, payload_hash, amount_cents, premises, "
-    "decision, summary, approvals_needed, approvals, status, grant_id, decided_by, reason, requested_at, "
-    "expires_at, decided_at"
-)
 
 
 @dataclass(frozen=True)
@@ -205,29 +218,6 @@ def check_summary(summary: Any) -> str:
     return summary
 
 
-# The fence of every workflow write (ilr._db.store.RECORD_STEP_SQL's): the claim must be current; it
-# locks the workflow row first, the order approve and reject take too, and renews the lease.
-_FENCED = (
-    "with f as (update ilr.workflows set lease_expires_at = now() + make_interval(secs => %(ttl)s), "
-    "updated_at = now() where id = %(wf)s and epoch = %(epoch)s and status = 'running' "
-    "and lease_expires_at > now() returning id) "
-)
-# Idempotent on the id: a re-run after a crash before the step was recorded writes nothing new,
-# and the first row (its premises included) is the request. A lost claim writes nothing.
-INSERT_SQL = _FENCED + (
-    "insert into ilr.approval_requests (id, workflow_id, seq, target, action, effect_key, payload, payload_hash, "
-    "amount_cents, premises, decision, summary, approvals_needed, expires_at) select %(id)s, f.id, %(seq)s, "
-    "%(target)s, %(action)s, %(key)s, %(payload)s::jsonb, %(hash)s, %(amount)s, %(premises)s::jsonb, "
-    "%(decision)s::jsonb, %(summary)s, %(needed)s, now() + make_interval(secs => %(timeout)s) from f "
-    "on conflict (id) do nothing"
-)
-# Fenced as above; a request decided meanwhile is left as it is.
-SETTLE_SQL = _FENCED + (
-    "update ilr.approval_requests r set status = %(ended)s, decided_by = '$workflow', reason = %(reason)s, "
-    "decided_at = clock_timestamp() from f where r.id = %(id)s and r.status = 'pending'"
-)
-
-
 def get_in(conn, request_id: str, *, lock: bool = False) -> dict:
     """The request row (``lock``: FOR UPDATE).
 
@@ -236,9 +226,7 @@ def get_in(conn, request_id: str, *, lock: bool = False) -> dict:
     """
     codec.check_text(request_id, "request_id")
     cur = conn.cursor(row_factory=dict_row)
-    row = cur.execute(
-        f"select {COLUMNS} from ilr.approval_requests where id = %s" + (" for update" if lock else ""), (request_id,)
-    ).fetchone()
+    row = cur.execute(LOCK_APPROVAL_REQUEST_SQL if lock else GET_APPROVAL_REQUEST_SQL, (request_id,)).fetchone()
     if row is None:
         raise ApprovalRequestNotFound(request_id)
     return row
@@ -250,17 +238,15 @@ def _open_for_decision(conn, cur, request_id: str) -> dict:
     # The workflow row first, then the request: the order of signal_in and of the workflow's own
     # settle (its fence locks the workflow row), so neither waits on the other in a cycle.
     codec.check_text(request_id, "request_id")
-    found = cur.execute("select workflow_id from ilr.approval_requests where id = %s", (request_id,)).fetchone()
+    found = cur.execute(OPEN_FOR_DECISION_SELECT_APPROVAL_REQUESTS, (request_id,)).fetchone()
     if found is None:
         raise ApprovalRequestNotFound(request_id)
-    wf = cur.execute(
-        "select status, cancel_requested_at from ilr.workflows where id = %s for update", (found["workflow_id"],)
-    ).fetchone()
+    wf = cur.execute(OPEN_FOR_DECISION_LOCK_WORKFLOWS, (found["workflow_id"],)).fetchone()
     req = get_in(conn, request_id, lock=True)
     if req["status"] != "pending":
         who = "with no decision" if req["decided_by"] == "$workflow" else f"by {req['decided_by']}"
         raise ApprovalRefused(request_id, req["status"], f"is {req['status']} already ({who})")
-    live = cur.execute("select clock_timestamp() < %s as live", (req["expires_at"],)).fetchone()["live"]
+    live = cur.execute(OPEN_FOR_DECISION_SELECT_SQL, (req["expires_at"],)).fetchone()["live"]
     if not live:
         raise ApprovalRefused(request_id, "pending", f"expired at {req['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
     if wf["status"] in ("completed", "failed", "cancelled", "stuck", "continued"):
@@ -272,11 +258,11 @@ def _open_for_decision(conn, cur, request_id: str) -> dict:
 
 def _wake(cur, req: dict, payload: dict, by: str) -> None:
     cur.execute(
-        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s)",
+        WAKE_INSERT_SIGNALS,
         (req["workflow_id"], signal_name(req["id"]), codec.dumps(payload, "signal"), by),
     )
     cur.execute(
-        "update ilr.workflows set available_at = now(), updated_at = now() where id = %s and status = 'sleeping'",
+        WAKE_UPDATE_WORKFLOWS,
         (req["workflow_id"],),
     )
 
@@ -310,17 +296,17 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
         raise ApprovalRefused(
             request_id, "pending", f"{by} approved it already; the two-person rule needs a second, different person"
         )
-    now = cur.execute("select clock_timestamp() as t").fetchone()["t"]
+    now = cur.execute(APPROVE_REQUEST_IN_SELECT_SQL).fetchone()["t"]
     approvals.append({"by": by, "at": now.isoformat(), "expires_in": seconds})
     if len(approvals) < req["approvals_needed"]:
         cur.execute(
-            "update ilr.approval_requests set approvals = %s::jsonb where id = %s",
+            APPROVE_REQUEST_IN_UPDATE_APPROVAL_REQUESTS_2,
             (codec.dumps(approvals, "approvals"), request_id),
         )
         return get_in(conn, request_id)
     # Each approver asked for a lifetime; the grant lives as long as the shortest one asked.
     lifetimes = [a["expires_in"] for a in approvals if a.get("expires_in")]
-    principal = cur.execute("select name from ilr.workflows where id = %s", (req["workflow_id"],)).fetchone()["name"]
+    principal = cur.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (req["workflow_id"],)).fetchone()["name"]
     facts_text = codec.dumps(req["premises"], "premises")
     grant_id = insert_payload_grant(
         cur,
@@ -333,8 +319,7 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
         seconds=min(lifetimes) if lifetimes else None,
     )
     cur.execute(
-        "update ilr.approval_requests set approvals = %s::jsonb, status = 'approved', grant_id = %s, "
-        "decided_by = %s, decided_at = clock_timestamp() where id = %s",
+        APPROVE_REQUEST_IN_UPDATE_APPROVAL_REQUESTS,
         (codec.dumps(approvals, "approvals"), grant_id, by, request_id),
     )
     _wake(cur, req, {"status": "approved", "grant_id": grant_id, "by": by}, by)
@@ -357,8 +342,7 @@ def reject_request_in(conn, request_id: str, *, by: str, reason: str) -> dict:
     cur = conn.cursor(row_factory=dict_row)
     req = _open_for_decision(conn, cur, request_id)
     cur.execute(
-        "update ilr.approval_requests set status = 'rejected', decided_by = %s, reason = %s, "
-        "decided_at = clock_timestamp() where id = %s",
+        REJECT_REQUEST_IN_UPDATE_APPROVAL_REQUESTS,
         (by, reason, request_id),
     )
     _wake(cur, req, {"status": "rejected", "by": by, "reason": reason}, by)
@@ -376,7 +360,7 @@ def settle_request_in(conn, run, request_id: str, ended: str | None) -> dict:
     """
     if ended in ("expired", "cancelled"):
         conn.execute(
-            SETTLE_SQL,
+            SETTLE_APPROVAL_REQUEST_SQL,
             {
                 "ended": ended,
                 "id": request_id,
@@ -396,7 +380,5 @@ def list_in(conn, status: str | None = "pending", limit: int = 200) -> list[dict
     if status is not None and status not in STATUSES:
         raise InvalidInput("status", f"must be one of {', '.join(STATUSES)} or None, got {status!r}")
     cur = conn.cursor(row_factory=dict_row)
-    where = "where status = %s" if status else "where %s::text is null"
-    return cur.execute(
-        f"select {COLUMNS} from ilr.approval_requests {where} order by requested_at, id limit %s", (status, limit)
-    ).fetchall()
+    sql = LIST_APPROVAL_REQUESTS_BY_STATUS_SQL if status else LIST_APPROVAL_REQUESTS_SQL
+    return cur.execute(sql, (status, limit)).fetchall()

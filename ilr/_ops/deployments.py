@@ -18,36 +18,21 @@ from ilr import _db as db
 from ilr import _registry as registry
 from ilr._codec import check_workflow_id
 from ilr._errors import InvalidInput, UnknownWorkflow, WorkflowNotFound
+from ilr._queries.claims import MIGRATE_IN_INSERT_CLAIMS
+from ilr._queries.deployments import (
+    DEPLOY_ON_INSERT_DEPLOYMENTS,
+    MIGRATE_IN_SELECT_DEPLOYMENTS,
+    RESOLVE_VERSION_ON_SELECT_DEPLOYMENTS,
+    RESOLVE_VERSION_ON_SELECT_DEPLOYMENTS_2,
+    RETIRE_IN_LOCK_DEPLOYMENTS,
+    RETIRE_IN_UPDATE_DEPLOYMENTS,
+    UNSERVED_SQL,
+    drain_report_sql,
+)
+from ilr._queries.workflows import MIGRATE_IN_LOCK_WORKFLOWS, MIGRATE_IN_UPDATE_WORKFLOWS
 from ilr._statuses import ACTIVE
 
 MIGRATE_OWNER = "$migrate"
-
-DUE_SQL = """(w.status in ('pending','sleeping') and w.available_at <= now())
-          or (w.status = 'running' and w.lease_expires_at <= now())"""
-"""A workflow a worker would claim now: pending or sleeping and available, or running with a
-lapsed lease (CLAIM_SQL's two scans)."""
-
-LIVE_SQL = "s.live_until > now()"
-"""A worker_deployments row ``s`` whose worker is live: refreshed within its own staleness bound
-(ilr._worker.deployments.DEPLOYMENT_STALE_AFTER refresh periods; the worker writes live_until)."""
-
-UNSERVED_SQL = f"""
-with due as (
-  select w.name, w.version, count(*) as due from (
-    select name, version from ilr.workflows
-     where status in ('pending','sleeping') and available_at <= now()
-    union all
-    select name, version from ilr.workflows
-     where status = 'running' and lease_expires_at <= now()) w
-   group by w.name, w.version)
-select due.name, due.version, due.due,
-       (select max(s.seen_at) from ilr.worker_deployments s
-         where s.name = due.name and s.version = due.version) as last_seen
-  from due
- where not exists (select 1 from ilr.worker_deployments s
-                    where s.name = due.name and s.version = due.version and {LIVE_SQL})
- order by due.name, due.version
-"""
 
 
 NO_WORKER_ROW = "no worker row: none left since a clean exit, or none ever"
@@ -69,7 +54,7 @@ def unserved_on(conn: db.Connection) -> list[dict]:
 def deploy_on(conn, definition) -> None:
     """Insert the deployments row of ``definition`` (a WorkflowDefinition) unless it exists."""
     conn.execute(
-        "insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) on conflict do nothing",
+        DEPLOY_ON_INSERT_DEPLOYMENTS,
         (definition.name, definition.version, definition.code_sha256),
     )
 
@@ -95,28 +80,20 @@ def resolve_version_on(conn: db.Connection, name: str, version: str | None = Non
     if version is not None:
         if not isinstance(version, str) or not version:
             raise InvalidInput("version", f"a version is a non-empty string or None, got {version!r}")
-        row = conn.execute(
-            "select retired_at from ilr.deployments where name = %s and version = %s", (name, version)
-        ).fetchone()
+        row = conn.execute(MIGRATE_IN_SELECT_DEPLOYMENTS, (name, version)).fetchone()
         if row is not None and row["retired_at"] is not None:
             raise InvalidInput("version", f"{name}@{version} is retired and takes no new starts")
         if row is None:
             deploy_on(conn, registry.get(name, version))
         return version
     row = conn.execute(
-        "select version from ilr.deployments where name = %s and retired_at is null "
-        "order by created_at desc, version desc limit 1",
+        RESOLVE_VERSION_ON_SELECT_DEPLOYMENTS,
         (name,),
     ).fetchone()
     if row is not None:
         return row["version"]
     # Retired ones only: a worker may deploy an unretired version between the two reads.
-    retired = {
-        r["version"]
-        for r in conn.execute(
-            "select version from ilr.deployments where name = %s and retired_at is not null", (name,)
-        ).fetchall()
-    }
+    retired = {r["version"] for r in conn.execute(RESOLVE_VERSION_ON_SELECT_DEPLOYMENTS_2, (name,)).fetchall()}
     local = [d for d in registry.versions(name) if d.version not in retired]
     if not local:
         if retired:
@@ -156,9 +133,7 @@ def migrate_in(conn: psycopg.Connection[Any], wf_id: str, to_version: str) -> di
     if not isinstance(to_version, str) or not to_version:
         raise InvalidInput("to_version", f"a version is a non-empty string, got {to_version!r}")
     cur = conn.cursor(row_factory=dict_row)
-    wf = cur.execute(
-        "select id, name, version, status, owner from ilr.workflows where id = %s for update", (wf_id,)
-    ).fetchone()
+    wf = cur.execute(MIGRATE_IN_LOCK_WORKFLOWS, (wf_id,)).fetchone()
     if wf is None:
         raise WorkflowNotFound(wf_id)
     if wf["status"] == "running":
@@ -172,9 +147,7 @@ def migrate_in(conn: psycopg.Connection[Any], wf_id: str, to_version: str) -> di
             "workflow_id",
             f"workflow {wf_id} has ended ({wf['status']}); only pending, sleeping or stuck workflows migrate",
         )
-    dep = cur.execute(
-        "select retired_at from ilr.deployments where name = %s and version = %s", (wf["name"], to_version)
-    ).fetchone()
+    dep = cur.execute(MIGRATE_IN_SELECT_DEPLOYMENTS, (wf["name"], to_version)).fetchone()
     if dep is None:
         try:
             deploy_on(conn, registry.get(wf["name"], to_version))
@@ -196,18 +169,12 @@ def migrate_in(conn: psycopg.Connection[Any], wf_id: str, to_version: str) -> di
             )
         return {**out, "status": wf["status"]}
     row = cur.execute(
-        "update ilr.workflows set version = %s, epoch = ilr.next_epoch(epoch), updated_at = now(), "
-        "status = case when status = 'stuck' then 'pending' else status end, "
-        "error = case when status = 'stuck' then null else error end, "
-        "available_at = case when status = 'stuck' then now() else available_at end, "
-        "takeovers = case when status = 'stuck' then 0 else takeovers end "
-        "where id = %s returning epoch, status, now() as now",
+        MIGRATE_IN_UPDATE_WORKFLOWS,
         (to_version, wf_id),
     ).fetchone()
     assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
     cur.execute(
-        "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-        "prev_status) values (%s, %s, %s, %s, %s, %s, %s)",
+        MIGRATE_IN_INSERT_CLAIMS,
         (wf_id, row["epoch"], MIGRATE_OWNER, to_version, row["now"], row["now"], wf["status"]),
     )
     return {**out, "status": row["status"]}
@@ -237,36 +204,12 @@ def drain_report_in(conn: psycopg.Connection[Any], name: str | None = None, vers
             params.append(value)
     where = f"where {' and '.join(clauses)}" if clauses else ""
     cur = conn.cursor(row_factory=dict_row)
-    deps = cur.execute(
-        f"select d.name, d.version, d.retired_at, d.created_at from ilr.deployments d {where} "
-        f"order by d.name, d.created_at, d.version",
-        params,
-    ).fetchall()
-    counts = cur.execute(
-        f"select w.name, w.version, w.status, count(*) as n from ilr.workflows w "
-        f"join ilr.deployments d on d.name = w.name and d.version = w.version {where} "
-        f"group by w.name, w.version, w.status",
-        params,
-    ).fetchall()
-    oldest = cur.execute(
-        f"select distinct on (w.name, w.version) w.name, w.version, w.id, w.status, w.created_at "
-        f"from ilr.workflows w join ilr.deployments d on d.name = w.name and d.version = w.version "
-        f"{where} {'and' if where else 'where'} w.status in ('pending','running','sleeping') "
-        f"order by w.name, w.version, w.created_at, w.id",
-        params,
-    ).fetchall()
-    due = cur.execute(
-        f"select w.name, w.version, count(*) as n from ilr.workflows w "
-        f"join ilr.deployments d on d.name = w.name and d.version = w.version "
-        f"{where} {'and' if where else 'where'} ({DUE_SQL}) group by w.name, w.version",
-        params,
-    ).fetchall()
-    live = cur.execute(
-        f"select s.name, s.version, s.worker_id from ilr.worker_deployments s "
-        f"join ilr.deployments d on d.name = s.name and d.version = s.version "
-        f"{where} {'and' if where else 'where'} {LIVE_SQL} order by s.worker_id",
-        params,
-    ).fetchall()
+    sql = drain_report_sql(where)
+    deps = cur.execute(sql["deployments"], params).fetchall()
+    counts = cur.execute(sql["counts"], params).fetchall()
+    oldest = cur.execute(sql["oldest"], params).fetchall()
+    due = cur.execute(sql["due"], params).fetchall()
+    live = cur.execute(sql["live"], params).fetchall()
     by_key = {
         (d["name"], d["version"]): {
             "name": d["name"],
@@ -326,15 +269,13 @@ def retire_in(conn: psycopg.Connection[Any], name: str, version: str) -> Retirem
         a Retirement, or None when no deployment (name, version) exists (nothing written).
     """
     cur = conn.cursor(row_factory=dict_row)
-    row = cur.execute(
-        "select retired_at from ilr.deployments where name = %s and version = %s for update", (name, version)
-    ).fetchone()
+    row = cur.execute(RETIRE_IN_LOCK_DEPLOYMENTS, (name, version)).fetchone()
     if row is None:
         return None
     if row["retired_at"] is not None:
         return Retirement(row["retired_at"], already=True)
     row = cur.execute(
-        "update ilr.deployments set retired_at = now() where name = %s and version = %s returning retired_at",
+        RETIRE_IN_UPDATE_DEPLOYMENTS,
         (name, version),
     ).fetchone()
     assert row is not None  # the row was locked FOR UPDATE above, so the update matched it

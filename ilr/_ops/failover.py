@@ -55,24 +55,11 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+from ilr._queries.deployments import TIMELINE_SEEN_SQL
+
 CLOCK_MARGIN = dt.timedelta(seconds=1)
 """How far the old primary's clock may run ahead of the new one's: a lineage created up to this
 long after the switch was seen is still treated as older than it."""
-
-SEEN_SQL = """
-with tl as (select ilr.current_timeline() as id),
-ins as (insert into ilr.timelines (timeline_id) select id from tl on conflict do nothing
-        returning timeline_id, seen_at)
-select tl.id as timeline,
-       coalesce((select seen_at from ins),
-                (select seen_at from ilr.timelines t where t.timeline_id = tl.id)) as seen_at,
-       (select min(timeline_id) from ilr.timelines) as baseline
-  from tl
-"""
-"""Record the server's current timeline and read the switch to it. ``baseline`` comes from the
-statement's snapshot, which does not hold the row ``ins`` adds: a new timeline reads the older
-ones only. Nor does it hold a row another connection committed while ``ins`` waited on it:
-``seen_at`` is then null and ``seen`` runs the statement again."""
 
 
 def seen(conn) -> dict | None:
@@ -86,13 +73,13 @@ def seen(conn) -> dict | None:
         RuntimeError: the timeline's row is missing even after its insert (never expected).
         psycopg.Error: the statement failed (on a standby, ilr.current_timeline() raises).
     """
-    row = conn.execute(SEEN_SQL).fetchone()
+    row = conn.execute(TIMELINE_SEEN_SQL).fetchone()
     if row["seen_at"] is None:
         # Lost the insert race: workers open claim connections on the new primary together, and
         # a loser's ``on conflict do nothing`` waited for the winner's commit, but its statement
         # snapshot predates that commit, so the read in the same statement misses the row. A new
         # statement (autocommit, read committed: a new snapshot) holds it.
-        row = conn.execute(SEEN_SQL).fetchone()
+        row = conn.execute(TIMELINE_SEEN_SQL).fetchone()
         if row["seen_at"] is None:
             raise RuntimeError(f"timeline {row['timeline']} has no ilr.timelines row after its insert")
     if row["baseline"] is None or row["baseline"] >= row["timeline"]:

@@ -17,6 +17,15 @@ from ilr import _codec as codec
 from ilr._amounts import payload_amount
 from ilr._codec import check_workflow_id
 from ilr._errors import GrantNotFound, InvalidInput, WorkflowNotFound
+from ilr._queries.effects import REVOKE_IN_SELECT_EFFECTS
+from ilr._queries.grants import (
+    GRANT_IN_INSERT_GRANTS,
+    INSERT_PAYLOAD_GRANT_INSERT_GRANTS,
+    REVOKE_IN_SELECT_GRANTS,
+    REVOKE_IN_UPDATE_GRANTS,
+)
+from ilr._queries.signals import APPROVE_IN_INSERT_SIGNALS, APPROVE_IN_SELECT_SIGNALS
+from ilr._queries.workflows import APPROVE_IN_LOCK_WORKFLOWS, APPROVE_IN_UPDATE_WORKFLOWS
 
 MAX_LIFETIME_S = 100 * 365 * 86400
 """Seconds: the longest expires_in (a hundred years); None is the way to say never."""
@@ -85,8 +94,7 @@ def grant_in(
     grant_id = new_grant_id() if grant_id is None else codec.check_text(grant_id, "grant_id")
     cur = conn.cursor(row_factory=dict_row)
     row = cur.execute(
-        "insert into ilr.grants (id, principal, action, max_cents, granted_by, expires_at) values "
-        "(%s, %s, %s, %s, %s, now() + make_interval(secs => %s)) on conflict (id) do nothing returning id",
+        GRANT_IN_INSERT_GRANTS,
         (grant_id, principal, action, max_cents, by, seconds),
     ).fetchone()
     if row is None:
@@ -112,8 +120,7 @@ def insert_payload_grant(
     grant id."""
     grant_id = new_grant_id()
     cur.execute(
-        "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, expires_at) "
-        "values (%s, %s, %s, %s, %s, %s::jsonb, %s, now() + make_interval(secs => %s))",
+        INSERT_PAYLOAD_GRANT_INSERT_GRANTS,
         (grant_id, principal, action, max_cents, codec.payload_hash(payload), facts_text, by, seconds),
     )
     return grant_id
@@ -152,13 +159,11 @@ def approve_in(
     _amount(payload)  # a bad amount is refused before anything is written
     seconds = lifetime_seconds(expires_in, "expires_in")
     cur = conn.cursor(row_factory=dict_row)
-    wf = cur.execute(
-        "select id, name, status, waiting from ilr.workflows where id = %s for update", (wf_id,)
-    ).fetchone()
+    wf = cur.execute(APPROVE_IN_LOCK_WORKFLOWS, (wf_id,)).fetchone()
     if wf is None:
         raise WorkflowNotFound(wf_id)
     pending = cur.execute(
-        "select id from ilr.signals where workflow_id = %s and name = 'approve' and consumed_seq is null limit 1",
+        APPROVE_IN_SELECT_SIGNALS,
         (wf_id,),
     ).fetchone()
     if pending is not None:
@@ -181,10 +186,10 @@ def approve_in(
         "payload and facts_seen",
     )
     cur.execute(
-        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, 'approve', %s::jsonb, %s)",
+        APPROVE_IN_INSERT_SIGNALS,
         (wf_id, signal, by),
     )
-    cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf_id,))
+    cur.execute(APPROVE_IN_UPDATE_WORKFLOWS, (wf_id,))
     return grant_id
 
 
@@ -214,15 +219,13 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
     # The row lock the UPDATE would take: it waits for every T_dispatch and T_resolve holding the
     # grant FOR SHARE (so the list below sees their dispatches), and two revokes of one grant
     # serialize here, so exactly one of them records itself.
-    grant = cur.execute(
-        "select revoked_at, revoked_by from ilr.grants where id = %s for no key update", (grant_id,)
-    ).fetchone()
+    grant = cur.execute(REVOKE_IN_SELECT_GRANTS, (grant_id,)).fetchone()
     if grant is None:
         raise GrantNotFound(grant_id)
     landing = [
         r["effect_id"]
         for r in cur.execute(
-            "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id",
+            REVOKE_IN_SELECT_EFFECTS,
             (grant_id,),
         ).fetchall()
     ]
@@ -234,7 +237,7 @@ def revoke_in(conn, grant_id: str, *, by: str) -> list[str]:
             f"changed. Effects still dispatched under it, which may land: "
             f"{', '.join(landing) if landing else 'none'}",
         )
-    cur.execute("update ilr.grants set revoked_at = now(), revoked_by = %s where id = %s", (by, grant_id))
+    cur.execute(REVOKE_IN_UPDATE_GRANTS, (by, grant_id))
     return landing
 
 

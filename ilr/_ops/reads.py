@@ -6,6 +6,10 @@ from __future__ import annotations
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._queries.effects import DESCRIBE_ON_SELECT_EFFECTS
+from ilr._queries.signals import DESCRIBE_ON_SELECT_SIGNALS
+from ilr._queries.steps import DESCRIBE_ON_SELECT_STEPS
+from ilr._queries.workflows import DESCRIBE_ON_SELECT_WORKFLOWS, DESCRIBE_ON_SELECT_WORKFLOWS_2, workflow_list_sql
 from ilr._statuses import STATUSES
 
 MAX_LIST_LIMIT = 10_000
@@ -19,24 +23,16 @@ def describe_on(conn: db.Connection, wf_id: str) -> dict:
     Raises:
         WorkflowNotFound: no workflow has this id.
     """
-    wf = conn.execute("select * from ilr.workflows where id = %s", (wf_id,)).fetchone()
+    wf = conn.execute(DESCRIBE_ON_SELECT_WORKFLOWS, (wf_id,)).fetchone()
     if wf is None:
         raise WorkflowNotFound(wf_id)
     wf["steps"] = conn.execute(
-        "select seq, name, kind, fingerprint, output, error, epoch, created_at "
-        "from ilr.steps where workflow_id = %s order by seq",
+        DESCRIBE_ON_SELECT_STEPS,
         (wf_id,),
     ).fetchall()
-    wf["effects"] = conn.execute(
-        "select * from ilr.effects where workflow_id = %s order by effect_id", (wf_id,)
-    ).fetchall()
-    wf["signals"] = conn.execute("select * from ilr.signals where workflow_id = %s order by id", (wf_id,)).fetchall()
-    wf["children"] = [
-        r["id"]
-        for r in conn.execute(
-            "select id from ilr.workflows where parent_id = %s order by created_at", (wf_id,)
-        ).fetchall()
-    ]
+    wf["effects"] = conn.execute(DESCRIBE_ON_SELECT_EFFECTS, (wf_id,)).fetchall()
+    wf["signals"] = conn.execute(DESCRIBE_ON_SELECT_SIGNALS, (wf_id,)).fetchall()
+    wf["children"] = [r["id"] for r in conn.execute(DESCRIBE_ON_SELECT_WORKFLOWS_2, (wf_id,)).fetchall()]
     wf["last_error"] = (wf["waiting"] or {}).get("last_error")
     # A failed workflow's traceback is kept in its error object; shown apart from it.
     wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
@@ -62,8 +58,4 @@ def list_query(
             clauses.append(f"{column} = %s")
             params.append(codec.check_text(value, column))
     where = f"where {' and '.join(clauses)}" if clauses else ""
-    sql = (
-        f"select id, name, version, status, epoch, owner, available_at, waiting, result, error, "
-        f"created_at, updated_at from ilr.workflows {where} order by created_at desc limit %s"
-    )
-    return sql, (*params, limit)
+    return workflow_list_sql(where), (*params, limit)

@@ -42,6 +42,13 @@ from ilr._ops.workflow_ops import (
     resume_in,
     signal_in,
 )
+from ilr._queries.effects import AMBIGUOUS_SELECT_EFFECTS
+from ilr._queries.workflows import (
+    APPROVE_REQUEST_IN_SELECT_WORKFLOWS,
+    RESULT_SELECT_WORKFLOWS,
+    RESULT_SELECT_WORKFLOWS_2,
+    START_INSERT_WORKFLOWS,
+)
 
 
 class Runtime:
@@ -123,12 +130,11 @@ class Runtime:
         with self._lock:
             conn = self.connection()
             row = conn.execute(
-                "insert into ilr.workflows (id, name, version, input) values (%s, %s, %s, %s::jsonb) "
-                "on conflict (id) do nothing returning id",
+                START_INSERT_WORKFLOWS,
                 (wf_id, name, version, input_json),
             ).fetchone()
             if row is None:
-                existing = conn.execute("select name from ilr.workflows where id = %s", (wf_id,)).fetchone()
+                existing = conn.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()
                 if existing and existing["name"] != name:
                     raise WorkflowConflict(
                         f"workflow_id: {wf_id!r} already belongs to the workflow {existing['name']!r}, not {name!r}"
@@ -223,18 +229,10 @@ class Runtime:
         current = wf_id
         while True:
             with self._lock:
-                row = (
-                    self.connection()
-                    .execute("select status, result, error from ilr.workflows where id = %s", (current,))
-                    .fetchone()
-                )
+                row = self.connection().execute(RESULT_SELECT_WORKFLOWS, (current,)).fetchone()
                 successor = None
                 if row is not None and row["status"] == "continued":
-                    successor = (
-                        self.connection()
-                        .execute("select id from ilr.workflows where continued_from = %s", (current,))
-                        .fetchone()
-                    )
+                    successor = self.connection().execute(RESULT_SELECT_WORKFLOWS_2, (current,)).fetchone()
             if row is None:
                 raise WorkflowNotFound(current)
             if row["status"] == "completed":
@@ -418,11 +416,7 @@ class Runtime:
     def ambiguous(self) -> builtins.list[dict]:
         """Effects in state ambiguous, oldest dispatch first, with any reconciliation."""
         with self._lock:
-            return (
-                self.connection()
-                .execute("select * from ilr.effects where state = 'ambiguous' order by first_dispatched_at")
-                .fetchall()
-            )
+            return self.connection().execute(AMBIGUOUS_SELECT_EFFECTS).fetchall()
 
     def reconcile(self, effect_id: str, evidence: Any, *, by: str, applied: bool | None) -> dict:
         """Attest what happened to an AMBIGUOUS effect: a signed RECONCILED journal entry (see

@@ -18,6 +18,21 @@ from ilr import _codec as codec
 from ilr._codec import check_workflow_id
 from ilr._db.store import successor_id
 from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._queries.claims import FORK_IN_INSERT_CLAIMS
+from ilr._queries.signals import SIGNAL_IN_INSERT_SIGNALS
+from ilr._queries.steps import FORK_IN_INSERT_STEPS, FORK_IN_SELECT_STEPS
+from ilr._queries.workflows import (
+    APPROVE_IN_UPDATE_WORKFLOWS,
+    CANCEL_IN_WITH_WORKFLOWS,
+    CANCEL_TREE_SELECT_WORKFLOWS,
+    CANCEL_TREE_UPDATE_WORKFLOWS,
+    FORK_IN_INSERT_WORKFLOWS,
+    FORK_IN_SELECT_WORKFLOWS,
+    LOCK_CURRENT_RUN_SELECT_WORKFLOWS,
+    LOCK_WORKFLOW_LOCK_WORKFLOWS,
+    RESUME_IN_LOCK_WORKFLOWS,
+    RESUME_IN_UPDATE_WORKFLOWS,
+)
 from ilr._statuses import TERMINAL
 
 FORK_OWNER = "$fork"
@@ -25,7 +40,7 @@ FORK_OWNER = "$fork"
 
 def _lock_workflow(cur, wf_id: str) -> dict:
     row = cur.execute(
-        "select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows where id = %s for update",
+        LOCK_WORKFLOW_LOCK_WORKFLOWS,
         (wf_id,),
     ).fetchone()
     if row is None:
@@ -38,9 +53,7 @@ def _lock_current_run(cur, wf_id: str) -> dict:
     lock that (messages to a workflow id reach its latest run, as in Temporal)."""
     wf = _lock_workflow(cur, wf_id)
     while wf["status"] == "continued":
-        nxt = cur.execute(
-            "select id from ilr.workflows where id = %s", (successor_id(wf["id"], wf["continued_from"]),)
-        ).fetchone()
+        nxt = cur.execute(LOCK_CURRENT_RUN_SELECT_WORKFLOWS, (successor_id(wf["id"], wf["continued_from"]),)).fetchone()
         if nxt is None:
             break
         wf = _lock_workflow(cur, nxt["id"])
@@ -80,13 +93,13 @@ def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any
     if wf["status"] in TERMINAL or wf["status"] == "continued":
         raise InvalidInput("workflow_id", f"workflow {wf['id']} is {wf['status']}; it takes no more signals")
     sig = cur.execute(
-        "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) returning id",
+        SIGNAL_IN_INSERT_SIGNALS,
         (wf["id"], name, payload_json, sender),
     ).fetchone()
     assert sig is not None  # an INSERT ... RETURNING without ON CONFLICT returns its row or raises
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
-        cur.execute("update ilr.workflows set available_at = now(), updated_at = now() where id = %s", (wf["id"],))
+        cur.execute(APPROVE_IN_UPDATE_WORKFLOWS, (wf["id"],))
     return sig["id"]
 
 
@@ -141,10 +154,7 @@ def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) 
     # to this later statement: READ COMMITTED) or waits for this commit and then refuses on
     # cancel_requested_at. What this lists is exactly what the cancel could not stop.
     landing = cur.execute(
-        "with recursive tree(id) as (select %s::text union "
-        "select w.id from ilr.workflows w join tree t on w.parent_id = t.id) "
-        "select effect_id from ilr.effects where state = 'dispatched' "
-        "and dispatch_workflow_id in (select id from tree) order by effect_id",
+        CANCEL_IN_WITH_WORKFLOWS,
         (wf["id"],),
     ).fetchall()
     return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
@@ -155,14 +165,11 @@ def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
     if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
         return False
     cur.execute(
-        "update ilr.workflows set cancel_requested_at = now(), cancel_requested_by = %s, updated_at = now(), "
-        "available_at = case when status in ('sleeping','pending') then now() else available_at end "
-        "where id = %s",
+        CANCEL_TREE_UPDATE_WORKFLOWS,
         (by, wf["id"]),
     )
     children = cur.execute(
-        "select id from ilr.workflows where parent_id = %s and status not in "
-        "('completed','failed','cancelled','stuck','continued') order by id",
+        CANCEL_TREE_SELECT_WORKFLOWS,
         (wf["id"],),
     ).fetchall()
     for child in children:
@@ -203,15 +210,13 @@ def resume_in(conn: psycopg.Connection[Any], wf_id: str, by: str) -> dict:
     check_workflow_id(wf_id)
     codec.check_who(by)
     cur = conn.cursor(row_factory=dict_row)
-    wf = cur.execute("select id, status, error from ilr.workflows where id = %s for update", (wf_id,)).fetchone()
+    wf = cur.execute(RESUME_IN_LOCK_WORKFLOWS, (wf_id,)).fetchone()
     if wf is None:
         raise WorkflowNotFound(wf_id)
     if wf["status"] != "stuck":
         raise InvalidInput("workflow_id", f"workflow {wf_id} is {wf['status']}: only a stuck workflow resumes")
     row = cur.execute(
-        "update ilr.workflows set status = 'pending', available_at = now(), takeovers = 0, error = null, "
-        "owner = null, lease_expires_at = null, resumed_by = %s, resumed_at = now(), updated_at = now() "
-        "where id = %s returning resumed_at, (select count(*) from ilr.steps where workflow_id = %s) as steps",
+        RESUME_IN_UPDATE_WORKFLOWS,
         (by, wf_id, wf_id),
     ).fetchone()
     assert row is not None  # the row was locked FOR UPDATE above, so the update matched it
@@ -243,12 +248,10 @@ def fork_in(conn: psycopg.Connection[Any], wf_id: str, at_seq: int, new_id: str)
     if not isinstance(at_seq, int) or isinstance(at_seq, bool) or at_seq < 1:
         raise InvalidInput("at_seq", f"a fork point is a seq, an integer >= 1, got {at_seq!r}")
     cur = conn.cursor(row_factory=dict_row)
-    src = cur.execute("select id, name, version from ilr.workflows where id = %s", (wf_id,)).fetchone()
+    src = cur.execute(FORK_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()
     if src is None:
         raise WorkflowNotFound(wf_id)
-    history = cur.execute(
-        "select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s", (wf_id,)
-    ).fetchone()
+    history = cur.execute(FORK_IN_SELECT_STEPS, (wf_id,)).fetchone()
     assert history is not None  # an aggregate without GROUP BY returns one row
     top = history["top"]
     if at_seq > top + 1:
@@ -258,9 +261,7 @@ def fork_in(conn: psycopg.Connection[Any], wf_id: str, at_seq: int, new_id: str)
             f"fork at 1 to {top + 1} ({top + 1} copies every step)",
         )
     inserted = cur.execute(
-        "insert into ilr.workflows (id, name, version, input, forked_from, epoch) "
-        "select %s, name, version, input, id, 1 from ilr.workflows where id = %s "
-        "on conflict (id) do nothing returning id",
+        FORK_IN_INSERT_WORKFLOWS,
         (new_id, wf_id),
     ).fetchone()
     if inserted is None:
@@ -268,14 +269,11 @@ def fork_in(conn: psycopg.Connection[Any], wf_id: str, at_seq: int, new_id: str)
     # The copies are written under a synthetic claim (epoch 1, owner $fork), so every step
     # row belongs to a claimed epoch (FencedWrites); the first worker claim is epoch 2.
     cur.execute(
-        "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-        "prev_status) values (%s, 1, %s, %s, now(), now(), 'pending')",
+        FORK_IN_INSERT_CLAIMS,
         (new_id, FORK_OWNER, src["version"]),
     )
     cur.execute(
-        "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, error, epoch) "
-        "select %s, seq, name, kind, fingerprint, output, error, 1 from ilr.steps "
-        "where workflow_id = %s and seq < %s order by seq",
+        FORK_IN_INSERT_STEPS,
         (new_id, wf_id, at_seq),
     )
     return new_id

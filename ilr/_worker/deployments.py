@@ -12,30 +12,16 @@ import psycopg
 
 from ilr import _db as db
 from ilr._errors import InvalidInput
+from ilr._queries.deployments import (
+    SEEN_SQL,
+    UNREGISTER_DELETE_WORKER_DEPLOYMENTS,
+    WORKER_ID_HOLDERS_SQL,
+    WORKER_ID_LOCK_SQL,
+)
+from ilr._queries.misc import TAKE_WORKER_ID_SELECT_SQL
 
 log = logging.getLogger("ilr.worker")
 
-WORKER_ID_KEY_SQL = "hashtextextended('ilr.worker:' || %(worker)s, 0)"
-"""The bigint key of a worker id's session-level advisory lock (64 bits: two ids colliding is
-out of reach)."""
-
-WORKER_ID_LOCK_SQL = f"select pg_try_advisory_lock({WORKER_ID_KEY_SQL}) as taken"
-"""Take a worker id's lock for the session's lifetime, without waiting: ``taken`` is false
-while another session holds it. The server releases it when the session ends, however the
-process holding it died."""
-
-WORKER_ID_HOLDERS_SQL = f"""
-select l.pid,
-       exists (select 1 from ilr.worker_deployments s where s.worker_id = %(worker)s) as has_rows,
-       exists (select 1 from ilr.worker_deployments s
-                where s.worker_id = %(worker)s and s.live_until > now()) as live
-  from pg_locks l
- where l.locktype = 'advisory' and l.granted and l.objsubid = 1 and l.pid <> pg_backend_pid()
-   and l.database = (select oid from pg_database where datname = current_database())
-   and ((l.classid::bigint << 32) | l.objid::bigint) = {WORKER_ID_KEY_SQL}
-"""
-"""The sessions holding a worker id's lock (pg_locks splits a bigint key into classid, its high
-32 bits, and objid), with whether the id has worker_deployments rows and whether one is live."""
 
 WORKER_ID_WAIT = 2.0
 """Seconds a starting worker retries a taken id before refusing: the server ends the session of
@@ -71,7 +57,7 @@ def take_worker_id(conn: db.Connection, worker_id: str, wait: float = WORKER_ID_
         if holders and holders[0]["has_rows"] and not holders[0]["live"]:
             for pid in pids:
                 try:
-                    conn.execute("select pg_terminate_backend(%s)", (pid,))
+                    conn.execute(TAKE_WORKER_ID_SELECT_SQL, (pid,))
                 except psycopg.errors.InsufficientPrivilege:
                     continue  # not ours to end: refused below once the wait is over
                 log.warning(
@@ -110,14 +96,6 @@ DEPLOYMENT_STALE_AFTER = 3
 """Refresh periods a worker_deployments row stays live: each refresh writes live_until =
 now() + DEPLOYMENT_STALE_AFTER * period, and a row is live while live_until > now()."""
 
-SEEN_SQL = """
-insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until)
-select %(worker)s, a.name, a.version, now(), now() + make_interval(secs => %(live)s)
-  from unnest(%(names)s::text[], %(versions)s::text[]) as a(name, version)
-on conflict (worker_id, name, version) do update set seen_at = excluded.seen_at, live_until = excluded.live_until
-"""
-"""Upsert every (name, version) this worker serves as seen now: at register and on each refresh."""
-
 
 def seen_params(worker_id: str, definitions, refresh: float) -> dict:
     """SEEN_SQL's parameters for a worker serving ``definitions`` with a refresh every
@@ -155,6 +133,6 @@ def unregister(dsn: str, worker_id: str) -> None:
     and the rows go stale by themselves."""
     try:
         with db.connect(dsn, application_name=f"ilr-worker-{worker_id}") as conn:
-            conn.execute("delete from ilr.worker_deployments where worker_id = %s", (worker_id,))
+            conn.execute(UNREGISTER_DELETE_WORKER_DEPLOYMENTS, (worker_id,))
     except psycopg.Error as exc:
         log.warning("%s: could not delete its worker_deployments rows (%s)", worker_id, exc)

@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 
 from ilr import _db as db
-from ilr._worker.claims import HEARTBEAT_SQL
+from ilr._queries.claims import HEARTBEAT_SQL
 from ilr._worker.deployments import refresh_deployments
 
 log = logging.getLogger("ilr.worker")

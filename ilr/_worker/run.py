@@ -12,6 +12,7 @@ from ilr import _registry as registry
 from ilr._context.context import WorkflowContext, dumps_error
 from ilr._db import store
 from ilr._errors import Cancelled, Fenced, InvalidInput, Suspend
+from ilr._queries.steps import RUN_WORKFLOW_SELECT_STEPS
 from ilr._worker.claims import Run
 
 log = logging.getLogger("ilr.worker")
@@ -83,7 +84,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         else {
             row["seq"]: row
             for row in conn.execute(
-                "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq",
+                RUN_WORKFLOW_SELECT_STEPS,
                 (run.workflow_id,),
             ).fetchall()
         }

@@ -43,29 +43,21 @@ from ilr import _registry as registry
 from ilr._effects.targets import check_target, registered_targets
 from ilr._errors import CodeChanged, Fenced, InvalidInput
 from ilr._ops import failover
+from ilr._queries.claims import LISTEN_WAKEUPS_SQL, RELEASE_SQL
+from ilr._queries.deployments import (
+    REGISTER_DEPLOYMENTS_INSERT_DEPLOYMENTS,
+    REGISTER_DEPLOYMENTS_UPDATE_DEPLOYMENTS,
+    SEEN_SQL,
+)
 from ilr._registry import WorkflowDefinition
 from ilr._worker.backoff import ClaimBackoff
-from ilr._worker.claims import (
-    RELEASE_SQL,
-    Run,
-    claim_due,
-)
-from ilr._worker.deployments import (
-    DEPLOYMENT_REFRESH_MIN,
-    SEEN_SQL,
-    retake_worker_id,
-    seen_params,
-    take_worker_id,
-    unregister,
-)
+from ilr._worker.claims import Run, claim_due
+from ilr._worker.deployments import DEPLOYMENT_REFRESH_MIN, retake_worker_id, seen_params, take_worker_id, unregister
 from ilr._worker.heartbeat import heartbeat_loop
 from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
 
 log = logging.getLogger("ilr.worker")
-
-WAKEUP_CHANNEL = "ilr_claimable"
-"""The NOTIFY channel of ilr.notify_claimable() (migration 0003)."""
 
 
 class Worker:
@@ -183,9 +175,7 @@ class Worker:
             for d in self.definitions:
                 digest = d.code_sha256
                 row = conn.execute(
-                    "insert into ilr.deployments (name, version, code_sha256) values (%s, %s, %s) "
-                    "on conflict (name, version) do update set name = excluded.name "
-                    "returning code_sha256",
+                    REGISTER_DEPLOYMENTS_INSERT_DEPLOYMENTS,
                     (d.name, d.version, digest),
                 ).fetchone()
                 assert row is not None  # ON CONFLICT DO UPDATE: RETURNING yields the inserted or updated row
@@ -201,7 +191,7 @@ class Worker:
                         row["code_sha256"],
                     )
                     conn.execute(
-                        "update ilr.deployments set code_sha256 = %s where name = %s and version = %s",
+                        REGISTER_DEPLOYMENTS_UPDATE_DEPLOYMENTS,
                         (digest, d.name, d.version),
                     )
             conn.execute(SEEN_SQL, self._seen_params())
@@ -369,7 +359,7 @@ class Worker:
                         )
                     id_warned = not holds_id
                 if not listening:
-                    conn.execute(f"listen {WAKEUP_CHANNEL}")
+                    conn.execute(LISTEN_WAKEUPS_SQL)
                     listening = True
                     failing = False
                     self._wake.set()  # whatever was announced while nobody listened: claim now

@@ -224,7 +224,8 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     Every claim, the timed one with nothing due included, is the worker's own claim transaction
     (ilr._worker.worker.claim_due: the claim and the step rows of what it took, prepared, in one round
     trip); results from before that change timed the claim statement alone, unprepared."""
-    from ilr._worker.claims import CLAIM_SQL, claim_due
+    from ilr._queries.claims import CLAIM_SQL
+    from ilr._worker.claims import claim_due
 
     base = db.conninfo()
     name = base.split("dbname=")[1].split()[0]

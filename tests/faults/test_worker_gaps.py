@@ -158,7 +158,7 @@ def test_a_dead_workers_lingering_session_does_not_keep_its_id(rt, workers, test
     """A worker whose host died leaves its session open on the server (until TCP keepalive) and
     its worker_deployments rows stale: the id's lock is held but nothing refreshes the rows. A
     new worker with the id ends that session and starts."""
-    from ilr._worker.deployments import WORKER_ID_LOCK_SQL
+    from ilr._queries.deployments import WORKER_ID_LOCK_SQL
 
     rt.start("three_steps", "ghost-1", {})  # deploys three_steps@1, which the rows reference
     ghost = db.connect(test_dsn)

@@ -14,7 +14,7 @@ import json
 import pytest
 
 from ilr import _db as db
-from ilr._worker.claims import CLAIM_SQL
+from ilr._queries.claims import CLAIM_SQL
 
 PARAMS = {"names": ["plan"], "versions": ["1"], "owner": "T", "ttl": 30}
 

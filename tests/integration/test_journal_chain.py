@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr._journal import journal, keys
+from ilr._queries.journal import LAST_HASH_SQL
 
 
 @pytest.fixture
@@ -90,7 +91,7 @@ def test_the_tail_read_is_one_backward_index_step_even_with_a_generic_plan(conn)
             for kind in ("PROPOSED", "AUTHORIZED", "DISPATCHED"):
                 chain.append(cur, kind, 1.0, {})
     conn.execute("set plan_cache_mode = force_generic_plan")
-    conn.execute("prepare tail(text) as " + journal.LAST_HASH_SQL.replace("%s", "$1"))
+    conn.execute("prepare tail(text) as " + LAST_HASH_SQL.replace("%s", "$1"))
     plan = "\n".join(r["QUERY PLAN"] for r in conn.execute("explain execute tail('eff_j')").fetchall())
     assert "Index Scan Backward using journal_tail" in plan, plan
     assert "Sort" not in plan, plan

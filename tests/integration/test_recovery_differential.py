@@ -20,7 +20,8 @@ from ilr import _db as db
 from ilr._context.context import WorkflowContext
 from ilr._effects.effects import EffectCall, effective_tier, needs_query, recovery_decision
 from ilr._journal import journal
-from ilr._worker.claims import CLAIM_SQL, Run
+from ilr._queries.claims import CLAIM_SQL
+from ilr._worker.claims import Run
 from prove.peers.target import target_process
 from prove.peers.targets_client import LocalRefunds, http_json
 

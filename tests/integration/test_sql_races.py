@@ -25,7 +25,8 @@ from ilr._db.batch import Batch
 from ilr._effects.effects import EffectCall
 from ilr._errors import Suspend
 from ilr._journal import journal
-from ilr._worker.claims import CLAIM_SQL, Run
+from ilr._queries.claims import CLAIM_SQL
+from ilr._worker.claims import Run
 from prove.peers.targets_client import LocalRefunds
 
 PAYLOAD = {"payment": "p1", "amount": 2000}

@@ -25,6 +25,7 @@ from ilr._effects.orphans import find_orphans
 from ilr._invariants import check_all
 from ilr._ops.deployments import NO_WORKER_ROW
 from ilr._ops.runtime import unserved_on
+from ilr._queries.misc import READ_LEDGER_SELECT_SQL
 
 
 def _bad(flag: str, path: str, problem: str) -> CommandError:
@@ -41,7 +42,7 @@ def _read_ledger(ledger: str) -> list[dict]:
         con = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
         try:
             con.row_factory = sqlite3.Row
-            return [dict(r) for r in con.execute("select * from refunds order by seq")]
+            return [dict(r) for r in con.execute(READ_LEDGER_SELECT_SQL)]
         finally:
             con.close()
     except sqlite3.DatabaseError as exc:

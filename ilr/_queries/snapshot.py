@@ -1,0 +1,47 @@
+"""The reads of the invariant checker's snapshot (ilr._invariants): every table, read once."""
+
+from __future__ import annotations
+
+LOAD_SELECT_STEPS = (
+    "select workflow_id, seq, name, kind, fingerprint, output, error, epoch, created_at, extract(epoch "
+    "from created_at)::float8 as ts from ilr.steps order by workflow_id, seq"
+)
+"""Read from ilr.steps (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_CLAIMS = (
+    "select *, extract(epoch from claimed_at)::float8 as ts from ilr.claims order by workflow_id, epoch"
+)
+"""Read from ilr.claims (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_SIGNALS = "select * from ilr.signals order by id"
+"""Read from ilr.signals (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_JOURNAL = "select effect_id, body from ilr.journal order by seq"
+"""Read from ilr.journal (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_RESPONSES = "select * from ilr.responses order by id"
+"""Read from ilr.responses (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SET_SQL = "set transaction isolation level repeatable read, read only"
+"""Set (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_WORKFLOWS = (
+    "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, error, "
+    "forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts from ilr.workflows"
+)
+"""Read from ilr.workflows (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_GRANTS = "select *, extract(epoch from revoked_at)::float8 as revoked_ts from ilr.grants"
+"""Read from ilr.grants (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_EFFECTS = "select * from ilr.effects"
+"""Read from ilr.effects (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_SQL = (
+    "select tgname, tgenabled from pg_trigger t join pg_class c on c.oid = t.tgrelid join pg_namespace n "
+    "on n.oid = c.relnamespace where n.nspname = 'ilr' and not t.tgisinternal"
+)
+"""Read (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_SQL_2 = "select indexname from pg_indexes where schemaname = 'ilr'"
+"""Read (``_invariants.snapshot.Snapshot.load``)."""
