@@ -18,7 +18,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow, dict_row
 
 from ilr._errors import Fenced
-from ilr._queries.workflows import FENCE_SQL
+from ilr._queries.workflows import FENCE_RESET_TAKEOVERS_SQL, FENCE_SQL
 
 INFINITY = dt.datetime.max.replace(tzinfo=dt.UTC)
 """'infinity' timestamps load as datetime.max in UTC (psycopg has no infinite datetime)."""
@@ -159,11 +159,6 @@ def fence(cur: Cursor, wf_id: str, epoch: int, ttl: float) -> DictRow:
         Fenced: zero rows matched; the caller's transaction must roll back.
     """
     return fenced(cur.execute(FENCE_SQL, {"wf": wf_id, "epoch": epoch, "ttl": ttl}).fetchone(), wf_id, epoch)
-
-
-FENCE_RESET_TAKEOVERS_SQL = FENCE_SQL.replace("updated_at = now()", "updated_at = now(), takeovers = 0")
-"""The fence of a transaction that records a step row: a recorded step ends a crash loop
-(docs/protocol.md §3.4), so the same statement resets takeovers."""
 
 
 def send_fence(batch, wf_id: str, epoch: int, ttl: float, *, reset_takeovers: bool = False):

@@ -189,6 +189,10 @@ claim bumps the epoch with this owner and the recovery's restore clears it, so t
 admits no other epoch. Both tests read the row the primary key found: the hot path pays no
 extra index or round trip."""
 
+FENCE_RESET_TAKEOVERS_SQL = FENCE_SQL.replace("updated_at = now()", "updated_at = now(), takeovers = 0")
+"""The fence of a transaction that records a step row: a recorded step ends a crash loop
+(docs/protocol.md §3.4), so the same statement resets takeovers."""
+
 
 # -- from _db/store.py --------------------------------------------------------------------------
 
