@@ -29,7 +29,7 @@ def workflows():
 
 
 def due_q() -> Q:
-    """A workflow a worker would claim now (ilr._ops.deployments.DUE_SQL): pending or sleeping and
+    """A workflow a worker would claim now (ilr._queries.deployments.DUE_SQL): pending or sleeping and
     available, or running with a lapsed lease."""
     return Q(status__in=("pending", "sleeping"), available_at__lte=Now()) | Q(
         status="running", lease_expires_at__lte=Now()
@@ -37,7 +37,7 @@ def due_q() -> Q:
 
 
 def live_workers():
-    """worker_deployments rows whose worker is live (ilr._ops.deployments.LIVE_SQL)."""
+    """worker_deployments rows whose worker is live (ilr._queries.deployments.LIVE_SQL)."""
     return WorkerDeployment.objects.filter(live_until__gt=Now())
 
 

@@ -6,7 +6,7 @@ continue as new) with its effect still dispatched: its code caught the Cancelled
 recovery was waiting on the target. Nothing else would ever resolve that effect.
 
 The synthetic claim bumps the epoch and sets owner $recovery and a lease, and leaves the ended
-status as it is: the fence (``db.FENCE_SQL``) admits the claim by its owner, while the worker's
+status as it is: the fence (``ilr._queries.workflows.FENCE_SQL``) admits the claim by its owner, while the worker's
 claim scan, ``signal_in`` and ``cancel_in`` still see an ended workflow.
 """
 

@@ -174,7 +174,7 @@ The status is left as it is, ended. That is what keeps the workflow ended while 
 on the target: the worker claim (claims.CLAIM_SQL) takes only running rows whose lease lapsed
 and due pending or sleeping rows, so it never takes this one, however long the sweep takes or
 if the sweep dies; ``signal_in`` and ``cancel_in`` refuse an ended status whoever owns the row.
-The sweep's own writes pass the fence by owner $recovery (``db.FENCE_SQL``)."""
+The sweep's own writes pass the fence by owner $recovery (``ilr._queries.workflows.FENCE_SQL``)."""
 
 
 # -- from _journal/receipts.py ------------------------------------------------------------------

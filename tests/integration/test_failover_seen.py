@@ -19,6 +19,7 @@ import pytest
 
 from ilr import _db as db
 from ilr._ops import failover
+from ilr._queries.deployments import TIMELINE_SEEN_SQL
 from tests.support.waits import wait_for
 
 
@@ -55,7 +56,7 @@ def test_a_worker_that_loses_the_timeline_insert_still_reads_when_the_switch_was
     try:
         # The winner records the new timeline in a transaction it holds open.
         winner.execute("begin")
-        won = winner.execute(failover.SEEN_SQL).fetchone()
+        won = winner.execute(TIMELINE_SEEN_SQL).fetchone()
         assert won["seen_at"] is not None and won["timeline"] == current
 
         def lose() -> None:
