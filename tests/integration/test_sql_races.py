@@ -17,6 +17,7 @@ import time
 import psycopg
 import pytest
 
+from demo.peers.targets_client import LocalRefunds
 from ilr import Runtime
 from ilr import _codec as codec
 from ilr import _db as db
@@ -26,7 +27,6 @@ from ilr._effects.effects import EffectCall
 from ilr._errors import Suspend
 from ilr._journal import journal
 from ilr._worker.claims import CLAIM_SQL, Run
-from prove.peers.targets_client import LocalRefunds
 
 PAYLOAD = {"payment": "p1", "amount": 2000}
 
