@@ -35,7 +35,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "ilr",
     "approvals",
-    "prove",
+    "demo",  # the refund demo (manage.py demo) and its local peers; repository-only
+    "prove",  # the Prove harness (manage.py prove, bench, soak, failover); repository-only
     "interlock_project",  # its ilr_db command controls the embedded PostgreSQL
     "axes",  # login rate limit (django-axes): see AXES_* below
 ]

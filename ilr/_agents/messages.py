@@ -49,7 +49,7 @@ def messages_call(endpoint: Callable[[], dict] | None = None, timeout: float = 6
 
     Args:
         endpoint: ``endpoint() -> {"base_url", "api_key", "emulated"}``, read at every call
-            (``prove.peers.model.endpoint``: the local stub when ILR_MODEL_BASE_URL is set, else
+            (``demo.peers.model.endpoint``: the local stub when ILR_MODEL_BASE_URL is set, else
             Claude with ANTHROPIC_API_KEY); None: the SDK's own environment.
         timeout: seconds for one call.
     """

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from demo.peers.targets_client import LocalRefunds, http_json
 from ilr import __name__ as _ilr  # noqa: F401 - the runtime is configured by Django settings
 from prove.bench.core import ROOT, claim_explain_with_history, pgbench_tps
 from prove.bench.full_measure import (
@@ -39,7 +40,6 @@ from prove.bench.full_measure import (
     run_wake_floor,
 )
 from prove.bench.full_write import write
-from prove.peers.targets_client import LocalRefunds, http_json
 
 
 def run(
@@ -59,8 +59,8 @@ def run(
     gated effect): the report gives every round and, against each target, the median round.
     The refund shape, the serial 4 steps, Temporal and the scale run are measured once.
     """
-    from prove.peers.model_stub import model_stub_process
-    from prove.peers.target import target_process
+    from demo.peers.model_stub import model_stub_process
+    from demo.peers.target import target_process
     from prove.peers.temporal_server import TemporalServer, cli_version
 
     if quick:

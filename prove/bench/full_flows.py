@@ -18,8 +18,8 @@ def bench_steps4(ctx, input):
 @workflow(name="bench_refund", version="1")
 def bench_refund(ctx, case):
     """The refund shape: one decide (model stub), one tier-1 gated effect under a policy grant."""
-    from prove.peers import model
-    from prove.workflows import call_model, target_for
+    from demo.peers import model
+    from demo.workflows import call_model, target_for
 
     target = target_for(case)
     d = ctx.decide("pick_amount", call=call_model, request=model.build_request({"case_id": case["id"]}))
@@ -34,7 +34,7 @@ def bench_refund(ctx, case):
 
 def _timed_direct_apply(case: dict) -> float:
     """One plain call of the target's apply() with a fresh key; returns its duration in ms."""
-    from prove.workflows import target_for
+    from demo.workflows import target_for
 
     target = target_for(case)
     t = time.perf_counter()
@@ -56,7 +56,7 @@ def bench_effect_timed(ctx, case):
     in the result, in ms. The effect's duration is a measurement, not a recorded value: a replay
     would measure the replay. The benchmark runs no crashes, so each workflow runs once.
     """
-    from prove.workflows import target_for
+    from demo.workflows import target_for
 
     target = target_for(case)
     direct_ms = ctx.step("direct", _timed_direct_apply, case)

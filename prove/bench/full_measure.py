@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 import prove.bench.full_flows  # noqa: F401 - registers the bench workflows so rt.start resolves them
+from demo.peers.targets_client import http_json
 from ilr import _db as db
 from prove.bench.core import ROOT, _pct
-from prove.peers.targets_client import http_json
 
 LABEL = "one 2-core machine; Temporal is the dev server with SQLite, not a production cluster"
 BENCH_DB = "ilr_bench"

@@ -66,7 +66,7 @@ class Matrix:
                     "--id",
                     name,
                     "--import",
-                    "prove.agent_refund",
+                    "demo.agent_refund",
                     "--only",
                     "agent_refund@1",
                     "--lease-ttl",
@@ -90,9 +90,9 @@ class Matrix:
         proc.wait(10)
 
     def run(self) -> dict:
+        from demo.peers.model_stub import model_stub_process
+        from demo.peers.target import target_process
         from prove.bench.core import fresh_database
-        from prove.peers.model_stub import model_stub_process
-        from prove.peers.target import target_process
 
         self.env = fresh_database(REPORT_DB)
         base = db.conninfo()
@@ -116,7 +116,7 @@ class Matrix:
                                 f"{cell['unapproved_sends']} discarded {cell['discarded_model_calls']} "
                                 f"transcript {'same' if cell['transcript_replayed'] else 'DIFFERENT'}"
                             )
-                        from prove.peers.targets_client import http_json
+                        from demo.peers.targets_client import http_json
 
                         evidence["ledger"] += http_json("GET", f"{url}/ledger")[1]["rows"]
                         evidence["access_log"] += http_json("GET", f"{url}/access_log")[1]["entries"]
@@ -137,8 +137,8 @@ class Matrix:
         }
 
     def _cell(self, url: str, tier: int, point: str) -> dict:
-        from prove.agent_refund import refund_agent
-        from prove.peers.targets_client import http_json
+        from demo.agent_refund import refund_agent
+        from demo.peers.targets_client import http_json
 
         rt = self.rt
         wf_id = f"t{tier}-{point.replace('@', '-')}"

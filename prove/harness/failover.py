@@ -38,10 +38,10 @@ from pathlib import Path
 
 import psycopg
 
+from demo.peers.targets_client import LocalRefunds, http_json
 from ilr import workflow
 from prove.harness.waiting import until
 from prove.peers.pg_cluster import DB_NAME, Cluster, free_port
-from prove.peers.targets_client import LocalRefunds, http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "runtime_failover"
@@ -295,10 +295,10 @@ def run(
         TimeoutError: the setup or the workflows did not finish in time (every process is
             stopped first).
     """
+    from demo.peers.target import target_process
     from ilr import grant_in
     from ilr._invariants import check_all, violations
     from ilr.management.commands.ilr_check import load_target_evidence
-    from prove.peers.target import target_process
 
     if mode not in ("sync", "async"):
         raise ValueError(f"mode must be sync or async, not {mode!r}")

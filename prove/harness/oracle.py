@@ -8,7 +8,7 @@ records as faults.
 
 from __future__ import annotations
 
-from prove.peers.targets_client import http_json
+from demo.peers.targets_client import http_json
 
 
 def observe(target_url: str, payment: str) -> dict:

@@ -5,9 +5,9 @@ prove.harness.prove_flows``): the refund of prove.workflows with a durable timer
 
 from __future__ import annotations
 
+from demo.peers import model
+from demo.workflows import call_model, notify_ops, proposal_for, target_for
 from ilr import SignalTimeout, workflow
-from prove.peers import model
-from prove.workflows import call_model, notify_ops, proposal_for, target_for
 
 REFUND_TIMER_VERSION = "2026-12-01.1"
 

@@ -21,11 +21,11 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from demo.peers.targets_client import http_json
 from prove.harness import audit, oracle
 from prove.harness.scenarios import SCENARIOS, SYSTEMS, Scenario, find
 from prove.peers.dbos_system import DbosSystem
 from prove.peers.systems import AsyncBridge, RuntimeSystem, System, TemporalSystem
-from prove.peers.targets_client import http_json
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_DIR = ROOT / ".data" / "prove" / "runs"
@@ -226,8 +226,8 @@ class Run:
     # -- the run ---------------------------------------------------------------------------
 
     def execute(self) -> dict:
-        from prove.peers.model_stub import model_stub_process
-        from prove.peers.target import target_process
+        from demo.peers.model_stub import model_stub_process
+        from demo.peers.target import target_process
 
         sc = self.scenario
         started = time.monotonic()

@@ -163,7 +163,7 @@ class Soak:
         raise RuntimeError(f"soak: {what}: no database connection for a minute")
 
     def _target(self, tier: int, path: str, body: dict) -> None:
-        from prove.peers.targets_client import http_json
+        from demo.peers.targets_client import http_json
 
         http_json("POST", f"{self.targets[tier]}{path}", body, timeout=10)
 
@@ -447,9 +447,9 @@ class Soak:
 
     def run(self) -> dict:
         """Run the soak; returns the report (also written by ``write_results``)."""
+        from demo.peers.model_stub import model_stub_process
+        from demo.peers.target import target_process
         from prove.bench.core import fresh_database
-        from prove.peers.model_stub import model_stub_process
-        from prove.peers.target import target_process
 
         cfg = self.cfg
         self.env = fresh_database(SOAK_DB)

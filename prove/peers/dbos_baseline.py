@@ -34,8 +34,8 @@ import time
 
 from dbos import DBOS, DBOSConfig
 
+from demo.peers.targets_client import http_json
 from ilr import _killpoints as killpoints
-from prove.peers.targets_client import http_json
 
 WORKFLOW_NAME = "refund_workflow"
 QUEUE_NAME = "refunds"
@@ -224,7 +224,7 @@ def decide(case):
     """The refund decision through the real ``anthropic`` SDK (the model stub: EMULATED)."""
     import anthropic
 
-    from prove.peers import model
+    from demo.peers import model
 
     where = model.endpoint()
     request = model.build_request(

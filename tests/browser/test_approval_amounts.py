@@ -39,7 +39,7 @@ def _start(rt, env, wf_id: str, **extra) -> dict:
 
 
 def _value_target(url: str):
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(url, name="local-refunds")
     target.amount_field = "value"

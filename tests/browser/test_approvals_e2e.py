@@ -52,7 +52,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
     sync_playwright = browser_or_skip()
     from django.contrib.auth.models import User
 
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     # Playwright's sync API keeps an event loop in this thread; the ORM calls made here (none
     # after this line but the fixtures' teardown) would otherwise be refused as async-unsafe.
@@ -158,7 +158,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
 
 
 def test_demo_serve_runs_gunicorn_with_the_review_ui(clean_db, tmp_path):
-    from prove.peers.targets_client import http_json
+    from demo.peers.targets_client import http_json
     from tests.support.workers import WorkerProcs
 
     env = WorkerProcs(tmp_path).env()

@@ -42,6 +42,7 @@ from tests.support.wheel import build_wheel
 EXAMPLE = ROOT / "examples" / "closures"
 CORE = ("django", "psycopg", "psycopg-binary", "cryptography", "jsonschema")
 NOT_INSTALLED = (
+    "demo",
     "prove",
     "interlock_project",
     "tests",

@@ -15,9 +15,9 @@ import signal
 
 import pytest
 
+from demo.peers.targets_client import http_json
 from ilr import _codec as codec
 from ilr._agents import AMBIGUOUS_TEXT
-from prove.peers.targets_client import http_json
 from tests.support.refund_harness import refund_env
 from tests.support.waits import wait_for
 

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from prove.demo import DEMO_POINTS
+from demo.plan import DEMO_POINTS
 from tests.support import ROOT
 
 ALL_CRASHES = [*DEMO_POINTS, "none"]

@@ -99,8 +99,8 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
     workflow stuck; ilr_check lists the orphan; recover_orphans leaves it alone while the
     target cannot be read (it raised ConnectionRefusedError before), then resolves the effect
     by lookup and restores the status."""
-    from prove.demo import free_port
-    from prove.workflows import target_for
+    from demo.serve import free_port
+    from demo.workflows import target_for
     from tests.support.workers import check
 
     with refund_env(tmp_path, 2) as env:

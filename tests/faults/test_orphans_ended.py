@@ -13,11 +13,11 @@ import threading
 
 import pytest
 
+from demo.workflows import target_for
 from ilr import InvalidInput
 from ilr import _db as db
 from ilr._effects import orphans
 from ilr._effects.orphans import find_orphans, recover_orphans
-from prove.workflows import target_for
 from tests.support.refund_harness import cancelled_orphan, refund_env
 from tests.support.waits import wait_for
 

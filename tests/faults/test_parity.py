@@ -11,9 +11,9 @@ import signal
 
 import pytest
 
+from demo.peers.targets_client import http_json
 from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr._invariants import check_all
-from prove.peers.targets_client import http_json
 from tests.support.db import invocations
 from tests.support.flows_versions import code_sha256, write_module
 from tests.support.refund_harness import approve, refund_env

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import signal
 
-from prove.demo import free_port
-from prove.peers.model_stub import model_stub_process
-from prove.peers.target import target_process
+from demo.peers.model_stub import model_stub_process
+from demo.peers.target import target_process
+from demo.serve import free_port
 from tests.support.refund_harness import RefundEnv, approve, our_refunds, total
 from tests.support.waits import wait_for
 
@@ -70,8 +70,8 @@ def test_a_workflow_that_completes_around_its_dispatched_effect_leaves_an_orphan
     workflow catches it and completes. Its effect is still dispatched: ilr_check lists it and
     recover_orphans resolves it (before, only stuck, failed and cancelled workflows counted, so
     nothing ever surfaced it)."""
+    from demo.workflows import target_for
     from ilr._ops.grants import grant_in
-    from prove.workflows import target_for
     from tests.support.workers import check
 
     port = free_port()

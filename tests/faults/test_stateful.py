@@ -24,11 +24,11 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from demo.peers.targets_client import http_json
 from ilr import InvalidInput, WorkflowNotFound
 from ilr import _db as db
 from ilr import _killpoints as killpoints
 from ilr._invariants import check_all, violations
-from prove.peers.targets_client import http_json
 from tests.support import ROOT
 from tests.support.workers import WorkerProcs
 

@@ -14,9 +14,9 @@ import subprocess
 import sys
 import textwrap
 
+from demo.workflows import target_for
 from ilr._effects.orphans import find_orphans, recover_orphans
 from ilr._journal import journal
-from prove.workflows import target_for
 from tests.support import ROOT
 from tests.support.refund_harness import cancelled_orphan, refund_env
 from tests.support.waits import wait_for
@@ -28,7 +28,7 @@ WEB_PROCESS = textwrap.dedent(
     import django
     django.setup()
     from ilr._effects.orphans import recover_orphans
-    from prove.workflows import target_for
+    from demo.workflows import target_for
 
     class NoSocketTimeout:
         # A target whose apply() takes no timeout: its socket gives up 2 s past the send's

@@ -20,10 +20,10 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from demo.workflows import REFUND_VERSION
 from ilr import _codec as codec
 from ilr._journal import journal, receipts
 from ilr._ops.approval_requests import signal_name
-from prove.workflows import REFUND_VERSION
 from tests.support.review import (
     FACTS,
     approve_url,
@@ -67,7 +67,7 @@ def test_login_page_logs_a_reviewer_in(rt):
 
 
 def test_queue_shows_the_request_its_decision_and_unavailable_premises(rt, alice, registered):
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     make_waiting(rt)
     c = client_for(alice)
@@ -84,8 +84,8 @@ def test_queue_shows_the_request_its_decision_and_unavailable_premises(rt, alice
 
 
 def test_changed_premises_are_said_before_approving_and_after(rt, alice, registered, tmp_path):
-    from prove.peers.target import target_process
-    from prove.peers.targets_client import LocalRefunds, http_json
+    from demo.peers.target import target_process
+    from demo.peers.targets_client import LocalRefunds, http_json
 
     with target_process(tier=1, ledger=tmp_path / "ledger.sqlite") as url:
         http_json("POST", f"{url}/admin/payments", {"id": "pay_1", "paid": 10_000})

@@ -16,14 +16,14 @@ import time
 
 import pytest
 
+from demo.peers.target import target_process
+from demo.peers.targets_client import LocalRefunds, http_json
 from ilr import _db as db
 from ilr._context.context import WorkflowContext
 from ilr._effects.effects import EffectCall, effective_tier, needs_query, recovery_decision
 from ilr._journal import journal
 from ilr._queries.claims import CLAIM_SQL
 from ilr._worker.claims import Run
-from prove.peers.target import target_process
-from prove.peers.targets_client import LocalRefunds, http_json
 
 # The decision table, row by row (docs/protocol.md §6.5, recovery (a) to (d)):
 #   (a) tier 1 older than dedup_window - DEDUP_MARGIN is recovered as tier 2 if queryable, else 3

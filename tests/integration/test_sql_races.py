@@ -17,6 +17,7 @@ import time
 import psycopg
 import pytest
 
+from demo.peers.targets_client import LocalRefunds
 from ilr import Runtime
 from ilr import _codec as codec
 from ilr import _db as db
@@ -27,7 +28,6 @@ from ilr._errors import Suspend
 from ilr._journal import journal
 from ilr._queries.claims import CLAIM_SQL
 from ilr._worker.claims import Run
-from prove.peers.targets_client import LocalRefunds
 
 PAYLOAD = {"payment": "p1", "amount": 2000}
 

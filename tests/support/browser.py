@@ -29,7 +29,7 @@ def browser_or_skip():
     except ImportError:
         if os.environ.get("CI"):
             raise
-        pytest.skip("playwright is not installed (pip install -e '.[test]')")
+        pytest.skip("playwright is not installed (pip install --group test)")
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail(f"{CHROMIUM} is missing: apt-get install chromium")

@@ -92,7 +92,7 @@ def bad_output(ctx, input):
 @workflow(name="effect_bad_input", version="1")
 def effect_bad_input(ctx, input):
     """ctx.effect with one bad argument (input["bad"]): InvalidInput before any transaction."""
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     kwargs = {"payload": {"payment": "p", "amount": 1}}
     kwargs.update(
@@ -109,7 +109,7 @@ def effect_bad_input(ctx, input):
 @workflow(name="approval_bad_input", version="1")
 def approval_bad_input(ctx, input):
     """ctx.request_approval with one bad argument (input["bad"]): InvalidInput, nothing written."""
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     target = LocalRefunds("http://127.0.0.1:9")
     kwargs = {"target": target, "premises": {"payment": "p"}, "decision": None}
@@ -135,7 +135,7 @@ def approval_bad_input(ctx, input):
 def refund_catching_cancel(ctx, input):
     """One tier-1 refund under input["grant_id"]; a Cancelled delivered at the effect is caught and
     the workflow completes ("compensated"), whatever became of the effect."""
-    from prove.workflows import target_for
+    from demo.workflows import target_for
 
     try:
         return ctx.effect(
@@ -245,7 +245,7 @@ def live_amount(ctx, input):
     status and effect id."""
     from pathlib import Path
 
-    from prove.workflows import target_for
+    from demo.workflows import target_for
 
     amount = int(Path(input["amount_file"]).read_text())
     r = ctx.effect(
@@ -330,7 +330,7 @@ def always_fails(ctx, input):
 def asks_approval(ctx, input):
     """Request approval of one refund (input: url, payment, amount, key, timeout, two_person_cents,
     action, amount_field, payload, summary), then send it under the approval's grant and premises."""
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
     if input.get("two_person_cents") is not None:
@@ -360,7 +360,7 @@ def asks_approval(ctx, input):
 
 # -- agents (ilr.agents): the agent_refund workflow and its Agent, shared with agents_report ----------
 
-from prove.agent_refund import agent_prompt, agent_refund, refund_agent  # noqa: E402, F401 - registers agent_refund
+from demo.agent_refund import agent_prompt, agent_refund, refund_agent  # noqa: E402, F401 - registers agent_refund
 
 
 @workflow(name="keyed_refund", version="1")
@@ -368,7 +368,7 @@ def keyed_refund(ctx, input):
     """One refund under a key the caller picks and a policy grant (input: url, payment, amount,
     key, grant); two workflows given one key share one effect id. Returns the EffectResult's
     status, effect_id and result (a refusal's reason when it is recorded on this step only)."""
-    from prove.peers.targets_client import LocalRefunds
+    from demo.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
     payload = {"payment": input["payment"], "amount": input["amount"]}

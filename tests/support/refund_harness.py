@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from prove.peers.targets_client import http_json
+from demo.peers.targets_client import http_json
 from tests.support.waits import wait_for
 
 PAID = 10_000
@@ -64,8 +64,8 @@ class RefundEnv:
 
 @contextlib.contextmanager
 def refund_env(tmp_path, tier: int, queryable: bool | None = None, **kw):
-    from prove.peers.model_stub import model_stub_process
-    from prove.peers.target import target_process
+    from demo.peers.model_stub import model_stub_process
+    from demo.peers.target import target_process
 
     queryable = (tier != 3) if queryable is None else queryable
     from tests.support.workers import EVIDENCE

@@ -12,10 +12,10 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
+from demo.workflows import REFUND_VERSION
 from ilr import _codec as codec
 from ilr._journal import journal
 from ilr._ops.approval_requests import request_id_for, signal_name
-from prove.workflows import REFUND_VERSION
 
 FACTS = {"payment": "pay_1", "eligible": True, "refunded_by_others": 0}
 REQUEST_SEQ = 2

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support import ROOT
 
 PACKAGES = ["approvals", "ilr"]
-NOT_SHIPPED = ["interlock_project", "prove", "tests"]
+NOT_SHIPPED = ["interlock_project", "demo", "prove", "tests"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build", "dist")
 
 

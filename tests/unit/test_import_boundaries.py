@@ -1,7 +1,8 @@
 """The reusable apps stand alone: no module of ``ilr`` or ``approvals`` imports this repository's
-project (``interlock_project``: settings, the embedded PostgreSQL) or its harness (``prove``);
-and no package of the repository has an import cycle, not even one held together by an import
-inside a function.
+project (``interlock_project``: settings, the embedded PostgreSQL), its demo (``demo``) or its
+harness (``prove``); the demo needs nothing of the harness (``prove`` may import ``demo``, never
+the other way); and no package of the repository has an import cycle, not even one held together
+by an import inside a function.
 
 Every .py file is parsed with ``ast``; every Import and ImportFrom counts, including imports
 inside functions and ``if`` blocks.
@@ -14,9 +15,13 @@ from pathlib import Path
 
 from tests.support import ROOT
 
-APPS = ("ilr", "approvals")
-FORBIDDEN = ("interlock_project", "prove")
-PACKAGES = ("ilr", "approvals", "prove", "interlock_project")
+FORBIDDEN = {
+    "ilr": ("interlock_project", "demo", "prove"),
+    "approvals": ("interlock_project", "demo", "prove"),
+    "demo": ("prove",),
+}
+"""Package -> the top-level packages none of its modules may import."""
+PACKAGES = ("ilr", "approvals", "demo", "prove", "interlock_project")
 
 
 def imports_of(source: str, package: str) -> set[str]:
@@ -38,11 +43,11 @@ def imports_of(source: str, package: str) -> set[str]:
 def offenders() -> set[tuple[str, str]]:
     """(file, module) for each forbidden import, named by the module as written."""
     result = set()
-    for app in APPS:
+    for app, forbidden in FORBIDDEN.items():
         for path in sorted((ROOT / app).rglob("*.py")):
             rel = path.relative_to(ROOT)
             package = ".".join(rel.parts[:-1])  # a module's package; an __init__'s own
-            found = {m for m in imports_of(path.read_text(), package) if m.split(".")[0] in FORBIDDEN}
+            found = {m for m in imports_of(path.read_text(), package) if m.split(".")[0] in forbidden}
             # from a.b import c: keep a.b, drop the a.b.c spelling of the same import
             result.update((rel.as_posix(), m) for m in found if not any(m.startswith(o + ".") for o in found))
     return result
@@ -51,16 +56,16 @@ def offenders() -> set[tuple[str, str]]:
 def test_the_walk_sees_every_kind_of_import():
     source = (
         "import os\nif True:\n    import interlock_project.settings\n"
-        "def f():\n    from prove.workflows import target_for\n"
+        "def f():\n    from demo.workflows import target_for\n"
         "class C:\n    def g(self):\n        from .. import conf\n"
     )
     found = imports_of(source, "approvals.sub")
-    assert {"interlock_project.settings", "prove.workflows", "prove.workflows.target_for", "approvals.conf"} <= found
+    assert {"interlock_project.settings", "demo.workflows", "demo.workflows.target_for", "approvals.conf"} <= found
 
 
 def test_no_app_module_imports_the_project_or_the_harness():
     found = sorted(offenders())
-    assert not found, f"ilr/approvals import the project or the harness: {found}"
+    assert not found, f"ilr/approvals import the project, the demo or the harness, or the demo the harness: {found}"
 
 
 # -- import cycles ---------------------------------------------------------------------------
@@ -136,7 +141,9 @@ def test_the_cycle_finder_finds_one_held_by_a_function_level_import():
 
 def test_no_package_has_an_import_cycle():
     modules = module_files()
-    assert {"ilr._ops.runtime", "ilr._ops.grants", "approvals.services", "prove.harness.runner"} <= set(modules)
+    assert {"ilr._ops.runtime", "ilr._ops.grants", "approvals.services", "demo.refund", "prove.harness.runner"} <= set(
+        modules
+    )
     graph = import_graph(modules)
     assert "ilr._ops.runtime" in graph["ilr._ops.grants"] or "ilr._ops.grants" in graph["ilr._ops.runtime"]
     found = cycles(graph)

@@ -1,6 +1,6 @@
-"""The Messages API stub (prove.peers.model_stub) driven by the real ``anthropic`` SDK (prove.peers.model).
+"""The Messages API stub (demo.peers.model_stub) driven by the real ``anthropic`` SDK (demo.peers.model).
 
-The stub runs as a ``manage.py prove model-stub`` subprocess; the SDK talks real HTTP to it.
+The stub runs as a ``manage.py demo_peer model-stub`` subprocess; the SDK talks real HTTP to it.
 No database.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 import anthropic
 import pytest
 
-from prove.peers.model import MODEL, build_request, decide_refund, endpoint, request_hash
-from prove.peers.model_stub import EMULATED_HEADER, model_stub_process
-from prove.peers.targets_client import http_json
+from demo.peers.model import MODEL, build_request, decide_refund, endpoint, request_hash
+from demo.peers.model_stub import EMULATED_HEADER, model_stub_process
+from demo.peers.targets_client import http_json
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
-"""The local payment target (prove.peers.target) and its EffectTarget client (prove.peers.targets_client).
+"""The local payment target (demo.peers.target) and its EffectTarget client (demo.peers.targets_client).
 
-Real subprocesses started through ``manage.py prove target`` and real HTTP; no database. One
+Real subprocesses started through ``manage.py demo_peer target`` and real HTTP; no database. One
 server per tier variant for the module, wiped with /admin/reset before each test.
 """
 
@@ -11,9 +11,9 @@ import time
 
 import pytest
 
+from demo.peers.target import target_process
+from demo.peers.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
 from ilr._errors import TargetRejected
-from prove.peers.target import target_process
-from prove.peers.targets_client import LocalRefunds, LookupUnavailable, TargetHTTPError, http_json
 from tests.support.waits import wait_for
 
 PAID = 10_000  # cents
@@ -362,8 +362,8 @@ def test_a_burst_of_connections_is_queued_not_dropped(tmp_path, server):
     retried after 1 s, 3 s, 7 s: a refund's send could time out before it was accepted."""
     import socket
 
-    from prove.peers.model_stub import StubServer
-    from prove.peers.target_server import TargetServer
+    from demo.peers.model_stub import StubServer
+    from demo.peers.target_server import TargetServer
 
     if server == "target":
         srv = TargetServer(

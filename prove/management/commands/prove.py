@@ -2,9 +2,10 @@
 
 Subcommands, one per peer process:
 
-- ``target``: the local HTTP payment target (prove.peers.target).
+- ``target``: the local HTTP payment target (demo.peers.target; also ``manage.py demo_peer target``).
 - ``proxy``: the TCP fault proxy (prove.peers.fault_proxy).
-- ``model-stub``: the Anthropic Messages API stub (prove.peers.model_stub).
+- ``model-stub``: the Anthropic Messages API stub (demo.peers.model_stub; also ``manage.py demo_peer
+  model-stub``).
 
 Each long-running subcommand prints one ready line first, ``listening 127.0.0.1:PORT`` (the
 proxy adds `` control 127.0.0.1:PORT``), so a parent that asked for port 0 learns the port.
@@ -19,11 +20,9 @@ line per run, one JSON per run under .data/prove/runs/, up to 20 failing runs pe
 exits 1 when a runtime cell is not correct on every run, 0 otherwise (Temporal's failures are
 findings, not errors).
 
-Adding a subcommand: write a ``Subcommand`` subclass with ``name``, ``help``, ``add_arguments``
-and ``run``, and list it in ``SUBCOMMANDS``.
-
-This module also holds ``spawn_subcommand`` and ``stop_process``, the one way the harness and the
-tests start these peers as real subprocesses.
+Adding a subcommand: write a ``Subcommand`` subclass (demo.peers.serving) with ``name``, ``help``,
+``add_arguments`` and ``run``, and list it in ``SUBCOMMANDS``. The harness starts its peers as real
+subprocesses through prove.peers.processes (``spawn_subcommand``, ``stop_process``).
 """
 
 from __future__ import annotations
@@ -35,64 +34,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
-from prove.peers.processes import MANAGE_PY, parse_address, spawn_subcommand, stop_process  # noqa: F401 (re-exported)
-
-
-class Subcommand:
-    """One ``prove`` subcommand: its arguments and what it runs."""
-
-    name: str = ""
-    help: str = ""
-
-    def add_arguments(self, parser) -> None:
-        """Add this subcommand's arguments to its argparse sub-parser."""
-
-    def run(self, options: dict, stdout) -> None:
-        """Run with parsed ``options``; write the ready line to ``stdout``."""
-        raise NotImplementedError
-
-
-class TargetSubcommand(Subcommand):
-    name = "target"
-    help = "Serve the local HTTP payment target (tiers 1, 2, 3) over a SQLite ledger."
-
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-        parser.add_argument("--tier", type=int, choices=[1, 2, 3], required=True)
-        parser.add_argument(
-            "--queryable",
-            action="store_true",
-            help="tier 1 only: also answer GET /refunds?key=K (Stripe-like lookup)",
-        )
-        parser.add_argument("--ledger", required=True, help="SQLite ledger file (created if absent)")
-        parser.add_argument(
-            "--access-log",
-            default=None,
-            help="JSON-lines access log (default: the ledger path with .access.jsonl)",
-        )
-        parser.add_argument(
-            "--dedup-window",
-            type=float,
-            default=None,
-            help="tier 1: seconds an idempotency key is remembered (default: until prune_keys)",
-        )
-
-    def run(self, options: dict, stdout) -> None:
-        from prove.peers.target_server import serve
-
-        if options["tier"] == 3 and options["queryable"]:
-            raise CommandError("tier 3 has no lookup; --queryable applies to tier 1 only")
-        serve(
-            host=options["host"],
-            port=options["port"],
-            tier=options["tier"],
-            queryable=options["queryable"],
-            ledger=options["ledger"],
-            access_log=options["access_log"],
-            dedup_window=options["dedup_window"],
-            ready=lambda line: _ready(stdout, line),
-        )
+from demo.peers.serving import ModelStubSubcommand, Subcommand, TargetSubcommand, ready, serve_until_term
+from prove.peers.processes import MANAGE_PY
 
 
 class ProxySubcommand(Subcommand):
@@ -113,31 +56,12 @@ class ProxySubcommand(Subcommand):
             listen_port=options["listen_port"],
             upstream=options["upstream"],
             control_port=options["control_port"],
-            ready=lambda line: _ready(stdout, line),
+            ready=lambda line: ready(stdout, line),
         )
 
 
-class ModelStubSubcommand(Subcommand):
-    name = "model-stub"
-    help = "Serve a local Anthropic Messages API stub with scripted amounts (EMULATED model variance)."
-
-    def add_arguments(self, parser) -> None:
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
-
-    def run(self, options: dict, stdout) -> None:
-        from prove.peers.model_stub import serve
-
-        serve(host=options["host"], port=options["port"], ready=lambda line: _ready(stdout, line))
-
-
 SUBCOMMANDS: list[Subcommand] = [TargetSubcommand(), ProxySubcommand(), ModelStubSubcommand()]
-
-
-def _ready(stdout, line: str) -> None:
-    # The parent blocks on this first line, so it must not sit in a buffer.
-    stdout.write(line + "\n")
-    stdout.flush()
+"""The demo's peers (demo.peers.serving) and the harness's fault proxy."""
 
 
 def _csv(value: str) -> list[str]:
@@ -223,16 +147,7 @@ class Command(BaseCommand):
         if subcommand not in by_name:
             raise CommandError(f"unknown subcommand {subcommand!r}")
 
-        # SIGTERM becomes KeyboardInterrupt so the servers' shutdown paths run (files closed,
-        # held connections released) exactly as for Ctrl-C.
-        def _on_term(signum, frame):
-            raise KeyboardInterrupt
-
-        signal.signal(signal.SIGTERM, _on_term)
-        try:
-            by_name[subcommand].run(options, sys.stdout)
-        except KeyboardInterrupt:
-            pass
+        serve_until_term(by_name[subcommand], options, sys.stdout)
 
     def _scenarios(self, options: dict) -> None:
         from prove.harness.runner import run_command, run_lane

@@ -1,9 +1,9 @@
 """The local HTTP payment target (docs/protocol.md §16.2): one process per run.
 
 This module holds the protocol (below), the refusal every layer raises, and ``target_process``,
-which runs the target as a ``manage.py prove target`` subprocess. The pieces: the ledger and the
-access log (prove/peers/target_ledger.py), the request handler (prove/peers/target_handler.py),
-the server and its faults (prove/peers/target_server.py).
+which runs the target as a ``manage.py demo_peer target`` subprocess. The pieces: the ledger and the
+access log (demo/peers/target_ledger.py), the request handler (demo/peers/target_handler.py),
+the server and its faults (demo/peers/target_server.py).
 
 A stdlib ``ThreadingHTTPServer`` over a SQLite ledger, with a JSON-lines access log. It stands in
 for Stripe so every fault the Prove scenarios need can be injected on purpose, and it is the
@@ -83,7 +83,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from prove.peers.processes import parse_address, spawn_subcommand, stop_process
+from demo.peers.processes import parse_address, spawn_peer, stop_process
 
 
 class Refused(Exception):
@@ -110,7 +110,7 @@ def target_process(
     dedup_window: float | None = None,
     port: int = 0,
 ) -> Iterator[str]:
-    """Run ``manage.py prove target`` as a subprocess for the duration of the block.
+    """Run ``manage.py demo_peer target`` as a subprocess for the duration of the block.
 
     Args:
         tier: 1, 2 or 3.
@@ -132,7 +132,7 @@ def target_process(
         args += ["--access-log", os.fspath(access_log)]
     if dedup_window is not None:
         args += ["--dedup-window", str(dedup_window)]
-    proc, line = spawn_subcommand("target", args)
+    proc, line = spawn_peer("target", args)
     try:
         host, bound = parse_address(line)
         yield f"http://{host}:{bound}"

@@ -1,6 +1,6 @@
 """The payment target's request handler: one HTTP/1.0 request, routed to the payment API or an
 admin endpoint, answered in JSON and appended to the access log (the endpoints and faults:
-prove/peers/target.py)."""
+demo/peers/target.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from prove.peers.target import Refused
+from demo.peers.target import Refused
 
 
 class TargetHandler(BaseHTTPRequestHandler):
-    """One request. ``self.server`` is the TargetServer (prove/peers/target_server.py): its
+    """One request. ``self.server`` is the TargetServer (demo/peers/target_server.py): its
     ``ledger``, ``log``, ``faults``, ``tier``, ``queryable``, ``dedup_window`` and ``stopping``."""
 
     # HTTP/1.0: one request per connection, so a held or late request never blocks another.

@@ -2,7 +2,7 @@
 
 Where the call goes (docs/protocol.md §16.2):
 
-- ``ILR_MODEL_BASE_URL`` set: the local stub (prove.peers.model_stub), EMULATED model variance. The
+- ``ILR_MODEL_BASE_URL`` set: the local stub (demo.peers.model_stub), EMULATED model variance. The
   API key is ``ANTHROPIC_API_KEY`` when set, else a placeholder the stub accepts.
 - ``ILR_MODEL_BASE_URL`` unset and ``ANTHROPIC_API_KEY`` set: real Claude (needs network).
 - Neither: ``decide_refund`` raises RuntimeError.

@@ -1,5 +1,5 @@
-"""The payment target's HTTP server (prove/peers/target.py describes it): its ledger, access
-log, injected faults and tier settings, and ``serve``, the body of ``manage.py prove target``."""
+"""The payment target's HTTP server (demo/peers/target.py describes it): its ledger, access
+log, injected faults and tier settings, and ``serve``, the body of ``manage.py demo_peer target``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from prove.peers.target_handler import TargetHandler
-from prove.peers.target_ledger import AccessLog, Ledger
+from demo.peers.target_handler import TargetHandler
+from demo.peers.target_ledger import AccessLog, Ledger
 
 
 class Faults:
@@ -162,7 +162,7 @@ def serve(
     dedup_window: float | None = None,
     ready: Callable[[str], None] = print,
 ) -> None:
-    """Run the target until KeyboardInterrupt (SIGTERM in ``manage.py prove target``).
+    """Run the target until KeyboardInterrupt (SIGTERM in ``manage.py demo_peer target``).
 
     Args:
         host, port: where to listen; port 0 picks a free port.

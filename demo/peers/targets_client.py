@@ -1,4 +1,4 @@
-"""``LocalRefunds``: the EffectTarget for the local payment target (prove.peers.target).
+"""``LocalRefunds``: the EffectTarget for the local payment target (demo.peers.target).
 
 The runtime's ``ctx.effect`` reads these attributes with defaults (docs/protocol.md §6.9): ``name``,
 ``tier``, ``send_timeout``, ``settle_margin``, ``premise_max_age``, ``queryable``,
@@ -92,7 +92,7 @@ def http_json(
 
 @dataclass
 class LocalRefunds:
-    """EffectTarget for prove.peers.target.
+    """EffectTarget for demo.peers.target.
 
     Args:
         base_url: e.g. "http://127.0.0.1:40123" (the target, or a fault proxy in front of it).

@@ -1,9 +1,9 @@
-"""``manage.py demo --agent``: a support agent (``prove.agent_refund``, built on ``ilr.agents``)
+"""``manage.py demo --agent``: a support agent (``demo.agent_refund``, built on ``ilr.agents``)
 reads a ticket, looks the payment up (a read-only tool, a recorded step), asks for a refund (a
 side-effecting tool gated by an approval request), waits for the approval, survives a SIGKILL
 after the target answered, sends once and answers the customer.
 
-The machinery is the refund demo's (``prove.demo.Demo``): the payment target and the model stub
+The machinery is the refund demo's (``demo.refund.Demo``): the payment target and the model stub
 (EMULATED tool use, scripted) as subprocesses, ``ilr_worker`` subprocesses armed with
 ILR_KILL_AT, the approver approving through ``rt.approve_request`` as the review UI does, and a
 failed run withdrawing its case. What is checked: the EffectResult, the target's ledger, the
@@ -18,9 +18,10 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from demo.peers.targets_client import http_json
+from demo.plan import PAID, expected
+from demo.refund import Demo
 from ilr import Runtime, verify_receipt
-from prove.demo import PAID, Demo, expected
-from prove.peers.targets_client import http_json
 
 AGENT_CRASHES = ("effect_after_dispatch", "effect_after_send", "effect_after_commit", "none")
 """The ``--crash`` choices with ``--agent``: the points of the gated send (the first worker is
@@ -46,7 +47,7 @@ def _one_line(text: str, width: int = 160) -> str:
 class AgentDemo(Demo):
     """``demo --agent``: the agent_refund workflow under the refund demo's machinery."""
 
-    worker_args: tuple = ("--import", "prove.agent_refund")
+    worker_args: tuple = ("--import", "demo.agent_refund")
     workflow: str = "agent_refund"
     asked: dict = field(default_factory=dict)
     """The approval request the agent's call waited on, as ``_asked`` found it."""
@@ -62,7 +63,7 @@ class AgentDemo(Demo):
         return super().run()
 
     def _scenario(self, target_url: str, model_url: str, started: float) -> int:
-        from prove.agent_refund import agent_refund  # registers agent_refund in this process
+        from demo.agent_refund import agent_refund  # registers agent_refund in this process
 
         rt = Runtime()
         case_id = f"ticket-{time.strftime('%H%M%S')}-{os.getpid()}"
@@ -170,7 +171,7 @@ class AgentDemo(Demo):
         """Whether the transcript replays identically: each turn's request, rebuilt from the
         returned transcript, hashes to the decide step's recorded fingerprint, and each
         assistant message is the recorded response; and no model call was discarded."""
-        from prove.agent_refund import refund_agent
+        from demo.agent_refund import refund_agent
 
         conn = rt.connection()
         rows = conn.execute(

@@ -1,4 +1,4 @@
-"""The payment target's records (prove/peers/target.py describes the protocol): the SQLite
+"""The payment target's records (demo/peers/target.py describes the protocol): the SQLite
 ledger of payments, refunds and idempotency keys, and the JSON-lines access log."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from prove.peers.target import Refused
+from demo.peers.target import Refused
 
 SCHEMA = """
 create table if not exists payments (

@@ -9,7 +9,7 @@ review UI, leaves a refund waiting for approval, and prints the URL and a demo-o
 serves until Ctrl-C (or ``--serve-for SECONDS``). ``--approve-as`` and ``--crash`` do not apply.
 
 ``manage.py demo --agent [--tier 1|2|3] [--approve-as NAME] [--crash effect_after_send|...|none]``
-instead runs the support agent (prove.demo_agent): it reads a ticket, looks the payment up, asks
+instead runs the support agent (demo.agent): it reads a ticket, looks the payment up, asks
 for a refund through an approval request, survives a SIGKILL at the send, sends once and answers;
 it prints the conversation, the approval, the ledger and the receipt, and exits non-zero when they
 disagree or the transcript does not replay identically.
@@ -35,7 +35,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         """--tier, --approve-as, --crash; --agent; --serve, --port, --serve-for."""
-        from prove.demo import DEMO_POINTS
+        from demo.plan import DEMO_POINTS
 
         parser.add_argument("--tier", type=int, choices=[1, 2, 3], default=1)
         parser.add_argument(
@@ -74,7 +74,7 @@ class Command(BaseCommand):
     def handle(self, *args, tier, approve_as, crash, agent, serve, port, serve_for, **options):
         """Run the demo (the agent's, or serve the UI); exit with its status."""
         if agent:
-            from prove.demo_agent import AgentDemo, check_crash
+            from demo.agent import AgentDemo, check_crash
 
             if serve:
                 raise CommandError("--agent and --serve do not go together")
@@ -84,11 +84,12 @@ class Command(BaseCommand):
                 raise CommandError(str(exc)) from None
             status = AgentDemo(tier=tier, approve_as=approve_as, crash=crash, out=self.stdout).run()
         elif serve:
-            from prove.demo import ServeDemo
+            from demo.serve import ServeDemo
 
             status = ServeDemo(tier=tier, out=self.stdout, port=port, serve_for=serve_for).serve()
         else:
-            from prove.demo import Demo, crash_plan
+            from demo.plan import crash_plan
+            from demo.refund import Demo
 
             try:
                 crash_plan(tier, crash)

@@ -19,9 +19,9 @@ def agent_prompt(case_id: str, payment: str) -> str:
 def refund_agent(input: dict):
     """The Agent of ``agent_refund``: a read-only lookup and a gated refund (input: url, tier,
     queryable, policy "approval" | "standing" | "above", grant, threshold, max_turns)."""
+    from demo.peers import model
+    from demo.peers.targets_client import LocalRefunds, UnknownPayment
     from ilr import Agent, Policy, Tool, ToolError, messages_call
-    from prove.peers import model
-    from prove.peers.targets_client import LocalRefunds, UnknownPayment
 
     target = LocalRefunds(
         input["url"], tier=input.get("tier", 1), queryable=input.get("queryable"), send_timeout=2.0, settle_margin=2.0

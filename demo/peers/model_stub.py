@@ -58,12 +58,12 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prove.peers.processes import parse_address, spawn_subcommand, stop_process
+from demo.peers.processes import parse_address, spawn_peer, stop_process
 
 FIRST_AMOUNT = 2000  # cents
 REDECIDED_AMOUNT = 3000  # cents
 EMULATED_HEADER = "X-Interlock-Emulated"
-EMULATED_VALUE = "model variance: scripted amounts from prove.peers.model_stub, not a model"
+EMULATED_VALUE = "model variance: scripted amounts from demo.peers.model_stub, not a model"
 CASE_ID = re.compile(r"case_id:\s*([A-Za-z0-9_.:#/-]+)")
 PAYMENT = re.compile(r"payment:\s*([A-Za-z0-9_.:#/-]+)")
 AGENT_SCRIPTS = ("refund", "redecide", "unknown_tool", "bad_args")
@@ -430,7 +430,7 @@ class StubHandler(BaseHTTPRequestHandler):
 
 
 def serve(*, host: str = "127.0.0.1", port: int = 0, ready: Callable[[str], None] = print) -> None:
-    """Run the stub until KeyboardInterrupt (SIGTERM in ``manage.py prove model-stub``).
+    """Run the stub until KeyboardInterrupt (SIGTERM in ``manage.py demo_peer model-stub``).
 
     Args:
         host, port: where to listen; port 0 picks a free port.
@@ -446,14 +446,14 @@ def serve(*, host: str = "127.0.0.1", port: int = 0, ready: Callable[[str], None
 
 @contextlib.contextmanager
 def model_stub_process(*, port: int = 0) -> Iterator[str]:
-    """Run ``manage.py prove model-stub`` as a subprocess for the duration of the block.
+    """Run ``manage.py demo_peer model-stub`` as a subprocess for the duration of the block.
 
     Yields:
         The base URL for ``ILR_MODEL_BASE_URL``, e.g. "http://127.0.0.1:40125". The process is
         stopped (SIGTERM, then SIGKILL) on exit.
     """
 
-    proc, line = spawn_subcommand("model-stub", ["--port", str(port)])
+    proc, line = spawn_peer("model-stub", ["--port", str(port)])
     try:
         host, bound = parse_address(line)
         yield f"http://{host}:{bound}"

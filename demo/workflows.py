@@ -13,9 +13,9 @@ import functools
 import os
 from typing import Any
 
+from demo.peers import model
+from demo.peers.targets_client import LocalRefunds
 from ilr import RetryPolicy, SignalTimeout, register_target, workflow
-from prove.peers import model
-from prove.peers.targets_client import LocalRefunds
 
 REFUND_VERSION = "2026-12-01.2"
 REFUND_SIGNAL_VERSION = "2026-12-01.1"
