@@ -491,12 +491,18 @@ def test_the_conversation_selector_and_template_name_no_workflow_of_their_own():
     import inspect
     import re
 
-    from approvals import queue
+    from approvals import conversation
     from tests.support import ROOT
 
     source = "".join(
         inspect.getsource(f)
-        for f in (queue._text_of, queue._result_of, queue._arguments, queue._conversation, queue._conversations)
+        for f in (
+            conversation.response_text,
+            conversation._result_of,
+            conversation._arguments,
+            conversation._conversation,
+            conversation.conversations,
+        )
     )
     template = (ROOT / "approvals/templates/approvals/_conversation.html").read_text()
     for text in (source, template):
