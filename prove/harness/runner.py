@@ -24,8 +24,9 @@ from pathlib import Path
 from prove.harness import audit, oracle
 from prove.harness.scenarios import SCENARIOS, SYSTEMS, Scenario, find
 from prove.peers.dbos_system import DbosSystem
-from prove.peers.systems import AsyncBridge, RuntimeSystem, System, TemporalSystem
+from prove.peers.systems import AsyncBridge, RuntimeSystem, System
 from prove.peers.targets_client import http_json
+from prove.peers.temporal_system import TemporalSystem
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS_DIR = ROOT / ".data" / "prove" / "runs"

@@ -305,7 +305,7 @@ def _pg_upstream() -> tuple[str, str]:
 def d_s08a(run, s):
     """Target delay 2 s; the sender's database (runtime, DBOS) or server (Temporal) connection is
     blackholed from 0.5 s after its send starts to 12 s."""
-    from prove.peers.fault_proxy import proxy_process
+    from prove.peers.fault_control import proxy_process
 
     if s.name in ("runtime", "dbos"):
         upstream, url = _pg_upstream()
