@@ -9,17 +9,13 @@ are re-checked with the target's own ``validate_premises`` (the check the runtim
 sending), found by name in the target registry, with a timeout, concurrently for a page.
 
 A request made by an agent (``ilr.agents``: its decision is a turn ``<agent>:turn:<t>``) also
-shows the conversation that led to it, rebuilt from the workflow's recorded steps: each turn up
-to the one that made the call (its text and its tool calls, arguments as labelled fields), and
-what each earlier call came back with.
+shows the conversation that led to it (``approvals.conversation``). How keys, money and durations
+are shown is ``approvals.display``.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import time
-import unicodedata
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -29,33 +25,14 @@ from django.core.paginator import Page, Paginator
 from django.utils import timezone
 
 from approvals import conf
+from approvals.conversation import Turn, conversations, response_text
+from approvals.display import Field, duration_words, labelled, money
 from ilr import InvalidInput, approver_identity, effect_id_for, get_target, payload_amount
 from ilr.models import ApprovalRequest, Effect, Step
 
 QUEUE_PAGE_SIZE = 20
 # One pool for premise re-checks: a target that never answers holds a thread, not a request.
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="approvals-premises")
-
-
-@dataclass
-class Field:
-    """One payload field as a person reads it.
-
-    Attributes:
-        name: the key, exactly as in the payload.
-        label: the key as shown: itself, or quoted with escapes when it has whitespace at an
-            end, a run of spaces, or a character that is not plain printable text (``shown_key``).
-        value: the value.
-        money: the value formatted as money, for the amount the rules read (else None).
-        ambiguous_with: the labels of the other keys of this payload that read the same once
-            case, whitespace, "_"/"-" and look-alike letters are set aside ([]: none).
-    """
-
-    name: str
-    label: str
-    value: Any
-    money: str | None = None
-    ambiguous_with: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -78,39 +55,6 @@ class PremiseCheck:
     def changed(self) -> bool:
         """True when the re-check found a premise that no longer holds."""
         return bool(self.changes)
-
-
-@dataclass
-class ToolCall:
-    """One tool_use block of an agent's turn, and what came back for it.
-
-    Attributes:
-        tool: the tool's name. position: "<turn>.<block>".
-        arguments: the call's input as labelled fields.
-        result: what the tool gave back (None: nothing recorded before the request).
-        is_error: the result was an error or a refusal.
-        current: this is the call the request is for.
-        note: why there is no result (not run, or not run yet).
-    """
-
-    tool: str
-    position: str
-    arguments: list[Field]
-    result: str | None = None
-    is_error: bool = False
-    current: bool = False
-    note: str = ""
-
-
-@dataclass
-class Turn:
-    """One recorded model turn of an agent: its text and its tool calls."""
-
-    number: int
-    model: str | None
-    text: str
-    calls: list[ToolCall]
-    at: Any = None
 
 
 @dataclass
@@ -184,86 +128,11 @@ class RequestCard:
         return "waiting for a second approver" if self.approvers else "waiting for approval"
 
 
-def duration_words(seconds: float) -> str:
-    """A duration for people: "3 minutes", "2 hours 5 minutes", "expired" when not positive."""
-    if seconds <= 0:
-        return "expired"
-    minutes = int(seconds // 60)
-    if minutes < 1:
-        return f"{int(seconds)} seconds"
-    if minutes < 60:
-        return f"{minutes} minute{'s' if minutes != 1 else ''}"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} hour{'s' if hours != 1 else ''}" + (f" {minutes} minutes" if minutes else "")
-    return f"{hours // 24} days"
-
-
-def money(cents: Any, currency: str = "USD") -> str | None:
-    """Integer cents as money ("$20.00", "EUR 20.00"); None for anything else."""
-    if isinstance(cents, bool) or not isinstance(cents, int):
-        return None
-    sign = "-" if cents < 0 else ""
-    amount = f"{abs(cents) // 100:,}.{abs(cents) % 100:02d}"
-    return f"{sign}${amount}" if currency == "USD" else f"{sign}{currency} {amount}"
-
-
 def _identity_or_raw(name: Any) -> Any:
     try:
         return approver_identity(name)
     except InvalidInput:
         return name
-
-
-# Latin look-alikes of Cyrillic and Greek letters (after casefolding), and of digits, for the
-# ambiguity check only: a key that differs from another by one of these reads the same.
-_LOOK_ALIKES = str.maketrans(
-    {
-        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x", "і": "i", "ј": "j",
-        "ѕ": "s", "ԁ": "d", "ԛ": "q", "ԝ": "w", "һ": "h", "ӏ": "l", "к": "k", "м": "m", "т": "t",
-        "в": "b", "н": "h", "α": "a", "ο": "o", "ρ": "p", "ν": "v", "ι": "i", "κ": "k", "τ": "t",
-        "υ": "u", "χ": "x", "ε": "e", "β": "b", "μ": "u", "0": "o", "1": "l", "|": "l",
-        "_": None, "-": None,
-    }
-)  # fmt: skip
-
-
-def key_skeleton(key: str) -> str:
-    """What a key reads as to a person: NFKC, casefolded, without whitespace, invisible
-    characters, "_" or "-", look-alike letters mapped to Latin. Two keys with one skeleton are
-    ambiguous on screen."""
-    text = unicodedata.normalize("NFKC", key).casefold()
-    text = "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch)[0] != "C")
-    return text.translate(_LOOK_ALIKES)
-
-
-def shown_key(key: Any) -> str:
-    """A payload key as shown: itself when it is plain (printable, no whitespace at an end, no
-    run of spaces, no whitespace but spaces), else in double quotes with each such character
-    escaped (``"amount "``, ``"acct\\u200b"``), so two keys never look the same."""
-    key = str(key)
-    plain = key and key == key.strip() and "  " not in key and all(ch.isprintable() for ch in key)
-    if plain:
-        return key
-    escaped = "".join(
-        ch if ch.isprintable() and ch not in '"\\' else (f"\\{ch}" if ch in '"\\' else f"\\u{ord(ch):04x}")
-        for ch in key
-    )
-    return f'"{escaped}"'
-
-
-def labelled(values: dict) -> list[Field]:
-    """``values`` as fields keyed exactly (``shown_key``), each flagged with the keys it reads
-    alike (``key_skeleton``)."""
-    out = [Field(str(name), shown_key(name), value) for name, value in values.items()]
-    groups: dict[str, list[Field]] = {}
-    for f in out:
-        groups.setdefault(key_skeleton(f.name), []).append(f)
-    for same in groups.values():
-        if len(same) > 1:
-            for f in same:
-                f.ambiguous_with = [g.label for g in same if g is not f]
-    return out
 
 
 def _fields(request: ApprovalRequest) -> tuple[list[Field], str | None, str | None]:
@@ -337,119 +206,6 @@ def _finish_check(result: PremiseCheck, future, deadline: float) -> PremiseCheck
     return result
 
 
-AGENT_TURN = re.compile(r"^(?P<agent>[a-zA-Z0-9_-]{1,64}):turn:(?P<turn>\d+)$")
-"""The name ``ilr.agents`` gives each model turn's decide step."""
-
-
-def _text_of(response: dict) -> str | None:
-    """The text blocks of a Messages API response (an agent turn's reasoning), else None."""
-    content = response.get("content")
-    if not isinstance(content, list):
-        return None
-    text = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return text or None
-
-
-def _result_of(step: Step | None, tool: str, refusal: Step | None, outcome: Step | None) -> tuple[str | None, bool]:
-    """(what came back for a tool call, is_error), read from its recorded steps: the read's
-    step, the effect's step (and its refusal step), or the outcome of a request that sent
-    nothing; (None, False) when nothing is recorded for it."""
-    if step is not None and step.kind == "effect":
-        from ilr import AMBIGUOUS_TEXT, COMMITTED_STATUSES
-
-        out = step.output if isinstance(step.output, dict) else {}
-        status = out.get("status")
-        if refusal is not None and isinstance(refusal.output, dict) and refusal.output.get("text"):
-            return str(refusal.output["text"]), True
-        if status == "AMBIGUOUS":
-            return f"{AMBIGUOUS_TEXT} (effect {out.get('effect_id')})", True
-        body = {"status": status, "effect_id": out.get("effect_id"), "result": out.get("result")}
-        return json.dumps(body, sort_keys=True, default=str), status not in COMMITTED_STATUSES
-    if step is not None:
-        if step.error:
-            err = step.error if isinstance(step.error, dict) else {}
-            return f"error: {tool} failed: {err.get('type')}: {err.get('message')}", True
-        return json.dumps(step.output, sort_keys=True, default=str), False
-    if outcome is not None and isinstance(outcome.output, dict) and not outcome.output.get("grant_id"):
-        out = outcome.output
-        by = out.get("decided_by")
-        return f"{out.get('status')}: {out.get('reason') or 'no reason given'}" + (f" (by {by})" if by else ""), True
-    return None, False
-
-
-def _arguments(value: Any) -> list[Field]:
-    """A tool call's input as fields keyed exactly, look-alike keys flagged (``labelled``)."""
-    return labelled(value if isinstance(value, dict) else {"input": value})
-
-
-def _conversation(request: ApprovalRequest, decide: Step, steps: list[Step]) -> list[Turn]:
-    """The agent's turns up to ``decide`` (the turn that made the request's call), each call
-    with what its recorded steps say came back before the request was written ([] when
-    ``decide`` is not an agent's turn)."""
-    found = AGENT_TURN.match(decide.name or "")
-    if found is None:
-        return []
-    agent, last = found["agent"], int(found["turn"])
-    before = {s.name: s for s in steps if s.seq < request.seq}
-    key_step = before.get(f"{agent}:key")
-    base = key_step.output if key_step is not None else None
-    turns = []
-    for s in steps:
-        m = AGENT_TURN.match(s.name or "") if s.kind == "decide" and s.seq <= decide.seq else None
-        if m is None or m["agent"] != agent:
-            continue
-        t = int(m["turn"])
-        output = s.output if isinstance(s.output, dict) else {}
-        response = output.get("response") if isinstance(output.get("response"), dict) else {}
-        content = [b for b in response.get("content") or [] if isinstance(b, dict)]
-        calls = []
-        for b, block in enumerate(content):
-            if block.get("type") != "tool_use":
-                continue
-            tool, position = str(block.get("name")), f"{t}.{b}"
-            key = f"agent:{base}:{agent}:{position}"  # ilr.agents' effect key for this position
-            call = ToolCall(tool, position, _arguments(block.get("input")), current=key == request.effect_key)
-            call.result, call.is_error = _result_of(
-                before.get(f"{agent}:tool:{position}:{tool}"),
-                tool,
-                before.get(f"{agent}:refusal:{position}"),
-                before.get(f"approval_outcome:{key}"),
-            )
-            if call.result is None and not call.current:
-                call.note = (
-                    "not run yet"
-                    if t == last
-                    else "not run: the runtime turned it down before it ran (an unknown tool or invalid input)"
-                )
-            calls.append(call)
-        turns.append(
-            Turn(t, response.get("model") or output.get("model"), _text_of(response) or "", calls, s.created_at)
-        )
-    return turns
-
-
-def _conversations(requests: list[ApprovalRequest]) -> dict[str, list[Turn]]:
-    """The conversation of each request an agent made (``_conversation``), in one query."""
-    refs = {
-        r.id: r.decision
-        for r in requests
-        if isinstance(r.decision, dict)
-        and r.decision.get("seq") is not None
-        and r.decision.get("workflow_id") == r.workflow_id
-    }
-    by_workflow: dict[str, list[Step]] = {}
-    for s in Step.objects.filter(workflow_id__in={r.workflow_id for r in requests if r.id in refs}).order_by("seq"):
-        by_workflow.setdefault(s.workflow_id, []).append(s)
-    out = {}
-    for r in requests:
-        steps = by_workflow.get(r.workflow_id, [])
-        seq = refs.get(r.id, {}).get("seq")
-        decide = next((s for s in steps if s.seq == seq and s.kind == "decide"), None)
-        if decide is not None:
-            out[r.id] = _conversation(r, decide, steps)
-    return out
-
-
 def _decisions(requests: list[ApprovalRequest]) -> dict[str, dict]:
     """The decide step each request cites ({"model", "reasoning"}), in one query."""
     # Only the request's own workflow's decide step (rows written before ilr refused others).
@@ -472,7 +228,7 @@ def _decisions(requests: list[ApprovalRequest]) -> dict[str, dict]:
         out[rid] = {
             "name": step.name if step else None,
             "model": response.get("model") or output.get("model"),
-            "reasoning": response.get("reasoning") or _text_of(response),
+            "reasoning": response.get("reasoning") or response_text(response),
             "at": step.created_at if step else None,
         }
     return out
@@ -481,7 +237,7 @@ def _decisions(requests: list[ApprovalRequest]) -> dict[str, dict]:
 def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[RequestCard]:
     """Cards for requests; pending ones get their premises re-checked (concurrently)."""
     decisions = _decisions(requests)
-    conversations = _conversations(requests)
+    turns = conversations(requests)
     keyed = {}
     for r in requests:
         keyed.setdefault(r.workflow_id, set()).add(effect_id_for({"request_id": r.effect_key}))
@@ -501,7 +257,7 @@ def cards(requests: list[ApprovalRequest], recheck: bool = True) -> list[Request
                 premises,
                 decisions.get(r.id, {}),
                 effects.get(effect_id_for({"request_id": r.effect_key})),
-                conversations.get(r.id, []),
+                turns.get(r.id, []),
                 note,
             )
         )

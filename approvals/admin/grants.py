@@ -16,8 +16,8 @@ from approvals import services
 from approvals.admin.actions import GrantActions
 from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, table
 from approvals.admin.filters import GrantKindFilter, GrantStateFilter
+from approvals.display import money
 from approvals.forms import GrantCreateForm
-from approvals.queue import money
 from approvals.templatetags.approvals_extras import cents, reveal_html
 from ilr import InvalidInput, get_target
 from ilr.models import ApprovalRequest, Effect, Grant

@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ilr import _db as db
 from prove.bench.core import ROOT, _pct
-from prove.bench.full_measure import _machine_cpu, _postgres_cpu_seconds
+from prove.bench.proc_stats import machine_cpu, postgres_cpu_seconds
 
 DBOS_DB = "ilr_bench_dbos"
 FLOWS = "prove.bench.dbos_flows"
@@ -116,11 +116,11 @@ def run_dbos(shape: str, n: int, processes: int, concurrency: int, case: dict | 
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (DBOS_DB,)).fetchone()[
                 "xact_commit"
             ]
-            pg0, machine0 = _postgres_cpu_seconds(), _machine_cpu()
+            pg0, machine0 = postgres_cpu_seconds(), machine_cpu()
             go.touch()
             outs = [json.loads(p.stdout.readline()) for p in procs]
-            pg_cpu = _postgres_cpu_seconds() - pg0
-            machine1 = _machine_cpu()
+            pg_cpu = postgres_cpu_seconds() - pg0
+            machine1 = machine_cpu()
             for p in procs:
                 p.wait(60)
             time.sleep(1.5)  # pg_stat_database is flushed by the backends at most every second

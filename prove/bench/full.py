@@ -10,7 +10,8 @@
 3. pgbench -N at the same client count against the same PostgreSQL: the commit bound.
 
 The workflows are in prove/bench/full_flows.py (the workers import that module), each measurement
-in prove/bench/full_measure.py, the report in prove/bench/full_write.py. ``manage.py bench --core``
+in prove/bench/full_measure.py (the serial floors in prove/bench/floors.py, the py-spy profile in
+prove/bench/cpu_profile.py), the report in prove/bench/full_write.py. ``manage.py bench --core``
 is the smaller benchmark of prove/bench/core.py.
 
 Writes results/runtime_bench.{md,json} and results/runtime_bench_latency.png. Labeled "one
@@ -28,17 +29,9 @@ from pathlib import Path
 from demo.peers.targets_client import LocalRefunds, http_json
 from ilr import __name__ as _ilr  # noqa: F401 - the runtime is configured by Django settings
 from prove.bench.core import ROOT, claim_explain_with_history, pgbench_tps
-from prove.bench.full_measure import (
-    LABEL,
-    TARGET_DELAY_S,
-    effect_overhead_ms,
-    profile_summary,
-    run_runtime,
-    run_serial_effect,
-    run_serial_runtime,
-    run_temporal,
-    run_wake_floor,
-)
+from prove.bench.cpu_profile import profile_summary
+from prove.bench.floors import run_serial_effect, run_serial_runtime, run_wake_floor
+from prove.bench.full_measure import LABEL, TARGET_DELAY_S, effect_overhead_ms, run_runtime, run_temporal
 from prove.bench.full_write import write
 
 

@@ -1,6 +1,8 @@
-"""The measurements of ``manage.py bench`` (prove/bench/full.py), one function each: N workflows
-on the runtime or on Temporal, the serial floors, the commit bound's inputs (CPU, RSS), the
-py-spy profile; on a fresh database (``ilr_bench``) of the configured cluster."""
+"""The measurements of ``manage.py bench`` (prove/bench/full.py) under load, one function each: N
+workflows on the runtime or on Temporal, with the commit bound's inputs (CPU, RSS:
+prove/bench/proc_stats.py) and the py-spy profile (prove/bench/cpu_profile.py); on a fresh
+database (``ilr_bench``, ``fresh_db``) of the configured cluster. The serial floors are in
+prove/bench/floors.py."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import asyncio
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -19,13 +20,16 @@ import prove.bench.full_flows  # noqa: F401 - registers the bench workflows so r
 from demo.peers.targets_client import http_json
 from ilr import _db as db
 from prove.bench.core import ROOT, _pct
+from prove.bench.cpu_profile import start_profiler, stop_profiler
+from prove.bench.proc_stats import cpu_seconds, machine_cpu, peak_rss_mb, postgres_cpu_seconds
 
 LABEL = "one 2-core machine; Temporal is the dev server with SQLite, not a production cluster"
 BENCH_DB = "ilr_bench"
 TARGET_DELAY_S = 0.020
 
 
-def _fresh_db() -> str:
+def fresh_db() -> str:
+    """The bench database (BENCH_DB) dropped, created and migrated; its conninfo."""
     base = db.conninfo()
     name = base.split("dbname=")[1].split()[0]
     with db.connect(base) as conn:
@@ -34,45 +38,6 @@ def _fresh_db() -> str:
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB}
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
     return base.replace(f"dbname={name}", f"dbname={BENCH_DB}")
-
-
-def _postgres_cpu_seconds() -> float:
-    """utime + stime of every postgres process (the server's CPU), from /proc."""
-    total = 0.0
-    tick = os.sysconf("SC_CLK_TCK")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            continue
-        if "(postgres)" not in stat:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
-
-
-def _cpu_seconds(pid: int) -> float:
-    """utime + stime of one process (its threads included), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _machine_cpu() -> tuple[int, int]:
-    """(busy, total) jiffies of the whole machine, from /proc/stat: busy is everything but
-    idle and iowait (user, system, irq and softirq of every process and the kernel)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    total = sum(fields[:8])
-    return total - fields[3] - fields[4], total
-
-
-def _peak_rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 BENCH_LEASE_TTL = 3.0
@@ -91,8 +56,8 @@ def run_runtime(
     on the fresh database first. With ``profile_to``, py-spy samples the first worker while the
     workflows run and writes its raw (collapsed) stacks there.
     """
-    dsn = _fresh_db()
-    grant = _policy_grant(dsn) if shape == "bench_refund" else None
+    dsn = fresh_db()
+    grant = policy_grant(dsn) if shape == "bench_refund" else None
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1", **env_extra}
     env.pop("ILR_KILL_AT", None)
     logs = ROOT / ".data" / "bench"
@@ -127,10 +92,10 @@ def run_runtime(
         time.sleep(3)
         with db.connect(dsn) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
-            cpu0 = _postgres_cpu_seconds()
-            worker_cpu0 = sum(_cpu_seconds(p.pid) for p in procs)  # start-up (imports) is not the run's cost
-            machine0 = _machine_cpu()
-            profiler = _start_profiler(procs[0].pid, profile_to) if profile_to else None
+            cpu0 = postgres_cpu_seconds()
+            worker_cpu0 = sum(cpu_seconds(p.pid) for p in procs)  # start-up (imports) is not the run's cost
+            machine0 = machine_cpu()
+            profiler = start_profiler(procs[0].pid, profile_to) if profile_to else None
             t0 = time.monotonic()
             with conn.cursor() as cur:
                 cur.executemany(
@@ -147,18 +112,18 @@ def run_runtime(
                     raise TimeoutError(f"{shape}: not finished in 900 s")
                 time.sleep(0.05)
             wall = time.monotonic() - t0
-            cpu = _postgres_cpu_seconds() - cpu0
-            machine1 = _machine_cpu()
+            cpu = postgres_cpu_seconds() - cpu0
+            machine1 = machine_cpu()
             if profiler is not None:
-                _stop_profiler(profiler)
+                stop_profiler(profiler)
             failures = _failures(conn, shape)
             effect_statuses = _effect_statuses(conn)
             # A claim of a workflow that was running is a takeover: its owner's lease had lapsed.
             takeovers = conn.execute("select count(*) as c from ilr.claims where prev_status = 'running'").fetchone()[
                 "c"
             ]
-            rss = max(_peak_rss_mb(p.pid) for p in procs)
-            worker_cpu = sum(_cpu_seconds(p.pid) for p in procs) - worker_cpu0
+            rss = max(peak_rss_mb(p.pid) for p in procs)
+            worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_cpu0
             for p in procs:
                 p.terminate()
             for p in procs:
@@ -261,286 +226,6 @@ def _effect_statuses(conn) -> dict[str, int]:
     }
 
 
-def _start_profiler(pid: int, out: Path) -> subprocess.Popen | None:
-    """py-spy sampling ``pid`` (250 Hz, without pausing it, only the thread holding the GIL: where
-    the worker's Python CPU goes) until _stop_profiler.
-    None, with a note on stderr, when py-spy is not installed."""
-    import shutil
-
-    exe = shutil.which("py-spy")
-    if exe is None:
-        sys.stderr.write("bench: py-spy not found (pip install py-spy); no CPU profile\n")
-        return None
-    proc = subprocess.Popen(
-        [
-            exe,
-            "record",
-            "--pid",
-            str(pid),
-            "--rate",
-            "250",
-            "--nonblocking",
-            "--gil",
-            "--format",
-            "raw",
-            "--output",
-            str(out),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    time.sleep(1.0)  # attach before the workflows are inserted
-    return proc
-
-
-def _stop_profiler(proc: subprocess.Popen) -> None:
-    proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-PROFILE_GROUPS = (
-    ("statements: ilr.batch and psycopg (building, sending, reading)", ("psycopg/", "ilr/_db/batch.py")),
-    ("json and canonical encoding", ("json/", "ilr/_codec.py")),
-    ("journal sealing (sha256, Ed25519)", ("ilr/_journal/journal.py", "cryptography/")),
-    # Substrings of a frame's file: "ilr/context" is ilr/_context/context.py and every ilr/context_*.py.
-    (
-        "the worker loop, replay and step bookkeeping",
-        ("ilr/worker", "ilr/_worker/claims.py", "ilr/_worker/run.py", "ilr/context", "ilr/_db/store.py"),
-    ),
-    ("threads and queues", ("threading.py", "concurrent/futures", "queue.py")),
-)
-
-
-def profile_summary(raw: Path, top: int = 12) -> dict:
-    """Summarize py-spy raw stacks: the share of samples by leaf function and by group.
-
-    Returns {"samples", "top_self": [[function, share]], "groups": [[group, share]]}; shares are
-    fractions of all samples (taken with --gil: the thread holding the GIL, so this is where the
-    worker's Python CPU went, waits on PostgreSQL excluded).
-    """
-    from collections import Counter
-
-    leaf: Counter = Counter()
-    groups: Counter = Counter()
-    total = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not count.isdigit():
-            continue
-        n = int(count)
-        total += n
-        frame = stack.split(";")[-1]
-        leaf[re.sub(r"\(.*/(site-packages/|lib/python3\.\d+/)?", "(", frame)] += n
-        group = next((g for g, keys in PROFILE_GROUPS if any(k in frame for k in keys)), "other")
-        groups[group] += n
-    share = lambda c: round(c / total, 3) if total else 0.0  # noqa: E731
-    return {
-        "samples": total,
-        "top_self": [[f, share(c)] for f, c in leaf.most_common(top)],
-        "groups": [[g, share(c)] for g, c in groups.most_common()],
-    }
-
-
-RESULT_POLL_S = 0.02
-"""Seconds between the serial runs' result polls (the figures are server-side)."""
-
-
-def run_serial_runtime(n: int = 100) -> dict:
-    """4-step workflows one at a time (one worker, concurrency 1): the latency floor."""
-    from ilr import Runtime
-
-    dsn = _fresh_db()
-    env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "manage.py"),
-            "ilr_worker",
-            "--id",
-            "serial",
-            "--import",
-            "prove.bench.full_flows",
-            "--only",
-            "bench_steps4@1",
-            "--lease-ttl",
-            "30",
-            "--poll",
-            "1.0",
-            "--concurrency",
-            "1",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        time.sleep(3)
-        rt = Runtime(dsn)
-        # The figures are server-side (database timestamps). The client waits with a 20 ms poll:
-        # a tighter poll is a second busy process on the same two cores and slows what it times.
-        for i in range(n):
-            rt.start("bench_steps4", f"serial-{i}", {})
-            rt.result(f"serial-{i}", timeout=30, poll=RESULT_POLL_S)
-        server = [
-            r["s"] * 1000
-            for r in rt.connection()
-            .execute("select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows")
-            .fetchall()
-        ]
-        phases = serial_phases(rt.connection())
-        rt.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    return {
-        "n": n,
-        "serial_p50_ms": round(statistics.median(server), 2),
-        "phases_p50_ms": phases,
-        "note": "worker poll 1 s: each start wakes the idle worker by LISTEN/NOTIFY; server-side = "
-        "completed updated_at - created_at (database clock)",
-    }
-
-
-SERIAL_PHASES_SQL = """
-select extract(epoch from c.claimed_at - w.created_at) * 1000 as "start to claim",
-       extract(epoch from s1.created_at - c.claimed_at) * 1000 as "claim to step 1",
-       extract(epoch from s4.created_at - s1.created_at) / 3 * 1000 as "each of steps 2 to 4",
-       extract(epoch from w.updated_at - s4.created_at) * 1000 as "step 4 to finish"
-  from ilr.workflows w
-  join ilr.claims c on c.workflow_id = w.id
-  join ilr.steps s1 on s1.workflow_id = w.id and s1.seq = 1
-  join ilr.steps s4 on s4.workflow_id = w.id and s4.seq = 4
- where w.status = 'completed'
-"""
-"""The serial 4-step workflows' phases on the database clock (each stamp a transaction's now():
-the start's insert, the claim, the step records, the finish); one claim per workflow here."""
-
-
-def serial_phases(conn) -> dict[str, float]:
-    """The p50 (ms) of each phase of SERIAL_PHASES_SQL over the completed workflows."""
-    rows = conn.execute(SERIAL_PHASES_SQL).fetchall()
-    if not rows:
-        return {}
-    return {name: round(statistics.median(float(r[name]) for r in rows), 3) for name in rows[0]}
-
-
-def run_serial_effect(target_url: str, n: int = 50, first_payment: int = 0) -> dict:
-    """Gated effects one at a time (one worker, concurrency 1): what ``ctx.effect`` adds over
-    the target's own latency, without queueing.
-
-    Each ``bench_effect_timed`` workflow measures, inside the worker process, a straight call of
-    the target (the same LocalRefunds client, a fresh key) and then its own ``ctx.effect`` call:
-    the pre-read, T_dispatch, the watchdog, the send, the response log and T_commit. The
-    overhead is p50(effect) - p50(direct), in ms.
-
-    Workflow i uses payments pay{first_payment + i} (the effect) and pay{first_payment + i + n}
-    (the straight call), and its own effect key, so repeated rounds against one target never
-    meet the target's idempotency record of an earlier round.
-    """
-    from ilr import Runtime
-
-    dsn = _fresh_db()
-    grant = _policy_grant(dsn)
-    tspec = {"url": target_url, "tier": 1, "queryable": True, "send_timeout": 10, "settle_margin": 5}
-    env = {**os.environ, "ILR_DB_NAME": BENCH_DB, "PYTHONUNBUFFERED": "1"}
-    env.pop("ILR_KILL_AT", None)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "manage.py"),
-            "ilr_worker",
-            "--id",
-            "serial-effect",
-            "--import",
-            "prove.bench.full_flows",
-            "--only",
-            "bench_effect_timed@1",
-            "--lease-ttl",
-            "30",
-            "--poll",
-            "1.0",
-            "--concurrency",
-            "1",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        time.sleep(3)
-        rt = Runtime(dsn)
-        results = []
-        for i in range(first_payment, first_payment + n):
-            wf = f"serial-effect-{i}"
-            rt.start(
-                "bench_effect_timed",
-                wf,
-                {
-                    "id": f"se{i}",
-                    "payment": f"pay{i}",
-                    "direct_payment": f"pay{i + n}",
-                    "target": tspec,
-                    "grant_id": grant,
-                },
-            )
-            results.append(rt.result(wf, timeout=30, poll=RESULT_POLL_S))
-        rt.close()
-    finally:
-        proc.terminate()
-        proc.wait(30)
-    committed = [r for r in results if r["status"] == "COMMITTED"]
-    effect = [r["effect_ms"] for r in committed]
-    direct = [r["direct_ms"] for r in committed]
-    return {
-        "n": n,
-        "committed": len(committed),
-        "effect_p50_ms": round(statistics.median(effect), 2),
-        "effect_p99_ms": round(_pct(effect, 0.99), 2),
-        "direct_call_p50_ms": round(statistics.median(direct), 2),
-        "overhead_p50_ms": round(statistics.median(effect) - statistics.median(direct), 2),
-        "note": "both timed inside the worker process on its monotonic clock: effect = the ctx.effect call; "
-        "direct = LocalRefunds.apply with a fresh key, one at a time",
-    }
-
-
-def run_wake_floor(n: int = 200, idle_s: float = TARGET_DELAY_S) -> dict:
-    """What one round trip and one commit cost on this machine right after an idle wait as long
-    as the target's service delay, against back to back: the floor under the gated effect's
-    overhead, whose T_commit starts when the send returns.
-
-    On one plain psycopg connection to the bench database, from this process: ``select 1``
-    (one round trip) and a one-row INSERT in autocommit (one round trip and one WAL flush),
-    ``n`` times each, back to back and after ``time.sleep(idle_s)``.
-
-    Returns:
-        {"n", "idle_ms", "select1_hot_p50_ms", "select1_after_idle_p50_ms",
-        "commit_hot_p50_ms", "commit_after_idle_p50_ms"}.
-    """
-    base = db.conninfo()
-    name = base.split("dbname=")[1].split()[0]
-    out: dict = {"n": n, "idle_ms": round(idle_s * 1000, 1)}
-    with db.connect(base.replace(f"dbname={name}", f"dbname={BENCH_DB}")) as conn:
-        conn.execute("create table if not exists public.bench_wake_floor (id bigserial primary key, at timestamptz)")
-        statements = {"select1": "select 1", "commit": "insert into public.bench_wake_floor (at) values (now())"}
-        for key, sql in statements.items():
-            for label, pause in (("hot", 0.0), ("after_idle", idle_s)):
-                took = []
-                for _ in range(n):
-                    if pause:
-                        time.sleep(pause)
-                    t = time.perf_counter()
-                    conn.execute(sql)
-                    took.append((time.perf_counter() - t) * 1000)
-                out[f"{key}_{label}_p50_ms"] = round(statistics.median(took), 3)
-        conn.execute("drop table public.bench_wake_floor")
-    return out
-
-
 def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, server_address: str) -> dict:
     """The same shape on the Temporal dev server, worker subprocesses, same N and concurrency."""
     task_queue = f"bench-{shape}-{time.time_ns()}"
@@ -581,16 +266,16 @@ def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, ser
                 e2e.append(time.perf_counter() - t)
 
         await asyncio.sleep(3)
-        machine0 = _machine_cpu()
+        machine0 = machine_cpu()
         t0 = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(n)))
         wall = time.perf_counter() - t0
-        machine1 = _machine_cpu()
+        machine1 = machine_cpu()
         return wall, e2e, (machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]) * os.cpu_count()
 
     try:
         wall, e2e, busy = asyncio.run(drive())
-        rss = max(_peak_rss_mb(p.pid) for p in procs)
+        rss = max(peak_rss_mb(p.pid) for p in procs)
     finally:
         for p in procs:
             p.terminate()
@@ -625,7 +310,7 @@ def effect_overhead_ms(effect_ms: list[float], target_url: str) -> float | None:
     return round(statistics.median(effect_ms) - statistics.median(target_ms), 2)
 
 
-def _policy_grant(dsn: str) -> str:
+def policy_grant(dsn: str) -> str:
     """A pre-issued policy grant for the refund shape (no approval wait)."""
     from ilr import grant_in
 

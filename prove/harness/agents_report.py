@@ -1,6 +1,6 @@
 """The agents kill-point x tier matrix (``manage.py agents_report``): results/agents.{md,json}.
 
-Each cell runs one ``agent_refund`` case (prove.agent_refund: lookup, an approval request,
+Each cell runs one ``agent_refund`` case (demo.agent_refund: lookup, an approval request,
 the refund, a final answer) on a fresh database (``ilr_agents_report``) of the configured
 cluster, against the real HTTP payment target of the cell's tier and the Messages API stub
 (EMULATED tool use) through the real ``anthropic`` SDK. A first ``ilr_worker`` runs armed with

@@ -1,5 +1,5 @@
 """Workflows only the Prove harness runs (imported by its workers with ``--import
-prove.harness.prove_flows``): the refund of prove.workflows with a durable timer before the effect
+prove.harness.prove_flows``): the refund of demo.workflows with a durable timer before the effect
 (scenario S10: the workflow sleeps 20 s, shortened from 3600 and labeled so, before the effect).
 """
 
@@ -14,7 +14,7 @@ REFUND_TIMER_VERSION = "2026-12-01.1"
 
 @workflow(name="refund_timer", version=REFUND_TIMER_VERSION)
 def refund_timer(ctx, case):
-    """As prove.workflows.refund, with ``ctx.sleep(case["sleep_before_effect"])`` after the
+    """As demo.workflows.refund, with ``ctx.sleep(case["sleep_before_effect"])`` after the
     approval and before the effect."""
     target = target_for(case)
     d = ctx.decide(

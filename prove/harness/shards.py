@@ -41,7 +41,7 @@ RUN_KEYS = (
 """The fields of a run the report reads (prove/report/cells.py); the rest stays in .data/prove/runs/."""
 
 RECORDED_VERSIONS = ("python", "django", "postgresql", "temporalio", "temporal_cli", "dbos", "anthropic")
-"""The versions a shard's meta records beside its commit (prove.harness.runner.versions())."""
+"""The versions a shard's meta records beside its commit (prove.harness.cell_run.versions())."""
 
 
 def compact(run: dict) -> dict:
@@ -151,7 +151,7 @@ def provenance(metas: list[dict]) -> dict:
 
 def version_check(metas: list[dict], machine: dict) -> dict:
     """How the versions the counted shards recorded compare with ``machine``'s (the versions of
-    the checkout and cluster that rebuilt the report, as prove.harness.runner.versions() reads them).
+    the checkout and cluster that rebuilt the report, as prove.harness.cell_run.versions() reads them).
 
     Returns:
         {"counted": shards with a run still counted, "recorded": how many of those record their

@@ -1,7 +1,7 @@
 """A long run under faults: ``python manage.py soak --minutes M``.
 
 On a fresh database (``ilr_soak``) of the embedded PostgreSQL, W ``ilr_worker`` subprocesses run,
-at a steady rate, the refund workflow (``prove.workflows.refund``: the model stub decides, the workflow asks for
+at a steady rate, the refund workflow (``demo.workflows.refund``: the model stub decides, the workflow asks for
 approval through an approval request, an approver thread approves it, the gated refund goes to
 a tier-1 or a tier-2 payment target) and a multi-step workflow (``soak_steps``: five steps, a durable timer, a
 signal). Meanwhile, at random (seeded) times:
@@ -20,12 +20,14 @@ targets' ledgers and access logs as evidence. At the end the feed and the faults
 worker is healthy again, and the run waits for every workflow to end. Reported: throughput over
 time (a plot), faults by kind, workflows started / ended by status / not ended, effects by
 outcome, applications per effect at each target (duplicates), and every violation.
+
+The faults are injected by prove/harness/soak_faults.py; the report is gathered and written by
+prove/harness/soak_report.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
@@ -41,10 +43,11 @@ from pathlib import Path
 from ilr import _db as db
 from ilr import _killpoints as killpoints
 from ilr import workflow
+from prove.harness.soak_faults import SoakFaults
+from prove.harness.soak_report import collect_report
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK_DB = "ilr_soak"
-RESULTS = ROOT / "results" / "runtime_soak"
 PAID = 10_000
 # Kill points a worker reaches on its normal path; the two resolve_* points are reached only in
 # recovery and are armed too (they fire when a worker recovers a send).
@@ -111,7 +114,7 @@ class Record:
     approvals: int = 0
 
 
-class Soak:
+class Soak(SoakFaults):
     """Runs one soak (``run()``); see the module docstring."""
 
     def __init__(self, cfg: Config, out=sys.stdout):
@@ -240,74 +243,6 @@ class Soak:
     def _fault(self, kind: str) -> None:
         self.rec.faults[kind] += 1
         self.rec.fault_times.append((round(self.now(), 1), kind))
-
-    # -- faults --------------------------------------------------------------------------------
-
-    def _inject(self) -> None:
-        kinds = ("sigkill", "sigstop", "restart_armed", "target_outage", "target_slow", "target_lost_answer")
-        next_pg = time.monotonic() + self.cfg.pg_restart_every
-        while not self.stop.wait(self.rng.expovariate(1 / self.cfg.fault_every)):
-            if not self.faulting.is_set():
-                continue
-            if time.monotonic() >= next_pg:
-                next_pg = time.monotonic() + self.cfg.pg_restart_every
-                self._fault("pg_restart_immediate")
-                self.say("fault: PostgreSQL stop -m immediate, start")
-                self.cluster.restart_immediate()
-                continue
-            kind = self.rng.choice(kinds)
-            try:
-                self._one_fault(kind)
-            except Exception as exc:  # noqa: BLE001 - a fault that could not be injected is counted
-                self.rec.harness_errors[f"fault {kind}: {type(exc).__name__}"] += 1
-
-    def _one_fault(self, kind: str) -> None:
-        if kind in ("sigkill", "sigstop", "restart_armed"):
-            with self.slots_lock:
-                slot = self.rng.choice(self.slots)
-                p = slot.proc
-                if p is None or p.poll() is not None or slot.stopped_until is not None:
-                    return
-                if kind == "sigkill":
-                    slot.armed = None
-                    os.kill(p.pid, signal.SIGKILL)
-                elif kind == "sigstop":
-                    os.kill(p.pid, signal.SIGSTOP)
-                    slot.armed = None
-                else:
-                    os.kill(p.pid, signal.SIGKILL)
-                    p.wait()
-                    self._spawn(slot, arm=True)
-            self._fault(kind)
-            return
-        tier = self.rng.choice((1, 2))
-        if kind == "target_outage":
-            self._fault(kind)
-            self._target(tier, "/admin/blackhole", {"on": True})
-            self._later(self.rng.uniform(3, 12), tier, "/admin/blackhole", {"on": False})
-        elif kind == "target_slow":
-            self._fault(kind)
-            self._target(
-                tier, "/admin/delay", {"seconds": round(self.rng.uniform(0.5, 1.5) * self.cfg.send_timeout, 2)}
-            )
-            self._later(self.rng.uniform(5, 15), tier, "/admin/delay", {"seconds": 0})
-        else:
-            self._fault(kind)
-            self._target(tier, "/admin/fail_next", {"status": 500, "apply": self.rng.random() < 0.5})
-
-    def _later(self, seconds: float, tier: int, path: str, body: dict) -> None:
-        """End a target fault after ``seconds`` without holding up the next fault (the drain
-        turns every target fault off again in any case)."""
-
-        def end():
-            try:
-                self._target(tier, path, body)
-            except Exception as exc:  # noqa: BLE001
-                self.rec.harness_errors[f"end fault {path}: {type(exc).__name__}"] += 1
-
-        timer = threading.Timer(seconds, end)
-        timer.daemon = True
-        timer.start()
 
     # -- feed ----------------------------------------------------------------------------------
 
@@ -496,7 +431,7 @@ class Soak:
                 for path, body in (("/admin/blackhole", {"on": False}), ("/admin/delay", {"seconds": 0})):
                     self._target(tier, path, body)
             final = self.check()
-            report = self._report(feed_end, drained, left, final)
+            report = collect_report(self, feed_end, drained, left, final)
         return report
 
     def _drain(self, timeout: float) -> tuple[float | None, dict]:
@@ -538,235 +473,3 @@ class Soak:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.wait(10)
-
-    def _report(self, feed_end: float, drained: float | None, left: dict, final: dict) -> dict:
-        def body(conn):
-            q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
-            return {
-                "workflows": {
-                    f"{r['name']}:{r['status']}": r["n"]
-                    for r in q("select name, status, count(*) as n from ilr.workflows group by 1, 2 order by 1, 2")
-                },
-                "effects": {
-                    f"t{r['tier']}:{r['state']}": r["n"]
-                    for r in q("select tier, state, count(*) as n from ilr.effects group by 1, 2 order by 1, 2")
-                },
-                "outcomes": {
-                    r["status"] or "none": r["n"]
-                    for r in q(
-                        "select result->>'status' as status, count(*) as n from ilr.workflows "
-                        "where name = 'refund' group by 1 order by 1"
-                    )
-                },
-                "takeovers": q(
-                    "select count(*) as n, coalesce(max(k), 0) as max_per_workflow from ("
-                    "select workflow_id, count(*) as k from ilr.claims where prev_status = 'running' "
-                    "group by 1) t"
-                )[0],
-                "claims": q("select count(*) as n from ilr.claims")[0]["n"],
-                "sends": q("select coalesce(sum(sends), 0) as n from ilr.effects")[0]["n"],
-            }
-
-        db_view = self._db(body, "report")
-        ev = self.evidence()
-        per_effect: dict[str, int] = Counter(r["effect_id"] for r in ev["ledger"] if r.get("effect_id"))
-        ledger_tier = {}
-        for tier in (1, 2):
-            from ilr.management.commands.ilr_check import load_target_evidence
-
-            for r in load_target_evidence(str(self.ledgers[tier]))["ledger"]:
-                ledger_tier[r["effect_id"]] = tier
-        dups = Counter(f"t{ledger_tier[e]}" for e, n in per_effect.items() if n > 1)
-        throughput = []
-        prev = None
-        for t, counts in self.rec.samples:
-            done = sum(n for s, n in counts.items() if s in ("completed", "failed", "cancelled", "stuck"))
-            if prev is not None and t > prev[0]:
-                throughput.append((t, round((done - prev[1]) / (t - prev[0]) * 60, 1)))
-            prev = (t, done)
-        cfg = self.cfg
-        return {
-            "config": cfg.__dict__,
-            "feed_seconds": round(feed_end, 1),
-            "drain_seconds": drained,
-            "unended_after_drain": left,
-            "started": dict(self.rec.started),
-            "started_total": sum(self.rec.started.values()),
-            "approvals": self.rec.approvals,
-            "faults": dict(sorted(self.rec.faults.items())),
-            "kill_points_fired": dict(sorted(self.rec.fired.items())),
-            "workflows": db_view["workflows"],
-            "effects": db_view["effects"],
-            "refund_outcomes": db_view["outcomes"],
-            "takeovers": db_view["takeovers"],
-            "claims": db_view["claims"],
-            "sends": db_view["sends"],
-            "ledger_applications": len(ev["ledger"]),
-            "duplicates": {"t1": dups.get("t1", 0), "t2": dups.get("t2", 0)},
-            "violations_final": {k: v[:5] for k, v in final.items()},
-            "violations_periodic": [c for c in self.rec.checks if c[1]],
-            "checks_run": len(self.rec.checks) + 1,
-            "throughput_per_min": throughput,
-            "fault_times": self.rec.fault_times,
-            "harness_errors": dict(self.rec.harness_errors),
-            "work_dir": str(self.work_dir.relative_to(ROOT)),
-        }
-
-
-def write_results(report: dict, command: str, out_dir: Path | None = None) -> Path:
-    """Write runtime_soak.{json,md,png} (the plot: throughput over time with the faults) to
-    ``out_dir`` (default results/).
-
-    Returns:
-        the .md path.
-    """
-    commit = (
-        subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
-        ).stdout.strip()
-        or "unknown"
-    )
-    dirty = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True, check=False
-    ).stdout.strip()
-    report = {
-        **report,
-        "command": command,
-        "commit": commit + ("+uncommitted" if dirty else ""),
-        "machine": f"{os.cpu_count()} cores",
-    }
-    base = (Path(out_dir) / RESULTS.name) if out_dir is not None else RESULTS
-    base.parent.mkdir(parents=True, exist_ok=True)
-    base.with_suffix(".json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    _plot(report, base.with_suffix(".png"))
-    base.with_suffix(".md").write_text(render(report) + "\n")
-    return base.with_suffix(".md")
-
-
-def _unended(report: dict) -> int:
-    return sum(report["unended_after_drain"].values())
-
-
-def render(report: dict) -> str:
-    """The Markdown report of one soak run."""
-    cfg = report["config"]
-    stuck = sum(n for k, n in report["workflows"].items() if k.endswith(":stuck"))
-    failed = sum(n for k, n in report["workflows"].items() if k.endswith(":failed"))
-    ended = sum(
-        n for k, n in report["workflows"].items() if k.split(":")[1] in ("completed", "failed", "cancelled", "stuck")
-    )
-    drain_note = (
-        report["drain_seconds"]
-        and "after a drain of " + str(report["drain_seconds"]) + " s"
-        or "when the drain timed out"
-    )
-    verdict = [
-        f"- invariant violations: **{sum(len(v) for v in report['violations_final'].values())}** at the end, "
-        f"{len(report['violations_periodic'])} periodic checks with any (of {report['checks_run']} checks run)",
-        f"- duplicates (a ledger applying one effect more than once): tier 1 **{report['duplicates']['t1']}**, "
-        f"tier 2 **{report['duplicates']['t2']}**",
-        f"- workflows: {report['started_total']} started, {ended} ended, **{stuck}** stuck, {failed} failed, "
-        f"**{_unended(report)}** not ended {drain_note}",
-    ]
-    lines = [
-        f"# Soak: {cfg['minutes']:g} minutes of work under faults",
-        "",
-        f"Made by `{report['command']}` at commit {report['commit']} on {report['machine']} "
-        f"(the embedded PostgreSQL; the targets' faults are EMULATED: blackhole, delay, lost answer). "
-        f"Workers' logs and the targets' ledgers: {report['work_dir']}.",
-        "",
-        *verdict,
-        "",
-        "## Configuration",
-        "",
-        f"{cfg['minutes']} minutes of feed at {cfg['rate']} workflows/s (refund at tier 1, soak_steps, refund at "
-        f"tier 2, soak_steps, in turn), {cfg['workers']} workers x concurrency {cfg['concurrency']}, lease "
-        f"{cfg['lease_ttl']} s, poll {cfg['poll']} s, send timeout {cfg['send_timeout']} s, settle margin "
-        f"{cfg['settle_margin']} s; a worker or target fault every {cfg['fault_every']} s on average, a restarted "
-        f"worker armed with a kill or stop point with probability {cfg['arm_probability']}, PostgreSQL crashed "
-        f"every {cfg['pg_restart_every']} s, invariants every {cfg['check_every']} s; seed {cfg['seed']}. Feed "
-        f"ran {report['feed_seconds']} s.",
-        "",
-        "## Faults injected",
-        "",
-        "| kind | count |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["faults"].items()],
-        "",
-        "Kill and stop points that fired (armed worker reached the point): "
-        + (", ".join(f"{k} x{v}" for k, v in report["kill_points_fired"].items()) or "none")
-        + ".",
-        "",
-        "## Outcomes",
-        "",
-        "| workflow:status | count |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["workflows"].items()],
-        "",
-        "| effect tier:state | count |",
-        "|---|---|",
-        *[f"| {k} | {v} |" for k, v in report["effects"].items()],
-        "",
-        "Refund results: " + ", ".join(f"{k} {v}" for k, v in report["refund_outcomes"].items()) + ".",
-        "",
-        f"Approvals given: {report['approvals']}. Claims: {report['claims']}; takeovers (a claim of a running "
-        f"workflow whose lease had lapsed): {report['takeovers']['n']} workflows, at most "
-        f"{report['takeovers']['max_per_workflow']} for one. Sends: {report['sends']}; ledger applications: "
-        f"{report['ledger_applications']}.",
-        "",
-        "## Throughput",
-        "",
-        "![throughput over time](runtime_soak.png)",
-        "",
-        "Workflows ended per minute, sampled every 10 s (the plot marks PostgreSQL crashes in red and other "
-        "faults as ticks).",
-        "",
-    ]
-    if report["violations_final"] or report["violations_periodic"]:
-        lines += [
-            "## Violations",
-            "",
-            "```",
-            json.dumps(
-                {"final": report["violations_final"], "periodic": report["violations_periodic"]}, indent=2, default=str
-            ),
-            "```",
-            "",
-        ]
-    if report["harness_errors"]:
-        lines += [
-            "## Harness retries and errors",
-            "",
-            "Calls of the harness itself (start, signal, approve, sample) retried after a connection fault "
-            "or failed; not the runtime's.",
-            "",
-            "| what | count |",
-            "|---|---|",
-            *[f"| {k} | {v} |" for k, v in sorted(report["harness_errors"].items())],
-            "",
-        ]
-    return "\n".join(lines)
-
-
-def _plot(report: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    pts = report["throughput_per_min"]
-    fig, ax = plt.subplots(figsize=(10, 4))
-    if pts:
-        ax.plot([p[0] / 60 for p in pts], [p[1] for p in pts], lw=1, color="tab:blue", label="ended / min")
-    for t, kind in report["fault_times"]:
-        if kind == "pg_restart_immediate":
-            ax.axvline(t / 60, color="tab:red", lw=1, alpha=0.7)
-        else:
-            ax.axvline(t / 60, ymin=0, ymax=0.04, color="gray", lw=1)
-    ax.set_xlabel("minutes")
-    ax.set_ylabel("workflows ended per minute")
-    ax.set_title("soak: throughput under faults (red: PostgreSQL crash and restart)")
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

@@ -24,62 +24,29 @@ the bytes before it and delivered (as a FIN, or as an RST) only when those are.
 ``GET /status``: ``{"mode", "listen", "upstream", "connections", "accepted", "resets",
 "held_bytes": {"up", "down"}, "forwarded_bytes": {"up", "down"}}``.
 
-Three ways to run it, one control surface (``FaultControl``): ``FaultProxy`` in-process (a
-background thread), ``proxy_process`` as a ``manage.py prove proxy`` subprocess, and
-``ProxyClient`` for any proxy whose control URL is known.
+Three ways to run it, one control surface (``FaultControl``, prove.peers.fault_control):
+``FaultProxy`` in-process (a background thread), ``proxy_process`` as a ``manage.py prove proxy``
+subprocess, and ``ProxyClient`` for any proxy whose control URL is known.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import select
 import socket
 import struct
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections import deque
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 
-from prove.peers.processes import parse_address, spawn_subcommand, stop_process
+from prove.peers.fault_control import FaultControl, control_server, parse_mode
 
-DIRECTIONS = ("both", "up", "down")
 _EOF = "eof"  # markers travelling in a flow's queue after the data that preceded them
 _RST = "rst"
 _CHUNK = 65536
-
-
-def parse_mode(body: dict) -> dict:
-    """Validate a mode request.
-
-    Args:
-        body: {"mode": "pass" | "delay" | "blackhole" | "reset", "ms": number (delay),
-            "direction": "both" | "up" | "down" (delay and blackhole; default "both")}.
-
-    Returns:
-        The normalised mode {"mode", "ms", "direction"}.
-
-    Raises:
-        ValueError: an unknown mode or direction, or a delay without a non-negative ms.
-    """
-    mode = body.get("mode")
-    direction = body.get("direction", "both")
-    if mode in ("pass", "reset"):
-        return {"mode": mode, "ms": 0, "direction": "both"}
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, not {direction!r}")
-    if mode == "blackhole":
-        return {"mode": mode, "ms": 0, "direction": direction}
-    if mode == "delay":
-        ms = body.get("ms")
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms < 0:
-            raise ValueError("delay needs ms, a non-negative number of milliseconds")
-        return {"mode": mode, "ms": ms, "direction": direction}
-    raise ValueError(f"mode must be pass, delay, blackhole or reset, not {mode!r}")
 
 
 def parse_upstream(upstream: str) -> tuple[int, str | tuple[str, int]]:
@@ -90,29 +57,6 @@ def parse_upstream(upstream: str) -> tuple[int, str | tuple[str, int]]:
     if not sep or not port.isdigit():
         raise ValueError(f"upstream must be HOST:PORT or unix:/path, not {upstream!r}")
     return socket.AF_INET, (host or "127.0.0.1", int(port))
-
-
-class FaultControl:
-    """The control surface shared by the in-process proxy, the subprocess and the HTTP client."""
-
-    def set_mode(self, mode: str, **params) -> dict:
-        """Set the mode (see module docstring); returns the status after the change."""
-        raise NotImplementedError
-
-    def status(self) -> dict:
-        raise NotImplementedError
-
-    def pass_through(self) -> dict:
-        return self.set_mode("pass")
-
-    def delay(self, ms: float, direction: str = "both") -> dict:
-        return self.set_mode("delay", ms=ms, direction=direction)
-
-    def blackhole(self, direction: str = "both") -> dict:
-        return self.set_mode("blackhole", direction=direction)
-
-    def reset(self) -> dict:
-        return self.set_mode("reset")
 
 
 def _abort(sock: socket.socket) -> None:
@@ -235,7 +179,7 @@ class FaultProxy(FaultControl):
         self._thread = threading.Thread(target=self._loop, name=f"fault-proxy-{self.port}", daemon=True)
         self._thread.start()
         if self._control_port is not None:
-            self._control = _control_server(self, self.listen_host, self._control_port)
+            self._control = control_server(self, self.listen_host, self._control_port)
             self.control_url = f"http://{self.listen_host}:{self._control.server_address[1]}"
             threading.Thread(
                 target=self._control.serve_forever,
@@ -472,82 +416,6 @@ class FaultProxy(FaultControl):
                 flow.held.append((time.monotonic(), _RST))
 
 
-def _control_server(proxy: FaultControl, host: str, port: int) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format, *args):
-            pass
-
-        def _send(self, status: int, payload: dict) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self):
-            if self.path.rstrip("/") == "/status":
-                self._send(200, proxy.status())
-            else:
-                self._send(404, {"error": f"no route GET {self.path}"})
-
-        def do_POST(self):
-            if self.path.rstrip("/") != "/mode":
-                self._send(404, {"error": f"no route POST {self.path}"})
-                return
-            try:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                if not isinstance(body, dict):
-                    raise ValueError("body must be a JSON object")
-                mode = body.pop("mode", None)
-                self._send(200, proxy.set_mode(mode, **body))
-            except (ValueError, TypeError) as exc:
-                self._send(400, {"error": str(exc)})
-
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    return server
-
-
-class ProxyClient(FaultControl):
-    """Controls a running proxy through its HTTP control API.
-
-    Args:
-        control_url: e.g. "http://127.0.0.1:40124".
-        address: the proxy's listen address "HOST:PORT", when known.
-    """
-
-    def __init__(self, control_url: str, address: str | None = None):
-        self.control_url = control_url.rstrip("/")
-        self.address = address
-
-    @property
-    def port(self) -> int | None:
-        return int(self.address.rpartition(":")[2]) if self.address else None
-
-    def _call(self, method: str, path: str, body: dict | None = None) -> dict:
-        data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(
-            self.control_url + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=15) as resp:
-                return json.loads(resp.read())
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")
-            exc.close()
-            raise ValueError(f"fault proxy {method} {path}: HTTP {exc.code}: {detail}") from None
-
-    def set_mode(self, mode: str, **params) -> dict:
-        return self._call("POST", "/mode", {"mode": mode, **params})
-
-    def status(self) -> dict:
-        return self._call("GET", "/status")
-
-
 def serve(
     *,
     host: str = "127.0.0.1",
@@ -571,37 +439,3 @@ def serve(
         threading.Event().wait()
     finally:
         proxy.stop()
-
-
-@contextlib.contextmanager
-def proxy_process(upstream: str, *, listen_port: int = 0, control_port: int = 0) -> Iterator[ProxyClient]:
-    """Run ``manage.py prove proxy`` as a subprocess for the duration of the block.
-
-    Args:
-        upstream: "HOST:PORT" or "unix:/path/to/socket".
-        listen_port, control_port: 0 picks free ports.
-
-    Yields:
-        A ProxyClient with ``address`` set (clients connect there) and ``proc`` (the Popen). The
-        process is stopped (SIGTERM, then SIGKILL) on exit.
-    """
-
-    proc, line = spawn_subcommand(
-        "proxy",
-        [
-            "--listen-port",
-            str(listen_port),
-            "--upstream",
-            upstream,
-            "--control-port",
-            str(control_port),
-        ],
-    )
-    try:
-        host, port = parse_address(line, "listening")
-        chost, cport = parse_address(line, "control")
-        client = ProxyClient(f"http://{chost}:{cport}", f"{host}:{port}")
-        client.proc = proc
-        yield client
-    finally:
-        stop_process(proc)

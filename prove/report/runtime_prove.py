@@ -11,7 +11,8 @@ import inspect
 import json
 from pathlib import Path
 
-from prove.harness.scenarios import S14_NOTE, SCENARIOS, SYSTEMS, one_application
+from prove.harness.correctness import one_application
+from prove.harness.scenarios import S14_NOTE, SCENARIOS, SYSTEMS
 from prove.report import RESULTS
 from prove.report.cells import LABEL, aggregate, coverage, derive_s10_temporal, intervals_apart, measured, verdict
 from prove.report.markdown import render_md

@@ -14,7 +14,7 @@ import os
 import signal
 import time
 
-from prove.peers.fault_proxy import proxy_process
+from prove.peers.fault_control import proxy_process
 from tests.support.db import invocations, proxy_upstream
 from tests.support.waits import wait_for
 

@@ -8,7 +8,7 @@ import os
 import signal
 
 from ilr._journal import receipts
-from prove.peers.fault_proxy import proxy_process
+from prove.peers.fault_control import proxy_process
 from tests.support.db import proxy_upstream
 from tests.support.refund_harness import approve, our_refunds, refund_env
 from tests.support.waits import wait_for

@@ -7,24 +7,15 @@ continue-as-new, fork (reset), migrate, drain and retire, against real PostgreSQ
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
-from demo.peers.targets_client import http_json
 from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr._invariants import check_all
-from tests.support.db import invocations
+from tests.support.db import claims, invocations, statuses
 from tests.support.flows_versions import code_sha256, write_module
-from tests.support.refund_harness import approve, refund_env
 from tests.support.waits import failure_of, wait_for
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def statuses(rt, ids) -> dict:
-    rows = rt.connection().execute("select id, status from ilr.workflows where id = any(%s)", (list(ids),)).fetchall()
-    return {r["id"]: r["status"] for r in rows}
 
 
 def wait_all(rt, ids, status, timeout=30.0):
@@ -49,14 +40,6 @@ def wait_deployed(rt, name, version, timeout=30.0):
 
 def shape(rt, wf_id) -> list[tuple[str, str]]:
     return [(s["kind"], s["name"]) for s in rt.describe(wf_id)["steps"]]
-
-
-def claims(rt, wf_id) -> list[dict]:
-    return (
-        rt.connection()
-        .execute("select epoch, owner, version from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
-        .fetchall()
-    )
 
 
 def drain(rt, name, version) -> dict:
@@ -243,220 +226,6 @@ def test_deprecate_patch_retires_a_patch(rt, workers, tmp_path):
     assert shape(rt, "fresh") == [("step", "a"), ("step", "check"), ("sleep", "sleep"), ("step", "b")]
     wait_all(rt, ["pre"], "stuck", timeout=30)
     assert rt.describe("pre")["error"]["type"] == "NonDeterminism"
-
-
-# -- children -------------------------------------------------------------------------------------
-
-
-def test_child_completion_wakes_the_parent(rt, workers):
-    workers.start("w1")
-    rt.start("parent", "p1", {"child": {"seconds": 1.5, "x": 21}})
-    waiting = wait_for(
-        lambda: (
-            (d := rt.describe("p1"))["status"] == "sleeping"
-            and d["waiting"]
-            and d["waiting"].get("kind") == "child"
-            and d
-        ),
-        message="p1 waiting on its child",
-    )
-    assert waiting["waiting"] == {"seq": 2, "kind": "child", "name": "wait:p1/1", "child": "p1/1", "until": None}
-    assert waiting["available_at"].year == 9999  # only the child's terminal write can wake it
-    assert rt.result("p1", timeout=30) == {"child": "p1/1", "result": {"doubled": 42, "runs": 1}}
-    d = rt.describe("p1")
-    assert d["children"] == ["p1/1"]
-    assert [(s["kind"], s["name"], s["fingerprint"]) for s in d["steps"]] == [
-        ("child", "start:child_ok", None),
-        ("child", "wait:p1/1", None),
-    ]
-    child = rt.describe("p1/1")
-    assert child["parent_id"] == "p1" and child["status"] == "completed" and child["version"] == "1"
-
-    # A timeout: the wait gives up (recorded), the child runs on.
-    rt.start("parent", "p2", {"child": {"seconds": 3600}, "timeout": 1})
-    assert rt.result("p2", timeout=30) == {"child": "p2/1", "timeout": True, "waited_on": "p2/1"}
-    assert rt.describe("p2/1")["status"] == "sleeping"
-
-    # A fork of the parent after the child started waits on the original's child.
-    rt.fork("p1", 2, "p1-fork")
-    assert rt.result("p1-fork", timeout=30) == {"child": "p1/1", "result": {"doubled": 42, "runs": 1}}
-    assert rt.describe("p1-fork")["children"] == []
-
-
-def test_child_failure_reaches_the_parent(rt, workers):
-    workers.start("w1")
-    rt.start("parent", "pf-caught", {"child": {"fail": True}, "catch": True})
-    rt.start("parent", "pf", {"child": {"fail": True, "seconds": 0.5}})
-    assert rt.result("pf-caught", timeout=30) == {
-        "child": "pf-caught/1",
-        "failed": "failed",
-        "error_type": "StepFailed",
-    }
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result("pf", timeout=30)
-    assert err.value.status == "failed"
-    assert err.value.error["type"] == "ChildFailed" and err.value.error["child"] == "pf/1"
-    assert err.value.error["child_status"] == "failed"
-    assert err.value.error["child_error"]["type"] == "StepFailed"
-    assert rt.describe("pf/1")["status"] == "failed"
-    assert invocations(rt, "pf/1", "boom") == 1
-
-
-def test_cancelling_the_parent_cancels_its_running_child(rt, workers):
-    workers.start("w1")
-    rt.start("parent", "pc", {"child": {"seconds": 3600}})
-    wait_for(
-        lambda: (
-            statuses(rt, ["pc", "pc/1"]) == {"pc": "sleeping", "pc/1": "sleeping"}
-            and (rt.describe("pc")["waiting"] or {}).get("kind") == "child"
-        ),
-        message="parent and child asleep",
-    )
-    assert rt.cancel("pc", by="ops").requested is True
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result("pc", timeout=30)
-    assert err.value.status == "cancelled"
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result("pc/1", timeout=30)
-    assert err.value.status == "cancelled"
-    steps = rt.describe("pc/1")["steps"]
-    assert [(s["kind"], s["error"]["type"]) for s in steps] == [("sleep", "Cancelled")]
-    assert invocations(rt, "pc/1", "work") == 0
-    # Who asked is recorded with the request, on the child as well; a second cancel changes nothing.
-    assert rt.cancel("pc", by="someone-else").requested is False
-    assert [rt.describe(w)["cancel_requested_by"] for w in ("pc", "pc/1")] == ["ops", "ops"]
-
-
-# -- continue-as-new ------------------------------------------------------------------------------
-
-
-def test_continue_as_new_three_times_and_result_follows_the_chain(rt, workers):
-    workers.start("w1")
-    rt.start("counter", "can", {"until": 3})
-    assert rt.result("can", timeout=30) == {"n": 3, "id": "can#3"}
-    chain = ["can", "can#1", "can#2", "can#3"]
-    for i, wf_id in enumerate(chain):
-        d = rt.describe(wf_id)
-        assert d["continued_from"] == (chain[i - 1] if i else None)
-        assert d["input"] == ({"until": 3, "n": i} if i else {"until": 3})
-        assert invocations(rt, wf_id, "count") == 1
-        if i < 3:
-            assert d["status"] == "continued" and d["result"] == {"continued_as": chain[i + 1]}
-    assert rt.describe("can#3")["status"] == "completed"
-    with pytest.raises(InvalidInput):
-        rt.signal("can", "ping", {})  # the chain ended: its current run takes no signal
-
-    # A parent waiting on a child that continues-as-new follows the chain to its last run.
-    rt.start("parent", "pcan", {"child_name": "counter", "child": {"until": 2, "seconds": 0.5}})
-    assert rt.result("pcan", timeout=30) == {"child": "pcan/1", "result": {"n": 2, "id": "pcan/1#2"}}
-    assert rt.describe("pcan/1#2")["parent_id"] == "pcan"
-
-
-def test_cancel_and_signal_reach_the_current_run_of_a_chain(rt, workers):
-    workers.start("w1")
-    rt.start("counter", "cc", {"until": 2, "seconds": 3600, "sleep_from": 1})
-    wait_for(
-        lambda: statuses(rt, ["cc", "cc#1"]) == {"cc": "continued", "cc#1": "sleeping"},
-        message="cc continued, cc#1 asleep",
-    )
-    rt.signal("cc", "ping", {"n": 1})
-    assert [s["workflow_id"] for s in rt.describe("cc#1")["signals"]] == ["cc#1"]
-    assert rt.cancel("cc", by="ops").requested is True
-    with pytest.raises(WorkflowFailed) as err:
-        rt.result("cc", timeout=30)
-    assert err.value.status == "cancelled" and err.value.workflow_id == "cc#1"
-    assert statuses(rt, ["cc", "cc#1"]) == {"cc": "continued", "cc#1": "cancelled"}
-
-
-# -- fork (Temporal's reset) ---------------------------------------------------------------------
-
-
-def _refunds(env, case):
-    return [r for r in env.ledger(case["payment"]) if r["source"] == "api"]
-
-
-@pytest.mark.parametrize("point", ["effect", "decide"])
-def test_fork_never_resends_a_committed_effect(rt, workers, tmp_path, point):
-    """ForkNeverResends: a fork from before a committed refund reaches the effect and gets
-    DUPLICATE_IGNORED; the target holds one refund and saw one request."""
-    with refund_env(tmp_path, 1) as env:
-        workers.start("A", env=env.worker_env())
-        case = env.case(f"fnr-{point}")
-        rt.start("refund_signal", case["id"], case)
-        approve(rt, case["id"])
-        original = rt.result(case["id"], timeout=60)
-        assert original["status"] == "COMMITTED"
-        steps = rt.describe(case["id"])["steps"]
-        at = next(s["seq"] for s in steps if s["kind"] == point)
-        fork_id = rt.fork(case["id"], at, f"{case['id']}-fork")
-        if point == "decide":
-            _, proposal = approve(rt, fork_id)  # the fork decides again (2000) and waits for a person
-            assert proposal["amount"] == 2000
-        forked = rt.result(fork_id, timeout=60)
-        assert forked["status"] == "DUPLICATE_IGNORED" and forked["effect_id"] == original["effect_id"]
-        d = rt.describe(fork_id)
-        assert d["forked_from"] == case["id"]
-        assert [s["name"] for s in d["steps"][: at - 1]] == [s["name"] for s in steps[: at - 1]]
-        assert all(s["epoch"] == 1 for s in d["steps"][: at - 1])  # copied under the $fork claim
-        assert claims(rt, fork_id)[0] == {"epoch": 1, "owner": "$fork", "version": d["version"]}
-        assert len(_refunds(env, case)) == 1 and sum(r["amount"] for r in env.ledger(case["payment"])) == 2000
-        posts = [e for e in env.access_log() if e["method"] == "POST" and e["path"] == "/refunds"]
-        assert len(posts) == 1
-
-
-def test_s05_fork_before_the_decision_is_refused_as_conflicting_payload(rt, workers, tmp_path):
-    """Scenario S05 for the runtime: the model re-decides 3000 after its first call; the first
-    run is killed after its send and recovered (COMMITTED_BY_RETRY, $20); a fork from before the
-    decision decides 3000, is approved for 3000, and its effect is REFUSED:conflicting_payload
-    because the effect id (key refund:<case id>) is bound to the 2000 payload: $20, never $50."""
-    with refund_env(tmp_path, 1) as env:
-        assert http_json("POST", f"{env.model_url}/admin/script", {"redecide": True})[0] == 200
-        a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_send"))
-        case = env.case("s05")
-        rt.start("refund_signal", "s05", case)
-        _, proposal = approve(rt, "s05")
-        assert proposal["amount"] == 2000
-        a.wait(30)
-        assert a.returncode == -signal.SIGKILL, workers.log("A")
-        workers.start("B", lease_ttl=2, env=env.worker_env())
-        original = rt.result("s05", timeout=60)
-        assert original["status"] == "COMMITTED_BY_RETRY" and original["amount"] == 2000
-
-        decide_seq = next(s["seq"] for s in rt.describe("s05")["steps"] if s["kind"] == "decide")
-        rt.fork("s05", decide_seq, "s05-fork")
-        _, proposal2 = approve(rt, "s05-fork")
-        assert proposal2["amount"] == 3000  # the model re-decided
-        forked = rt.result("s05-fork", timeout=60)
-        assert forked["status"] == "REFUSED:conflicting_payload" and forked["amount"] == 3000
-        assert forked["effect_id"] == original["effect_id"]
-        assert len(_refunds(env, case)) == 1
-        assert sum(r["amount"] for r in env.ledger(case["payment"])) == 2000  # $20, never $50
-        refused = [e for e in rt.receipt(original["effect_id"])["entries"] if '"REFUSED"' in e]
-        assert refused and "payload differs from recorded decision" in refused[-1]
-
-
-def test_decision_recorded_once_across_a_kill(rt, workers, tmp_path):
-    """ctx.decide is Temporal's recorded activity result for an LLM call: a worker killed after
-    the model answered (before the record) discards that answer; the next claim calls again and
-    records exactly one decision; both calls are counted in ilr.llm_calls."""
-    with refund_env(tmp_path, 1) as env:
-        a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="decide_after_response"))
-        case = env.case("dec1")
-        rt.start("refund_signal", "dec1", case)
-        a.wait(30)
-        assert a.returncode == -signal.SIGKILL, workers.log("A")
-        assert rt.describe("dec1")["steps"] == []
-        workers.start("B", lease_ttl=2, env=env.worker_env())
-        approve(rt, "dec1")
-        assert rt.result("dec1", timeout=60)["status"] == "COMMITTED"
-        assert [s["kind"] for s in rt.describe("dec1")["steps"]].count("decide") == 1
-        calls = (
-            rt.connection()
-            .execute("select count(*) as n from ilr.llm_calls where workflow_id = 'dec1'")
-            .fetchone()["n"]
-        )
-        assert calls == 2  # one discarded, one recorded
-        assert http_json("GET", f"{env.model_url}/admin/calls")[1]["total"] == 2
 
 
 # -- migrate, drain, retire --------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def _children(pid: int) -> list[tuple[int, str]]:
 def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     from django.conf import settings
 
-    from prove.harness import runner
+    from prove.harness import cell_run, runner
     from prove.report import runtime_prove as report
 
     # Worker subprocesses reach the same (test) database as this process.
@@ -53,7 +53,7 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
         command="pytest tests/faults/test_prove_ci.py (S01,S03 t1,t2; S09 t3; n=1)",
         seeds=1,
         wall_s=result["wall_s"],
-        versions=runner.versions(),
+        versions=cell_run.versions(),
         selection={"ci": True},
         out_md=tmp_path / "runtime_prove.md",
         out_json=tmp_path / "runtime_prove.json",
@@ -103,12 +103,12 @@ def test_shards_rebuild_the_report_from_every_shards_runs(test_dsn, tmp_path, mo
     both in the cell's n, and a shard line carries what the report reads, not the ledger."""
     from django.conf import settings
 
-    from prove.harness import runner
+    from prove.harness import prove_command
 
     monkeypatch.setenv("ILR_DB_NAME", settings.DATABASES["default"]["NAME"])
     shards = tmp_path / "shards"
     for first in (1, 2):
-        status = runner.run_command(
+        status = prove_command.run_command(
             quick=False,
             seeds=1,
             scenarios=["L0"],
@@ -127,7 +127,7 @@ def test_shards_rebuild_the_report_from_every_shards_runs(test_dsn, tmp_path, mo
     assert all("ledger" not in r and "records" not in r and r["correct"] is True for r in lines), lines
     out = tmp_path / "rebuilt"
     assert (
-        runner.run_command(
+        prove_command.run_command(
             quick=False,
             seeds=None,
             scenarios=None,

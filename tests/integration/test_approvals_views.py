@@ -16,18 +16,19 @@ import time
 
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
 from demo.workflows import REFUND_VERSION
 from ilr import _codec as codec
-from ilr._journal import journal, receipts
+from ilr._journal import receipts
 from ilr._ops.approval_requests import signal_name
 from tests.support.review import (
     FACTS,
     approve_url,
     client_for,
+    committed_journal,
     counts,
     make_effect,
     make_waiting,
@@ -317,35 +318,10 @@ def test_reconcile_of_an_effect_that_is_not_ambiguous_is_refused(rt, alice):
 # -- receipts ----------------------------------------------------------------------------------
 
 
-def _journal(rt, effect_id="eff_r"):
-    conn = rt.connection()
-    with conn.transaction():
-        cur = conn.cursor()
-        ts = cur.execute("select extract(epoch from now())::float8 as t").fetchone()["t"]
-        lease = {
-            "grant_id": "g1",
-            "revoked": None,
-            "expires_at_ts": None,
-            "max_cents": 2000,
-            "payload_hash": proposal_hash(),
-            "action_matches": True,
-        }
-        payload = {"payment": "pay_1", "amount": 2000}
-        journal.append(cur, effect_id, "PROPOSED", ts, {"effect": payload})
-        journal.append(
-            cur,
-            effect_id,
-            "DISPATCHED",
-            ts + 0.01,
-            {"effect": payload, "checks": {"lease": lease, "lease_live": True, "violations": []}},
-        )
-        journal.append(cur, effect_id, "COMMITTED", ts + 0.2, {"result": {"id": "re_1"}})
-
-
 def test_receipt_page_answers_p1_to_p5_and_downloads_the_bundle(rt, alice):
     make_waiting(rt)
     make_effect(rt, "eff_r", state="committed")
-    _journal(rt)
+    committed_journal(rt)
     c = client_for(alice)
     body = text(c.get(reverse("approvals:receipt", args=["eff_r"])))
     for words in (
@@ -372,7 +348,7 @@ def test_receipt_page_answers_p1_to_p5_and_downloads_the_bundle(rt, alice):
 def test_receipt_page_flags_tampering(rt, alice):
     make_waiting(rt)
     make_effect(rt, "eff_r", state="committed")
-    _journal(rt)
+    committed_journal(rt)
     # An administrator with table rights edits the journal behind the runtime's back.
     sql(rt, "alter table ilr.journal disable trigger journal_append_only")
     try:
@@ -386,201 +362,6 @@ def test_receipt_page_flags_tampering(rt, alice):
     body = text(client_for(alice).get(reverse("approvals:receipt", args=["eff_r"])))
     assert "Tampering detected" in body and "No: tampering detected" in body
     assert "hash does not recompute" in body
-
-
-# -- admin -------------------------------------------------------------------------------------
-
-
-def admin_client(*perms):
-    return client_for(user("ops", "ilr.view_workflow", "ilr.view_grant", "ilr.view_effect", *perms, staff=True))
-
-
-def test_admin_shows_a_sleeping_forever_workflow(rt):
-    make_waiting(rt)  # available_at = 'infinity'
-    c = admin_client()
-    r = c.get(reverse("admin:ilr_workflow_changelist"))
-    assert r.status_code == 200 and "never by itself" in text(r)
-    r = c.get(reverse("admin:ilr_workflow_change", args=["case-1"]))
-    body = text(r)
-    assert (
-        r.status_code == 200
-        and "never by itself" in body
-        and "pick_amount" in body
-        and "approval_request:refund:case-1" in body
-    )
-    r = c.get(reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping", "q": "case-"})
-    assert r.status_code == 200 and "case-1" in text(r)
-
-
-def test_admin_says_when_recovery_could_not_read_the_target(rt):
-    make_waiting(rt, status="pending")
-    sql(
-        rt,
-        "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'",
-        (
-            json.dumps(
-                {
-                    "seq": 2,
-                    "kind": "effect",
-                    "effect_id": "eff_1",
-                    "until": "2026-11-30T05:00:00+00:00",
-                    "lookup_attempt": 3,
-                    "lookup_error": "ConnectionRefusedError: [Errno 111] Connection refused",
-                }
-            ),
-        ),
-    )
-    r = admin_client().get(reverse("admin:ilr_workflow_changelist"))
-    assert r.status_code == 200
-    assert "effect lookup, attempt 3 failed: ConnectionRefusedError: [Errno 111] Connection refused" in text(r)
-
-
-def test_admin_ilr_tables_are_read_only(rt):
-    make_waiting(rt)
-    make_effect(rt, "eff_1", state="committed")
-    _journal(rt, "eff_1")
-    c = client_for(User.objects.create_superuser("root", password="pw"))
-    seq = sql(rt, "select min(seq) as s from ilr.journal").fetchone()["s"]
-    assert c.get(reverse("admin:ilr_journalentry_change", args=[seq])).status_code == 200
-    for name in ("journalentry", "effect", "signal", "workflow", "llmcall", "response"):
-        assert c.get(reverse(f"admin:ilr_{name}_changelist")).status_code == 200, name
-        assert c.get(reverse(f"admin:ilr_{name}_add")).status_code == 403, name
-    assert c.post(reverse("admin:ilr_journalentry_delete", args=[seq]), {"post": "yes"}).status_code == 403
-    assert c.post(reverse("admin:ilr_journalentry_change", args=[seq]), {"kind": "COMMITTED"}).status_code == 403
-    assert sql(rt, "select count(*) as n from ilr.journal").fetchone()["n"] == 3
-
-
-def test_admin_grant_create_needs_permission_and_records_the_user(rt):
-    c = admin_client()
-    before = counts(rt)
-    assert c.get(reverse("admin:ilr_grant_add")).status_code == 403
-    assert c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund"}).status_code == 403
-    assert counts(rt) == before
-    User.objects.get(username="ops").user_permissions.add(Permission.objects.get(codename="grant"))
-    c = client_for(User.objects.get(username="ops"))
-    r = c.post(
-        reverse("admin:ilr_grant_add"),
-        {
-            "principal": "refund",
-            "action": "refund",
-            "max_cents": "5000",
-            "expires_in_hours": "2",
-            "granted_by": "mallory",
-        },
-    )
-    assert r.status_code == 302, text(r)
-    g = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
-    assert g["granted_by"] == "ops" and g["max_cents"] == 5000 and 7190 < g["life"].total_seconds() <= 7200
-    log = LogEntry.objects.get()
-    assert log.object_id == g["id"] and log.user.username == "ops"
-    r = c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund", "max_cents": "-1"})
-    assert r.status_code == 200 and "non-negative" in text(r)
-    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 1
-
-
-def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
-    make_waiting(rt)
-    grant = rt.grant("refund", "refund", by="policy")
-    make_effect(rt, "eff_flying", state="dispatched", grant_id=grant)
-    c = admin_client()
-    changelist = reverse("admin:ilr_grant_changelist")
-    before = counts(rt)
-    r = c.post(changelist, {"action": "revoke_selected", "_selected_action": [grant]})
-    assert r.status_code == 200 and "revoke_selected" not in text(r)  # the action is not offered
-    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}).status_code == 403
-    assert c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"}).status_code == 403
-    assert counts(rt) == before
-    c = admin_client_with_revoke()
-    r = c.post(changelist, {"action": "revoke_selected", "_selected_action": [grant]})
-    assert r.status_code == 302 and "/revoke/" in r["Location"]
-    confirm = c.get(r["Location"])
-    assert confirm.status_code == 200 and "eff_flying" in text(confirm) and "Yes, revoke 1 grant" in text(confirm)
-    assert counts(rt) == before  # the confirmation page writes nothing
-    done = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
-    assert done.status_code == 200 and "These may still land" in text(done) and "eff_flying" in text(done)
-    revoked = sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone()
-    assert revoked["revoked_at"] is not None and revoked["revoked_by"] == "ops"
-    assert "eff_flying" in LogEntry.objects.get().change_message
-    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "grant_nope"}).status_code == 404
-    # The confirmation page of a revoked grant names who revoked it; confirming again (a second
-    # tab, say) is refused on the page, and nothing is written: not the grant, not a LogEntry.
-    confirm = text(c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}))
-    assert "already revoked" in confirm and "by ops" in confirm
-    assert "Yes, revoke" not in confirm and "nothing to revoke" in confirm
-    again = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
-    assert again.status_code == 200 and "already revoked by ops" in text(again) and "Revoked 1 grant" not in text(again)
-    assert again.context_data["title"] == "Not revoked"
-    assert sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone() == revoked
-    assert LogEntry.objects.count() == 1
-    # Found by who revoked it; an id no grant can have is a 404, not a database error.
-    assert grant in text(c.get(reverse("admin:ilr_grant_changelist"), {"q": "ops"}))
-    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "a\x00b"}).status_code == 404
-
-
-def admin_client_with_revoke():
-    u = User.objects.get(username="ops")
-    u.user_permissions.add(Permission.objects.get(codename="revoke", content_type__app_label="approvals"))
-    return client_for(User.objects.get(username="ops"))
-
-
-def test_admin_cancel_needs_permission_and_confirmation(rt):
-    make_waiting(rt)
-    c = admin_client()
-    before = counts(rt)
-    assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1"}).status_code == 403
-    assert counts(rt) == before
-    u = User.objects.get(username="ops")
-    u.user_permissions.add(Permission.objects.get(codename="cancel", content_type__app_label="approvals"))
-    c = client_for(User.objects.get(username="ops"))
-    assert "Yes, cancel 1 workflow" in text(c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1"}))
-    assert counts(rt) == before
-    c.post(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1", "confirm": "yes"})
-    assert counts(rt)["cancels"] == 1 and LogEntry.objects.count() == 1
-    assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "nope"}).status_code == 404
-
-
-def test_admin_cancel_and_resume_pages_take_an_id_with_a_nul_as_no_such_workflow(rt):
-    """A NUL cannot be in a workflow id (the database refuses it in text): such an id finds
-    nothing (404), as on the revoke page, instead of a database error (500)."""
-    make_waiting(rt)
-    c = admin_client("approvals.cancel", "approvals.resume")
-    for page in ("admin:ilr_workflow_cancel", "admin:ilr_workflow_resume"):
-        assert c.get(reverse(page), {"ids": "a\x00b"}).status_code == 404, page
-        assert c.get(reverse(page), {"ids": ["case-1", "a\x00b"]}).status_code == 200, page
-
-
-def test_admin_retire_shows_the_drain_report(rt):
-    make_waiting(rt)
-    make_waiting(rt, "case-2")
-    sql(rt, "update ilr.workflows set status = 'completed', waiting = null where id = 'case-2'")
-    c = admin_client()
-    page = text(c.get(reverse("admin:ilr_deployments")))
-    assert f"refund@{REFUND_VERSION}" in page and "Oldest still active" in page and "case-1" in page
-    assert (
-        c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}).status_code == 403
-    )
-    u = User.objects.get(username="ops")
-    u.user_permissions.add(Permission.objects.get(codename="retire", content_type__app_label="approvals"))
-    c = client_for(User.objects.get(username="ops"))
-    confirm = text(c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}))
-    assert "sleeping" in confirm and "completed" in confirm and "case-1" in confirm
-    assert counts(rt)["retired"] == 0
-    r = c.post(
-        reverse("admin:ilr_deployment_retire"),
-        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
-        follow=True,
-    )
-    assert "takes no new starts" in text(r) and "sleeping: 1" in text(r)
-    assert counts(rt)["retired"] == 1 and "Drain report" in LogEntry.objects.get().change_message
-    before = counts(rt)
-    r = c.post(
-        reverse("admin:ilr_deployment_retire"),
-        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
-        follow=True,
-    )
-    assert "already retired" in text(r)
-    assert counts(rt) == before
-    assert c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": "0"}).status_code == 404
 
 
 # -- 10,000 workflows -------------------------------------------------------------------------

@@ -83,3 +83,18 @@ def drain(rt, name, version) -> dict:
     rows = rt.drain_report(name, version)
     assert len(rows) <= 1, rows
     return rows[0] if rows else {}
+
+
+def statuses(rt, ids) -> dict:
+    """{workflow id: status} of the workflows ``ids`` (the ones that exist)."""
+    rows = rt.connection().execute("select id, status from ilr.workflows where id = any(%s)", (list(ids),)).fetchall()
+    return {r["id"]: r["status"] for r in rows}
+
+
+def claims(rt, wf_id) -> list[dict]:
+    """A workflow's claims (epoch, owner, version), in epoch order."""
+    return (
+        rt.connection()
+        .execute("select epoch, owner, version from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
+        .fetchall()
+    )

@@ -194,3 +194,30 @@ def commit_chain(rt, effect_id: str) -> None:
 RLO = "acct_\u202e9876\u202c"
 ZWSP = "pay\u200bment ref"
 CYRILLIC = "p\u0430ypal"  # a Cyrillic "а" in a Latin word
+
+
+def committed_journal(rt, effect_id="eff_r"):
+    """Journal a refund of 2000 to pay_1 as ``effect_id``: PROPOSED, DISPATCHED under a live grant
+    for that proposal, COMMITTED with the target's reference re_1."""
+    conn = rt.connection()
+    with conn.transaction():
+        cur = conn.cursor()
+        ts = cur.execute("select extract(epoch from now())::float8 as t").fetchone()["t"]
+        lease = {
+            "grant_id": "g1",
+            "revoked": None,
+            "expires_at_ts": None,
+            "max_cents": 2000,
+            "payload_hash": proposal_hash(),
+            "action_matches": True,
+        }
+        payload = {"payment": "pay_1", "amount": 2000}
+        journal.append(cur, effect_id, "PROPOSED", ts, {"effect": payload})
+        journal.append(
+            cur,
+            effect_id,
+            "DISPATCHED",
+            ts + 0.01,
+            {"effect": payload, "checks": {"lease": lease, "lease_live": True, "violations": []}},
+        )
+        journal.append(cur, effect_id, "COMMITTED", ts + 0.2, {"result": {"id": "re_1"}})

@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from prove.peers.fault_proxy import FaultProxy, ProxyClient, parse_mode, proxy_process
+from prove.peers.fault_control import ProxyClient, parse_mode, proxy_process
+from prove.peers.fault_proxy import FaultProxy
 
 
 class Echo:

@@ -53,7 +53,8 @@ class Command(BaseCommand):
     def handle(self, *args, mode, workflows, lag, lease_ttl, sync_commit, workdir, no_write, **options):
         import json
 
-        from prove.harness.failover import run, write_results
+        from prove.harness.failover import run
+        from prove.harness.failover_report import write_results
         from prove.peers.pg_cluster import have_server
 
         if not have_server():

@@ -150,7 +150,8 @@ class Command(BaseCommand):
         serve_until_term(by_name[subcommand], options, sys.stdout)
 
     def _scenarios(self, options: dict) -> None:
-        from prove.harness.runner import run_command, run_lane
+        from prove.harness.lanes import run_lane
+        from prove.harness.prove_command import run_command
 
         # SIGTERM unwinds like Ctrl-C, so every worker, target, proxy and Temporal server this
         # run started is stopped by the runner's cleanup paths.

@@ -58,7 +58,8 @@ class Command(BaseCommand):
         out,
         **options,
     ):
-        from prove.harness.soak import Config, Soak, write_results
+        from prove.harness.soak import Config, Soak
+        from prove.harness.soak_report import write_results
 
         for name, value in (
             ("minutes", minutes),

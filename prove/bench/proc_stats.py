@@ -1,0 +1,46 @@
+"""What the bench reads of the machine, from /proc: CPU seconds of the PostgreSQL server, of one
+process and of the whole machine, and a process's peak RSS."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def postgres_cpu_seconds() -> float:
+    """utime + stime of every postgres process (the server's CPU), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if "(postgres)" not in stat:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of one process (its threads included), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_cpu() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat: busy is everything but
+    idle and iowait (user, system, irq and softirq of every process and the kernel)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    total = sum(fields[:8])
+    return total - fields[3] - fields[4], total
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return 0.0

@@ -1,0 +1,225 @@
+"""The admin of the ilr tables through Django's test client (issue 4): read-only tables, a
+sleeping-forever workflow and an unreadable recovery said in words, grants created and revoked,
+cancel, resume and retire behind their permissions and confirmations. The review UI's own pages
+are tests/integration/test_approvals_views.py.
+
+Rows are made with plain SQL on the emptied test database or by the runtime's own transaction
+bodies; nothing here needs a worker. The ilr tables are written by other connections and are not
+flushed by Django, so these tests use ``transactional_db`` and the ``rt`` fixture (which
+truncates them).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.urls import reverse
+
+from demo.workflows import REFUND_VERSION
+from tests.support.review import (
+    client_for,
+    committed_journal,
+    counts,
+    make_effect,
+    make_waiting,
+    sql,
+    text,
+    user,
+)
+
+pytestmark = pytest.mark.usefixtures("transactional_db")
+
+
+def admin_client(*perms):
+    return client_for(user("ops", "ilr.view_workflow", "ilr.view_grant", "ilr.view_effect", *perms, staff=True))
+
+
+def test_admin_shows_a_sleeping_forever_workflow(rt):
+    make_waiting(rt)  # available_at = 'infinity'
+    c = admin_client()
+    r = c.get(reverse("admin:ilr_workflow_changelist"))
+    assert r.status_code == 200 and "never by itself" in text(r)
+    r = c.get(reverse("admin:ilr_workflow_change", args=["case-1"]))
+    body = text(r)
+    assert (
+        r.status_code == 200
+        and "never by itself" in body
+        and "pick_amount" in body
+        and "approval_request:refund:case-1" in body
+    )
+    r = c.get(reverse("admin:ilr_workflow_changelist"), {"status__exact": "sleeping", "q": "case-"})
+    assert r.status_code == 200 and "case-1" in text(r)
+
+
+def test_admin_says_when_recovery_could_not_read_the_target(rt):
+    make_waiting(rt, status="pending")
+    sql(
+        rt,
+        "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'",
+        (
+            json.dumps(
+                {
+                    "seq": 2,
+                    "kind": "effect",
+                    "effect_id": "eff_1",
+                    "until": "2026-11-30T05:00:00+00:00",
+                    "lookup_attempt": 3,
+                    "lookup_error": "ConnectionRefusedError: [Errno 111] Connection refused",
+                }
+            ),
+        ),
+    )
+    r = admin_client().get(reverse("admin:ilr_workflow_changelist"))
+    assert r.status_code == 200
+    assert "effect lookup, attempt 3 failed: ConnectionRefusedError: [Errno 111] Connection refused" in text(r)
+
+
+def test_admin_ilr_tables_are_read_only(rt):
+    make_waiting(rt)
+    make_effect(rt, "eff_1", state="committed")
+    committed_journal(rt, "eff_1")
+    c = client_for(User.objects.create_superuser("root", password="pw"))
+    seq = sql(rt, "select min(seq) as s from ilr.journal").fetchone()["s"]
+    assert c.get(reverse("admin:ilr_journalentry_change", args=[seq])).status_code == 200
+    for name in ("journalentry", "effect", "signal", "workflow", "llmcall", "response"):
+        assert c.get(reverse(f"admin:ilr_{name}_changelist")).status_code == 200, name
+        assert c.get(reverse(f"admin:ilr_{name}_add")).status_code == 403, name
+    assert c.post(reverse("admin:ilr_journalentry_delete", args=[seq]), {"post": "yes"}).status_code == 403
+    assert c.post(reverse("admin:ilr_journalentry_change", args=[seq]), {"kind": "COMMITTED"}).status_code == 403
+    assert sql(rt, "select count(*) as n from ilr.journal").fetchone()["n"] == 3
+
+
+def test_admin_grant_create_needs_permission_and_records_the_user(rt):
+    c = admin_client()
+    before = counts(rt)
+    assert c.get(reverse("admin:ilr_grant_add")).status_code == 403
+    assert c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund"}).status_code == 403
+    assert counts(rt) == before
+    User.objects.get(username="ops").user_permissions.add(Permission.objects.get(codename="grant"))
+    c = client_for(User.objects.get(username="ops"))
+    r = c.post(
+        reverse("admin:ilr_grant_add"),
+        {
+            "principal": "refund",
+            "action": "refund",
+            "max_cents": "5000",
+            "expires_in_hours": "2",
+            "granted_by": "mallory",
+        },
+    )
+    assert r.status_code == 302, text(r)
+    g = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    assert g["granted_by"] == "ops" and g["max_cents"] == 5000 and 7190 < g["life"].total_seconds() <= 7200
+    log = LogEntry.objects.get()
+    assert log.object_id == g["id"] and log.user.username == "ops"
+    r = c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund", "max_cents": "-1"})
+    assert r.status_code == 200 and "non-negative" in text(r)
+    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 1
+
+
+def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
+    make_waiting(rt)
+    grant = rt.grant("refund", "refund", by="policy")
+    make_effect(rt, "eff_flying", state="dispatched", grant_id=grant)
+    c = admin_client()
+    changelist = reverse("admin:ilr_grant_changelist")
+    before = counts(rt)
+    r = c.post(changelist, {"action": "revoke_selected", "_selected_action": [grant]})
+    assert r.status_code == 200 and "revoke_selected" not in text(r)  # the action is not offered
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}).status_code == 403
+    assert c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"}).status_code == 403
+    assert counts(rt) == before
+    c = admin_client_with_revoke()
+    r = c.post(changelist, {"action": "revoke_selected", "_selected_action": [grant]})
+    assert r.status_code == 302 and "/revoke/" in r["Location"]
+    confirm = c.get(r["Location"])
+    assert confirm.status_code == 200 and "eff_flying" in text(confirm) and "Yes, revoke 1 grant" in text(confirm)
+    assert counts(rt) == before  # the confirmation page writes nothing
+    done = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
+    assert done.status_code == 200 and "These may still land" in text(done) and "eff_flying" in text(done)
+    revoked = sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone()
+    assert revoked["revoked_at"] is not None and revoked["revoked_by"] == "ops"
+    assert "eff_flying" in LogEntry.objects.get().change_message
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "grant_nope"}).status_code == 404
+    # The confirmation page of a revoked grant names who revoked it; confirming again (a second
+    # tab, say) is refused on the page, and nothing is written: not the grant, not a LogEntry.
+    confirm = text(c.get(reverse("admin:ilr_grant_revoke"), {"ids": grant}))
+    assert "already revoked" in confirm and "by ops" in confirm
+    assert "Yes, revoke" not in confirm and "nothing to revoke" in confirm
+    again = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
+    assert again.status_code == 200 and "already revoked by ops" in text(again) and "Revoked 1 grant" not in text(again)
+    assert again.context_data["title"] == "Not revoked"
+    assert sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone() == revoked
+    assert LogEntry.objects.count() == 1
+    # Found by who revoked it; an id no grant can have is a 404, not a database error.
+    assert grant in text(c.get(reverse("admin:ilr_grant_changelist"), {"q": "ops"}))
+    assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "a\x00b"}).status_code == 404
+
+
+def admin_client_with_revoke():
+    u = User.objects.get(username="ops")
+    u.user_permissions.add(Permission.objects.get(codename="revoke", content_type__app_label="approvals"))
+    return client_for(User.objects.get(username="ops"))
+
+
+def test_admin_cancel_needs_permission_and_confirmation(rt):
+    make_waiting(rt)
+    c = admin_client()
+    before = counts(rt)
+    assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1"}).status_code == 403
+    assert counts(rt) == before
+    u = User.objects.get(username="ops")
+    u.user_permissions.add(Permission.objects.get(codename="cancel", content_type__app_label="approvals"))
+    c = client_for(User.objects.get(username="ops"))
+    assert "Yes, cancel 1 workflow" in text(c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1"}))
+    assert counts(rt) == before
+    c.post(reverse("admin:ilr_workflow_cancel"), {"ids": "case-1", "confirm": "yes"})
+    assert counts(rt)["cancels"] == 1 and LogEntry.objects.count() == 1
+    assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "nope"}).status_code == 404
+
+
+def test_admin_cancel_and_resume_pages_take_an_id_with_a_nul_as_no_such_workflow(rt):
+    """A NUL cannot be in a workflow id (the database refuses it in text): such an id finds
+    nothing (404), as on the revoke page, instead of a database error (500)."""
+    make_waiting(rt)
+    c = admin_client("approvals.cancel", "approvals.resume")
+    for page in ("admin:ilr_workflow_cancel", "admin:ilr_workflow_resume"):
+        assert c.get(reverse(page), {"ids": "a\x00b"}).status_code == 404, page
+        assert c.get(reverse(page), {"ids": ["case-1", "a\x00b"]}).status_code == 200, page
+
+
+def test_admin_retire_shows_the_drain_report(rt):
+    make_waiting(rt)
+    make_waiting(rt, "case-2")
+    sql(rt, "update ilr.workflows set status = 'completed', waiting = null where id = 'case-2'")
+    c = admin_client()
+    page = text(c.get(reverse("admin:ilr_deployments")))
+    assert f"refund@{REFUND_VERSION}" in page and "Oldest still active" in page and "case-1" in page
+    assert (
+        c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}).status_code == 403
+    )
+    u = User.objects.get(username="ops")
+    u.user_permissions.add(Permission.objects.get(codename="retire", content_type__app_label="approvals"))
+    c = client_for(User.objects.get(username="ops"))
+    confirm = text(c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": REFUND_VERSION}))
+    assert "sleeping" in confirm and "completed" in confirm and "case-1" in confirm
+    assert counts(rt)["retired"] == 0
+    r = c.post(
+        reverse("admin:ilr_deployment_retire"),
+        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
+        follow=True,
+    )
+    assert "takes no new starts" in text(r) and "sleeping: 1" in text(r)
+    assert counts(rt)["retired"] == 1 and "Drain report" in LogEntry.objects.get().change_message
+    before = counts(rt)
+    r = c.post(
+        reverse("admin:ilr_deployment_retire"),
+        {"name": "refund", "version": REFUND_VERSION, "confirm": "yes"},
+        follow=True,
+    )
+    assert "already retired" in text(r)
+    assert counts(rt) == before
+    assert c.get(reverse("admin:ilr_deployment_retire"), {"name": "refund", "version": "0"}).status_code == 404
