@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 
-import ilr
 from tests.support import ROOT
 from tests.support.refund_harness import approve, refund_env
 
@@ -21,39 +20,6 @@ def manage(workers, *args, **env):
         timeout=120,
         env=workers.env(env),
     )
-
-
-def test_public_api_is_pinned():
-    assert ilr.__all__ == [
-        "Approval",
-        "ApprovalRefused",
-        "ApprovalRequestNotFound",
-        "CancelRequest",
-        "Cancelled",
-        "ChildFailed",
-        "ChildTimeout",
-        "Decision",
-        "Fenced",
-        "InterlockError",
-        "InvalidInput",
-        "NonDeterminism",
-        "RetryPolicy",
-        "Runtime",
-        "SendInProgress",
-        "SignalTimeout",
-        "StepFailed",
-        "TargetRejected",
-        "UnknownWorkflow",
-        "Worker",
-        "WorkflowConflict",
-        "WorkflowContext",
-        "WorkflowFailed",
-        "WorkflowNotFound",
-        "cancel_in",
-        "resume_in",
-        "signal_in",
-        "workflow",
-    ]
 
 
 def test_ilr_check_and_receipt_commands(rt, workers, tmp_path):

@@ -166,13 +166,13 @@ def pgbouncer(test_dsn):
             bouncer.close()
 
 
-def test_pgbouncer_is_the_version_the_readme_names():
-    """The README's "Through PgBouncer" names the version tested (Debian 12's 1.18) and the
+def test_pgbouncer_is_the_version_the_docs_name():
+    """docs/guides/operating.md's "Through PgBouncer" names the version tested (Debian 12's 1.18) and the
     behaviour of every version: a newer one is not refused, only not the one named."""
     out = subprocess.run([_pgbouncer_binary(), "--version"], capture_output=True, text=True, check=True).stdout
     version = out.split()[1]
     assert tuple(int(p) for p in version.split(".")[:2]) >= (1, 18), out
-    assert "PgBouncer 1.18" in (ROOT / "README.md").read_text()
+    assert "PgBouncer 1.18" in (ROOT / "docs" / "guides" / "operating.md").read_text()
 
 
 def test_session_mode_runs_a_refund_with_steps_a_signal_and_a_gated_effect(rt, workers, tmp_path, pgbouncer):

@@ -1,5 +1,5 @@
-"""A Django project that defines none of the ``ILR_*`` settings runs the README's ``payouts.py``
-example as a new user would, and it commits its effect: real worker subprocesses. The defaults
+"""A Django project that defines none of the ``ILR_*`` settings runs the ``payouts.py`` example
+of docs/guides/targets.md as a new user would, and it commits its effect: real worker subprocesses. The defaults
 themselves are in tests/unit/test_settings_defaults.py."""
 
 from __future__ import annotations
@@ -14,15 +14,18 @@ from tests.support import ROOT
 from tests.support.minimal_project import write_settings
 from tests.support.waits import wait_for
 
+TARGETS_GUIDE = ROOT / "docs" / "guides" / "targets.md"
 
-def readme_block(starts: str) -> str:
-    """The README's python code block whose first line starts with ``starts``."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+
+def guide_block(starts: str) -> str:
+    """The python code block of docs/guides/targets.md whose first line starts with ``starts``:
+    the very code a user copies from the page."""
+    blocks = re.findall(r"```python\n(.*?)```", TARGETS_GUIDE.read_text(), re.S)
     (block,) = [b for b in blocks if b.startswith(starts)]
     return block
 
 
-def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, rt, tmp_path):
+def test_guide_payouts_example_runs_on_a_project_without_ilr_settings(workers, rt, tmp_path):
     project = tmp_path / "project"
     project.mkdir()
     db = settings.DATABASES["default"]
@@ -31,7 +34,7 @@ def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, 
         **{k: db[k] for k in ("NAME", "USER", "PASSWORD", "HOST", "PORT") if db.get(k)},
     }
     write_settings(project, "payouts_settings", database)
-    (project / "payouts.py").write_text(readme_block("# payouts.py"))
+    (project / "payouts.py").write_text(guide_block("# payouts.py"))
     log = tmp_path / "pay1.log"
     env = workers.env({"DJANGO_SETTINGS_MODULE": "payouts_settings", "PYTHONPATH": str(project)})
     for name in ("ILR_DATA_DIR", "ILR_DB_NAME", "DATABASE_URL"):
@@ -63,5 +66,5 @@ def test_readme_payouts_example_runs_on_a_project_without_ilr_settings(workers, 
     )
     assert "running payout@1" in log.read_text(), log.read_text()
 
-    exec(readme_block("grant = rt.grant("), {"rt": rt})
+    exec(guide_block("grant = rt.grant("), {"rt": rt})
     assert rt.result("p-1", timeout=60)["status"] == "COMMITTED", log.read_text()

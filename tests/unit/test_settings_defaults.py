@@ -1,7 +1,8 @@
 """A Django project that defines none of the ``ILR_*`` settings (nor this repository's DATA_DIR)
 runs the engine on documented defaults (ilr.conf, approvals.conf), keeps its keys under the
-default data directory, and is told ilr needs PostgreSQL when it is on SQLite. The README's
-``payouts.py`` example, run as a new user would, is in tests/faults/test_settings_defaults.py."""
+default data directory, and is told ilr needs PostgreSQL when it is on SQLite. The ``payouts.py``
+example of docs/guides/targets.md, run as a new user would, is in
+tests/faults/test_settings_defaults.py."""
 
 from __future__ import annotations
 
