@@ -12,7 +12,8 @@ import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prove.peers.processes import parse_address, spawn_subcommand, stop_process
+from demo.peers.processes import parse_address, stop_process
+from prove.peers.processes import spawn_subcommand
 
 DIRECTIONS = ("both", "up", "down")
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import subprocess
 
-from demo.peers.processes import MANAGE_PY, parse_address, spawn_manage, stop_process
-
-__all__ = ["MANAGE_PY", "parse_address", "spawn_subcommand", "stop_process"]
+from demo.peers.processes import spawn_manage
 
 
 def spawn_subcommand(

@@ -34,8 +34,8 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError
 
+from demo.peers.processes import MANAGE_PY
 from demo.peers.serving import ModelStubSubcommand, Subcommand, TargetSubcommand, ready, serve_until_term
-from prove.peers.processes import MANAGE_PY
 
 
 class ProxySubcommand(Subcommand):
