@@ -364,3 +364,10 @@ class Suspend(BaseException):
     """Internal: the workflow suspended durably; unwinds workflow code. A BaseException so a
     plain ``except Exception`` does not swallow it; a bare ``except:`` that does is detected and
     the workflow marked stuck ("Suspend swallowed", docs/protocol.md §4)."""
+
+
+class TaskFailed(InterlockError):
+    """A Django task's last attempt raised (``ilr.tasks``); every attempt's error is in its
+    ``TaskResult.errors``."""
+
+    code = "ILR-090"

@@ -2,7 +2,8 @@ from django.apps import AppConfig
 
 
 class IlrConfig(AppConfig):
-    """The Interlock runtime. On ready, imports every installed app's ``workflows`` module."""
+    """The Interlock runtime. On ready, imports every installed app's ``workflows`` module and
+    registers the ``task:<queue>`` workflows of every ``ilr.tasks.InterlockBackend`` in TASKS."""
 
     name = "ilr"
     verbose_name = "Interlock runtime"
@@ -13,3 +14,22 @@ class IlrConfig(AppConfig):
         from ilr._registry import autodiscover
 
         autodiscover()
+        _register_task_queues()
+
+
+def _register_task_queues() -> None:
+    from django.conf import settings
+    from django.utils.module_loading import import_string
+
+    tasks = getattr(settings, "TASKS", None) or {}
+    if not tasks:
+        return
+    from ilr.tasks import InterlockBackend, register_task_queues
+
+    for params in tasks.values():
+        try:
+            backend = import_string(params.get("BACKEND", ""))
+        except ImportError:
+            continue  # Django's own check names a backend that does not import
+        if isinstance(backend, type) and issubclass(backend, InterlockBackend):
+            register_task_queues(params.get("QUEUES", ["default"]))

@@ -98,6 +98,7 @@ class Workflow(ReadOnlyModel):
     cancel_requested_by = models.TextField(null=True)
     resumed_by = models.TextField(null=True)
     resumed_at = models.DateTimeField(null=True)
+    priority = models.SmallIntegerField(default=0)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)

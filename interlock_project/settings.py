@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import django
 import environ
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -40,6 +41,14 @@ INSTALLED_APPS = [
     "interlock_project",  # its ilr_db command controls the embedded PostgreSQL
     "axes",  # login rate limit (django-axes): see AXES_* below
 ]
+if django.VERSION < (6, 0):  # Django's Tasks framework from the django-tasks backport (ilr.tasks)
+    INSTALLED_APPS.append("django_tasks")
+
+# Django's Tasks framework on Interlock (ilr.tasks): a task is a durable workflow task:<queue>,
+# run by manage.py ilr_worker (--queue picks the queues a worker serves).
+TASKS = {
+    "default": {"BACKEND": "ilr.tasks.InterlockBackend", "QUEUES": ["default"]},
+}
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

@@ -26,15 +26,32 @@ with expired as (
    order by id
    limit %(n)s
    for update skip locked),
+due_high as (
+  select id, status as prev_status, lease_expires_at as prev_lease
+    from ilr.workflows
+   where status in ('pending','sleeping') and priority <> 0 and priority > 0 and available_at <= now()
+     and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
+   order by priority desc, available_at
+   limit %(n)s
+   for update skip locked),
 due as (
   select id, status as prev_status, lease_expires_at as prev_lease
     from ilr.workflows
-   where status in ('pending','sleeping') and available_at <= now()
+   where status in ('pending','sleeping') and available_at <= now() and priority = 0
      and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
    order by available_at
    limit %(n)s
    for update skip locked),
-c as (select * from expired union all select * from due limit %(n)s),
+due_low as (
+  select id, status as prev_status, lease_expires_at as prev_lease
+    from ilr.workflows
+   where status in ('pending','sleeping') and priority <> 0 and priority < 0 and available_at <= now()
+     and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
+   order by priority desc, available_at
+   limit %(n)s
+   for update skip locked),
+c as (select * from expired union all select * from due_high union all select * from due
+      union all select * from due_low limit %(n)s),
 u as (
   update ilr.workflows w
      set status = 'running', epoch = ilr.next_epoch(w.epoch), owner = %(owner)s,
@@ -54,8 +71,13 @@ h as (
   select id, epoch, %(owner)s, version, now, lease_expires_at, prev_status, prev_lease from u)
 select * from u
 """
-"""The claim (docs/protocol.md §3.1), in two scans: lapsed leases (takeovers) first, then due
-rows oldest first.
+"""The claim (docs/protocol.md §3.1), in four scans: lapsed leases (takeovers) first, then due
+rows by priority (higher first), oldest first within one priority.
+
+Due rows of priority 0 (nearly all) come from wf_due; the others from wf_due_priority, which holds
+only them: the rows above 0 are scanned before wf_due, those below after it. With no such rows
+the two extra scans each read one empty index page. ``priority <> 0`` is written out beside
+``priority > 0`` so that the planner matches wf_due_priority's predicate.
 
 Each scan follows one partial index and stops after the rows it locks: wf_due in available_at
 order for the due rows, and wf_running in id order for the lapsed leases. A single

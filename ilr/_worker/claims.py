@@ -66,6 +66,7 @@ class Run:
         self.steps = steps  # the step rows read with the claim, by seq; None: load them
         self.born_at = row.get("born_at")  # the earliest created_at of its lineage (ilr.failover)
         self.failover: dict | None = None  # the worker's last timeline switch at the claim (ilr.failover)
+        self.owner: str | None = None  # the worker running it (set by run_workflow)
         self.context: WorkflowContext | None = None  # set when the run starts; holds its connection
 
     clock = staticmethod(time.monotonic)

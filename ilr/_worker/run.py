@@ -78,6 +78,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         )
         return
     definition = registry.get(run.name, run.version)
+    run.owner = worker_id
     steps = (
         run.steps
         if run.steps is not None

@@ -38,11 +38,17 @@ create table if not exists ilr.workflows (
   cancel_requested_by text,                 -- who requested the cancel (migration 0007); set once, with cancel_requested_at
   resumed_by text,                          -- who last resumed it from stuck (migration 0009); with resumed_at
   resumed_at timestamptz,
+  priority smallint not null default 0,     -- higher is claimed first among due rows (migration 0015)
   foreign key (name, version) references ilr.deployments,
   constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
-  constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null))
+  constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),
+  constraint workflows_priority_range check (priority between -100 and 100)
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
+-- Due rows of another priority than 0, highest first (migration 0015): the claim scans it before
+-- and after wf_due.
+create index if not exists wf_due_priority on ilr.workflows (priority desc, available_at)
+  where status in ('pending','sleeping') and priority <> 0;
 -- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).
 create index if not exists wf_running on ilr.workflows (id) where status = 'running';
 alter table ilr.workflows set (fillfactor = 80);

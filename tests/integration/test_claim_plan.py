@@ -116,3 +116,48 @@ def test_a_live_lease_and_a_future_row_are_not_claimed(conn):
         "update ilr.workflows set status = 'sleeping', available_at = now() + interval '1 hour' where id = 'due000002'"
     )
     assert _claim(conn, 5) == []
+
+
+def _index_names(plan: dict) -> set[str]:
+    names, stack = set(), [plan["Plan"]]
+    while stack:
+        node = stack.pop()
+        if node.get("Index Name"):
+            names.add(node["Index Name"])
+        stack.extend(node.get("Plans", []))
+    return names
+
+
+def test_due_rows_are_claimed_by_priority_then_oldest_first(conn):
+    _backlog(conn, 6)
+    conn.execute("update ilr.workflows set priority = 5 where id in ('due000005', 'due000006')")
+    conn.execute("update ilr.workflows set priority = 50 where id = 'due000004'")
+    conn.execute("update ilr.workflows set priority = -3 where id = 'due000001'")
+    taken = [r["id"] for r in _claim(conn, 6)]
+    # The claim returns rows in no promised order; what it takes, n at a time, is the order.
+    conn.execute("update ilr.workflows set status = 'pending', owner = null, lease_expires_at = null")
+    firsts = [[r["id"] for r in _claim(conn, 1)] for _ in range(6)]
+    assert sorted(taken) == [f"due00000{i}" for i in range(1, 7)]
+    assert [f[0] for f in firsts] == ["due000004", "due000005", "due000006", "due000002", "due000003", "due000001"]
+
+
+def test_a_prioritized_backlog_is_read_through_its_own_index_not_scanned_whole(conn):
+    _backlog(conn, 3000)
+    conn.execute("update ilr.workflows set priority = (1 + (substr(id, 4)::int % 7)) where substr(id, 4)::int % 2 = 0")
+    # A prioritized row that is not due yet (a deferred task) must not be taken.
+    conn.execute(
+        "insert into ilr.workflows (id, name, version, input, available_at, priority) "
+        "values ('later', 'plan', '1', '{}', now() + interval '1 hour', 100)"
+    )
+    conn.execute("analyze ilr.workflows")
+    with conn.transaction(force_rollback=True):
+        (plan,) = conn.execute("explain (analyze, format json) " + CLAIM_SQL, {**PARAMS, "n": 8}).fetchone().values()
+    plan = plan[0] if isinstance(plan, list) else json.loads(plan)[0]
+    assert "wf_due_priority" in _index_names(plan), json.dumps(plan, indent=1)[:4000]
+    assert _rows_read_from_workflows(plan) <= 8 + 8, json.dumps(plan, indent=1)[:4000]
+    taken = {r["id"] for r in _claim(conn, 8)}
+    assert "later" not in taken
+    top = conn.execute(
+        "select id from ilr.workflows where id <> 'later' order by priority desc, available_at limit 8"
+    ).fetchall()
+    assert taken == {r["id"] for r in top}

@@ -96,7 +96,17 @@ PUBLIC_NAMES = {
 }
 
 # Where Django looks: these stay public by name; every other entry of ilr/ starts with "_".
-DJANGO_ENTRY_POINTS = {"__init__.py", "apps.py", "models.py", "migrations", "management", "sql", "__pycache__"}
+DJANGO_ENTRY_POINTS = {
+    "__init__.py",
+    "apps.py",
+    "models.py",
+    "migrations",
+    "management",
+    "sql",
+    "__pycache__",
+    "tasks.py",
+}
+"""Where Django looks, and ``ilr.tasks`` (the path TASKS["BACKEND"] names)."""
 
 
 def test_the_public_names_are_pinned():

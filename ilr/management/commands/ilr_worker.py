@@ -1,4 +1,4 @@
-"""``manage.py ilr_worker --id w1 --lease-ttl 30 --concurrency 4 --poll 1.0 [--only name@version,...]``.
+"""``manage.py ilr_worker --id w1 --lease-ttl 30 --concurrency 4 --poll 1.0 [--only name@version,...] [--queue q,...]``.
 
 SIGTERM (or Ctrl-C) stops claiming and exits 0 after in-flight work. The worker refuses to start
 on a database that is not PostgreSQL (the system check's sentence, ilr.E001; exit 2, nothing
@@ -44,6 +44,12 @@ class Command(BaseCommand):
         parser.add_argument("--poll", type=float, default=1.0, help="idle poll interval in seconds (default 1.0)")
         parser.add_argument("--only", default="", help="comma list of name@version to register (default all)")
         parser.add_argument(
+            "--queue",
+            default="",
+            help="comma list of Django task queues to serve (ilr.tasks: their task:<queue> workflows); "
+            "with --only, both; default all",
+        )
+        parser.add_argument(
             "--import", dest="imports", action="append", default=[], help="extra module defining workflows (repeatable)"
         )
         parser.add_argument("--max-takeovers", type=int, default=None, help="crash-loop guard (default 5)")
@@ -68,6 +74,7 @@ class Command(BaseCommand):
         concurrency,
         poll,
         only,
+        queue,
         imports,
         max_takeovers,
         allow_code_change,
@@ -88,9 +95,9 @@ class Command(BaseCommand):
             self._import(module)
         self._refuse_pending_migrations()
         definitions = registry.all_definitions()
-        if only:
+        if only or queue:
             wanted = [item.strip() for item in only.split(",") if item.strip()]
-            pairs = []
+            pairs = self._task_queues(queue) if queue else []
             for item in wanted:
                 name, sep, version = item.partition("@")
                 if not sep:
@@ -152,6 +159,25 @@ class Command(BaseCommand):
             f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
             f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)"
         )
+
+    @staticmethod
+    def _task_queues(queue: str) -> list:
+        """The task:<queue> definitions of the --queue names (ilr.tasks), each configured in TASKS."""
+        from ilr._tasks.workflow import TASK_WORKFLOW_VERSION, workflow_name
+
+        out = []
+        for item in (q.strip() for q in queue.split(",")):
+            if not item:
+                continue
+            try:
+                out.append(registry.get(workflow_name(item), TASK_WORKFLOW_VERSION))
+            except UnknownWorkflow:
+                raise CommandError(
+                    f"--queue: {item!r} is not a queue of an ilr.tasks.InterlockBackend in TASKS", returncode=2
+                ) from None
+        if not out:
+            raise CommandError(f"--queue: {queue!r} names no queue", returncode=2)
+        return out
 
     @staticmethod
     def _check_flags(
