@@ -21,15 +21,12 @@ def _register_task_queues() -> None:
     from django.conf import settings
     from django.utils.module_loading import import_string
 
-    tasks = getattr(settings, "TASKS", None) or {}
-    if not tasks:
-        return
-    from ilr.tasks import InterlockBackend, register_task_queues
-
-    for params in tasks.values():
+    for params in (getattr(settings, "TASKS", None) or {}).values():
         try:
             backend = import_string(params.get("BACKEND", ""))
         except ImportError:
             continue  # Django's own check names a backend that does not import
-        if isinstance(backend, type) and issubclass(backend, InterlockBackend):
+        if isinstance(backend, type) and getattr(backend, "registers_task_queues", False):
+            from ilr.tasks import register_task_queues
+
             register_task_queues(params.get("QUEUES", ["default"]))

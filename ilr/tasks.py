@@ -117,6 +117,8 @@ class InterlockBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = True
+    registers_task_queues = True
+    """ilr's AppConfig registers the task:<queue> workflows of every backend class with this set."""
 
     def __init__(self, alias: str, params: dict):
         super().__init__(alias, params)

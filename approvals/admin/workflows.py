@@ -51,6 +51,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
                     "waiting_state",
                     "last_error",
                     "available",
+                    "priority",
                     "cancel_requested_at",
                     "cancel_requested_by",
                     "result_pretty",
