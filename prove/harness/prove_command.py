@@ -10,8 +10,9 @@ import time
 from pathlib import Path
 
 from prove.harness.cell_run import RUNS_DIR, versions
+from prove.harness.failures import copy_failures
 from prove.harness.lanes import lanes
-from prove.harness.runner import RESULTS, copy_failures, load_runs, new_sweep_id, progress_printer, select, sweep
+from prove.harness.runner import RESULTS, load_runs, new_sweep_id, progress_printer, select, sweep
 from prove.harness.scenarios import SYSTEMS
 
 

@@ -1,7 +1,7 @@
 """The scenario runner behind ``manage.py prove`` (docs/protocol.md §16): selects cells (scenario x
 variant x tier x system), runs them with n seeds each in this process (a sweep: one ``Run`` per
 cell and seed, prove/harness/cell_run.py, writing one JSON under .data/prove/runs/), reads runs
-back, and copies up to 20 failing runs per cell to results/runtime_prove_failures/. The command
+back; prove/harness/failures.py keeps up to 20 failing runs per cell in results/runtime_prove_failures/. The command
 that hands the runs to prove.report.runtime_prove is prove/harness/prove_command.py; parallel
 lanes are prove/harness/lanes.py.
 """
@@ -9,17 +9,13 @@ lanes are prove/harness/lanes.py.
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
-from pathlib import Path
 
 from prove.harness.cell_run import ROOT, RUNS_DIR, Infra, Run
 from prove.harness.scenarios import SCENARIOS, SYSTEMS, Scenario, find
 
 RESULTS = ROOT / "results"
-FAILURES = RESULTS / "runtime_prove_failures"
-MAX_FAILURES_PER_CELL = 20
 
 
 # -- selection and the sweep -----------------------------------------------------------------------
@@ -99,28 +95,6 @@ def sweep(
     finally:
         infra.close()
     return {"runs": runs, "wall_s": round(time.monotonic() - started, 1), "sweep_id": sweep_id}
-
-
-def copy_failures(runs: list[dict], failures: Path = FAILURES) -> None:
-    """Up to 20 failing runs per cell into results/runtime_prove_failures/ (replacing the old copy)."""
-    FAILURES = failures
-    if FAILURES.exists():
-        shutil.rmtree(FAILURES)
-    per_cell: dict[str, int] = {}
-    for rec in runs:
-        if rec.get("correct"):
-            continue
-        key = f"{rec['scenario']}{'-' + rec['variant'] if rec['variant'] else ''}-t{rec['tier']}-{rec['system']}"
-        if per_cell.get(key, 0) >= MAX_FAILURES_PER_CELL:
-            continue
-        per_cell[key] = per_cell.get(key, 0) + 1
-        dest = FAILURES / key
-        dest.mkdir(parents=True, exist_ok=True)
-        src = RUNS_DIR / rec["run_id"]
-        (dest / f"{rec['run_id']}.json").write_text(json.dumps(rec, indent=1, default=str))
-        for name in ("attempts.jsonl",):
-            if (src / name).exists():
-                shutil.copy(src / name, dest / f"{rec['run_id']}.{name}")
 
 
 def load_runs(sweep_ids: list[str]) -> list[dict]:

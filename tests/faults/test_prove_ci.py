@@ -37,7 +37,7 @@ def _children(pid: int) -> list[tuple[int, str]]:
 def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     from django.conf import settings
 
-    from prove.harness import cell_run, runner
+    from prove.harness import cell_run, failures, runner
     from prove.report import runtime_prove as report
 
     # Worker subprocesses reach the same (test) database as this process.
@@ -47,7 +47,7 @@ def test_prove_ci_subset(test_dsn, tmp_path, monkeypatch):
     assert len(cells) == 24
     result = runner.sweep(cells, 1)
     runs = result["runs"]
-    runner.copy_failures(runs, tmp_path / "runtime_prove_failures")
+    failures.copy_failures(runs, tmp_path / "runtime_prove_failures")
     doc = report.build(
         runs,
         command="pytest tests/faults/test_prove_ci.py (S01,S03 t1,t2; S09 t3; n=1)",
