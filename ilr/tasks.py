@@ -222,7 +222,7 @@ class InterlockBackend(BaseTaskBackend):
 
         Returns:
             True when this call requested the cancel, False when it was already requested or
-            the task had finished.
+                the task had finished.
 
         Raises:
             TaskResultDoesNotExist: no task of this backend has that id.
