@@ -28,7 +28,12 @@ def to_json(value: Any, field: str) -> Any:
         normal = normalize_json(value)
     except (TypeError, ValueError):
         path, bad = _first_unsupported(value, field) or (field, value)
-        kind = "bytes that are not UTF-8" if isinstance(bad, bytes) else f"a {type(bad).__qualname__}"
+        name = type(bad).__qualname__
+        kind = (
+            "bytes that are not UTF-8"
+            if isinstance(bad, bytes)
+            else f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
+        )
         raise InvalidInput(path, f"{kind} {JSON_RULE}") from None
     codec.check_plain(normal, field)
     return normal
