@@ -14,16 +14,18 @@ a task whose body must not repeat belongs in a gated effect.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
+import numbers
 import uuid
 from typing import Any
 
 from django.db import connections
+from django.utils.module_loading import import_string
 
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr import _registry as registry
-from ilr._errors import InvalidInput
 from ilr._queries.tasks import ENQUEUE_INSERT_WORKFLOWS
 from ilr._retry import RetryPolicy
 from ilr._tasks.compat import (
@@ -33,10 +35,10 @@ from ilr._tasks.compat import (
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
-    normalize_json,
     task_enqueued,
 )
 from ilr._tasks.results import new_result
+from ilr._tasks.values import to_json
 from ilr._tasks.workflow import TASK_WORKFLOW_VERSION, run_task, workflow_name
 
 __all__ = ["InterlockBackend", "InterlockTask", "register_task_queues"]
@@ -74,6 +76,11 @@ class InterlockTask(Task):
                 )
         if self.timeout is not None and not codec.is_seconds(self.timeout, positive=True):
             raise InvalidTask(f"timeout: must be a positive number of seconds or None, got {self.timeout!r}")
+        # Django's own checks of these two compare before they check the type (a TypeError).
+        if isinstance(self.priority, bool) or not isinstance(self.priority, numbers.Real):
+            raise InvalidTask(f"priority: must be a whole number between -100 and 100, got {self.priority!r}")
+        if self.run_after is not None and not isinstance(self.run_after, dt.datetime):
+            raise InvalidTask(f"run_after: must be an aware datetime or None, got {self.run_after!r}")
         super(InterlockTask, self).__post_init__()
 
 
@@ -86,6 +93,21 @@ def _options(task: Task) -> dict[str, Any]:
         "backoff": {"initial": policy.initial, "backoff": policy.backoff, "max_interval": policy.max_interval},
         "timeout": getattr(task, "timeout", None),
     }
+
+
+def _check_importable(task: Task) -> None:
+    """Refuse a task a worker could not import by its path (one defined in a shell, in
+    ``__main__``, or a Task not bound to its function's name): it would fail on every attempt."""
+    path = task.module_path
+    try:
+        found = None if task.func.__module__ == "__main__" else import_string(path)
+    except ImportError:
+        found = None
+    if getattr(found, "func", None) is not task.func:
+        raise InvalidTask(
+            f"task: {path!r} does not import as this task, and a worker imports it by that path: "
+            "define it with @task at the top level of an importable module (not in a shell or __main__)"
+        )
 
 
 @functools.cache
@@ -132,14 +154,13 @@ class InterlockBackend(BaseTaskBackend):
             a READY TaskResult whose id is the workflow id.
 
         Raises:
-            InvalidTask: the task does not suit this backend (Django's rules).
-            InvalidInput: args or kwargs are not plain JSON, naming the path.
+            InvalidTask: the task does not suit this backend (Django's rules), or its path does
+                not import back as this task (a worker imports it by that path).
+            InvalidInput: args or kwargs are not plain JSON, naming the path (``args[1]``).
         """
         self.validate_task(task)
-        try:
-            args, kwargs = normalize_json(args), normalize_json(kwargs)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInput("args", f"task arguments must be JSON: {exc}") from None
+        _check_importable(task)
+        args, kwargs = to_json(list(args), "args"), to_json(dict(kwargs), "kwargs")
         options = _options(task)
         run_after = task.run_after
         input = {
@@ -173,6 +194,15 @@ class InterlockBackend(BaseTaskBackend):
         task_enqueued.send(type(self), task_result=result)
         return result
 
+    def validate_task(self, task: Task) -> None:
+        """Django's rules, with an unknown queue named with the queues there are."""
+        if self.queues and task.queue_name not in self.queues:
+            raise InvalidTask(
+                f"queue_name: {task.queue_name!r} is not a queue of TASKS[{self.alias!r}]['QUEUES'] "
+                f"({', '.join(sorted(self.queues))})"
+            )
+        super().validate_task(task)
+
     def get_result(self, result_id: str) -> TaskResult:
         """The task's result now, read on ``OPTIONS["DATABASE"]`` (so a task enqueued in the
         caller's open transaction is visible to it).
@@ -194,7 +224,7 @@ class InterlockBackend(BaseTaskBackend):
 
         Returns:
             True when this call requested the cancel, False when it was already requested or
-            the task had finished.
+                the task had finished.
 
         Raises:
             TaskResultDoesNotExist: no task of this backend has that id.

@@ -16,9 +16,9 @@ from typing import Any
 
 from django.db import close_old_connections
 
-from ilr import _codec as codec
 from ilr._errors import InvalidInput
 from ilr._tasks.results import new_result, task_of
+from ilr._tasks.values import to_json
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
@@ -81,7 +81,7 @@ def run_attempt(
         {"ok": True, "value", "worker", "started_at", "finished_at"} or {"ok": False, "error":
         {"exception_class_path", "traceback"}, ...}.
     """
-    from ilr._tasks.compat import TaskContext, TaskResultStatus, normalize_json, task_finished, task_started
+    from ilr._tasks.compat import TaskContext, TaskResultStatus, task_finished, task_started
 
     started = dt.datetime.now(dt.UTC)
     worker = worker_id or "?"
@@ -103,11 +103,11 @@ def run_attempt(
         args = list(input.get("args", []))
         if task.takes_context:
             args.insert(0, TaskContext(task_result=result))
-        value = normalize_json(_call(task.func, args, dict(input.get("kwargs", {})), input.get("timeout")))
+        value = _call(task.func, args, dict(input.get("kwargs", {})), input.get("timeout"))
         try:
-            codec.check_plain(value, "return value")
+            value = to_json(value, "return value")
         except InvalidInput as exc:
-            raise TypeError(str(exc)) from None
+            raise TypeError(f"{exc} ({task.module_path} returned it)") from None
         outcome.update(ok=True, value=value)
     except KeyboardInterrupt:
         raise

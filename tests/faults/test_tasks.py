@@ -9,7 +9,8 @@ import datetime as dt
 import pytest
 from django.db import transaction
 
-from ilr._tasks.compat import TaskResultDoesNotExist, TaskResultStatus
+from ilr import InvalidInput
+from ilr._tasks.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus
 from tests.support import tasks
 from tests.support.waits import wait_for
 
@@ -157,3 +158,40 @@ def test_a_worker_sigkilled_mid_attempt_is_taken_over_and_the_attempt_runs_again
     assert len(invocations(rt, result.id)) == 2
     assert result.worker_ids == ["w2"]
     assert result.status == TaskResultStatus.SUCCESSFUL
+
+
+def test_bad_options_and_arguments_are_refused_naming_the_field_and_nothing_is_written(rt):
+    """Each refusal names the field and the rule (a new user's tries, issue 41's docs pass): a
+    priority or run_after of the wrong type (Django's own checks raise TypeError and
+    AttributeError), an unknown queue (named with the queues there are), a non-JSON argument
+    (named by its path), and a task whose path does not import back as the task (a worker
+    imports it by that path: it would fail on every attempt and its result could not be read)."""
+    with pytest.raises(InvalidTask, match=r"^priority: must be a whole number between -100 and 100, got '5'$"):
+        tasks.add.using(priority="5")
+    with pytest.raises(InvalidTask, match=r"^run_after: must be an aware datetime or None, got '2030-01-01'$"):
+        tasks.add.using(run_after="2030-01-01")
+    with pytest.raises(
+        InvalidTask, match=r"^queue_name: 'nope' is not a queue of TASKS\['default'\]\['QUEUES'\] \(default\)$"
+    ):
+        tasks.add.using(queue_name="nope")
+    with pytest.raises(InvalidInput) as exc:
+        tasks.add.enqueue(1, dt.datetime(2030, 1, 1, tzinfo=dt.UTC))
+    assert exc.value.field == "args[1]" and exc.value.rule.startswith("a datetime is not JSON")
+    with pytest.raises(InvalidInput) as exc:
+        tasks.add.enqueue(a=1, b={"when": [1, {2}]})
+    assert exc.value.field == "kwargs['b']['when'][1]" and exc.value.rule.startswith("a set is not JSON")
+    from ilr.tasks import InterlockTask
+
+    unbound = InterlockTask(func=tasks.unbound_body)
+    with pytest.raises(InvalidTask, match=r"^task: 'tests.support.tasks.unbound_body' does not import as this task"):
+        unbound.enqueue()
+    assert rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"] == 0
+
+
+def test_a_task_returning_a_value_that_is_not_json_fails_naming_it(rt, workers):
+    workers.start("w1")
+    result = finished(tasks.returns_a_set.enqueue())
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class for e in result.errors] == [TypeError]
+    assert "TypeError: return value: a set is not JSON" in result.errors[0].traceback
+    assert "(tests.support.tasks.returns_a_set returned it)" in result.errors[0].traceback

@@ -67,4 +67,15 @@ def blocks_until(context, path: str) -> str:
     return "done"
 
 
+@task()
+def returns_a_set() -> set:
+    return {1, 2}
+
+
+def unbound_body() -> int:
+    """A module-level function that ``task()(unbound_body)`` wraps without binding the Task to a
+    name: its path imports this function, not a Task, so a worker could never run it."""
+    return 1
+
+
 assert isinstance(add, InterlockTask)
