@@ -77,6 +77,11 @@ class InterlockTask(Task):
         super(InterlockTask, self).__post_init__()
 
 
+class _ArgumentsNotJSON(InvalidInput, TypeError):
+    """Task arguments that are not plain JSON: an InvalidInput, and the TypeError Django's own
+    backends raise there (from ``normalize_json``), so code written against either catches it."""
+
+
 def _options(task: Task) -> dict[str, Any]:
     # A plain Task (made without @task on this backend) gets InterlockTask's defaults.
     backoff = getattr(task, "backoff", None)
@@ -131,13 +136,14 @@ class InterlockBackend(BaseTaskBackend):
 
         Raises:
             InvalidTask: the task does not suit this backend (Django's rules).
-            InvalidInput: args or kwargs are not plain JSON, naming the path.
+            InvalidInput: args or kwargs are not plain JSON (also a TypeError, as Django's
+                backends raise there).
         """
         self.validate_task(task)
         try:
             args, kwargs = normalize_json(args), normalize_json(kwargs)
         except (TypeError, ValueError) as exc:
-            raise InvalidInput("args", f"task arguments must be JSON: {exc}") from None
+            raise _ArgumentsNotJSON("args", f"task arguments must be JSON: {exc}") from None
         options = _options(task)
         run_after = task.run_after
         input = {
