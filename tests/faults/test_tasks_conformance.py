@@ -37,8 +37,13 @@ InterlockBackend (TASKS in interlock_project/settings.py) and a task runs on rea
 (tests/support/waits.py), never by sleeps. Tests that need no worker run in-process on the emptied
 test database (``rt``). Exceptions and the logger name come through ilr/_tasks/compat.py, so the
 module runs on Django 6 (django.tasks) and on Django 5.2 (the django-tasks backport) alike.
-Assertions on query counts, on DBTaskResult's model, admin and db_worker's options are not
-ported: they test django-tasks-db's implementation, not the contract.
+Not ported, as not the contract of a database backend: assertions on query counts, on
+DBTaskResult's model, index, admin and pruning, db_worker's options (--interval, --max-tasks,
+--worker-id, --exclude-queues, --batch), the Dummy and Immediate backends' own behaviour (results
+kept in memory, run at enqueue), and Django's handler tests (no TASKS, a missing backend module).
+The queue a worker serves (test_doesnt_process_different_queue) is tests/faults/test_tasks.py's
+test_a_worker_serves_only_its_queues. Django main's TaskResult ordering, equality and hash tests
+are not in Django 6.1.3 nor in the backport, so there is no contract of either to run them on.
 
 Deliberate differences, each also noted at its test:
 - A task whose path no longer imports as a Task fails on the worker, and ``get_result`` of it
