@@ -156,7 +156,8 @@ class InterlockBackend(BaseTaskBackend):
         Raises:
             InvalidTask: the task does not suit this backend (Django's rules), or its path does
                 not import back as this task (a worker imports it by that path).
-            InvalidInput: args or kwargs are not plain JSON, naming the path (``args[1]``).
+            InvalidInput: args or kwargs are not plain JSON, naming the path (``args[1]``); also
+                a TypeError, as Django's own backends raise there.
         """
         self.validate_task(task)
         _check_importable(task)

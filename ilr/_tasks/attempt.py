@@ -72,6 +72,15 @@ def _call(func, args: list, kwargs: dict, timeout: float | None) -> Any:
     return box["value"]
 
 
+def _error(exc: BaseException) -> dict[str, str]:
+    """A task's exception as Django's TaskError fields: its class path and traceback."""
+    kind = type(exc)
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": "".join(format_exception(exc))[-8000:],
+    }
+
+
 def run_attempt(
     workflow_id: str, input: dict, attempt: int, workers: list[str], worker_id: str | None, last: bool
 ) -> dict[str, Any]:
@@ -109,17 +118,15 @@ def run_attempt(
         except InvalidInput as exc:
             raise TypeError(f"{exc} ({task.module_path} returned it)") from None
         outcome.update(ok=True, value=value)
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        # On a worker's run thread a KeyboardInterrupt is the task's own raise (a signal reaches
+        # only the main thread, whose handler stops the worker gracefully): it is the attempt's
+        # failure, as django-tasks-db records it. On the main thread it may be a real Ctrl-C.
+        if threading.current_thread() is threading.main_thread():
+            raise
+        outcome.update(ok=False, error=_error(exc))
     except BaseException as exc:  # noqa: BLE001 - the task's failure is its outcome
-        kind = type(exc)
-        outcome.update(
-            ok=False,
-            error={
-                "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-                "traceback": "".join(format_exception(exc))[-8000:],
-            },
-        )
+        outcome.update(ok=False, error=_error(exc))
     finally:
         close_old_connections()
     outcome["finished_at"] = dt.datetime.now(dt.UTC).isoformat()

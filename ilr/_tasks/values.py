@@ -15,18 +15,25 @@ JSON_RULE = (
 )
 
 
+class _NotJSON(InvalidInput, TypeError):
+    """A value that is not plain JSON: an InvalidInput naming its path, and the TypeError Django's
+    own backends raise there (``normalize_json``'s "Unsupported type"), so code written against
+    either catches it."""
+
+
 def to_json(value: Any, field: str) -> Any:
     """``value`` normalized as Django's Tasks framework does (tuples become lists, UTF-8 bytes
     strings), then checked as plain JSON.
 
     Raises:
-        InvalidInput: naming the path of the first value that is not JSON, and the rule.
+        InvalidInput: naming the path of the first value that is not JSON, and the rule (also a
+            TypeError).
     """
     from ilr._tasks.compat import normalize_json
 
     try:
         normal = normalize_json(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError) as exc:
         path, bad = _first_unsupported(value, field) or (field, value)
         name = type(bad).__qualname__
         kind = (
@@ -34,7 +41,7 @@ def to_json(value: Any, field: str) -> Any:
             if isinstance(bad, bytes)
             else f"{'an' if name[0] in 'aeiouAEIOU' else 'a'} {name}"
         )
-        raise InvalidInput(path, f"{kind} {JSON_RULE}") from None
+        raise _NotJSON(path, f"{kind} {JSON_RULE} ({exc})") from None
     codec.check_plain(normal, field)
     return normal
 
