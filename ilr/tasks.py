@@ -199,8 +199,8 @@ class InterlockBackend(BaseTaskBackend):
         """Django's rules, with an unknown queue named with the queues there are."""
         if self.queues and task.queue_name not in self.queues:
             raise InvalidTask(
-                f"queue_name: {task.queue_name!r} is not a queue of TASKS[{self.alias!r}]['QUEUES'] "
-                f"({', '.join(sorted(self.queues))})"
+                f"Queue {task.queue_name!r} is not valid for backend. queue_name: not one of "
+                f"TASKS[{self.alias!r}]['QUEUES'] ({', '.join(sorted(self.queues))})"
             )
         super().validate_task(task)
 

@@ -27,15 +27,15 @@ import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
-from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from tests.support import ROOT
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.db import database_url
 from tests.support.waits import wait_for
 from tests.support.wheel import build_wheel
 
@@ -97,17 +97,6 @@ print(json.dumps({{"prefix": sys.prefix, "files": [ilr.__file__, approvals.__fil
     assert all(f.startswith(out["prefix"]) for f in out["files"]), out
     assert not out["present"], f"installed with the wheel, though not its core: {out['present']}"
     return python
-
-
-def _database_url(dsn: str) -> str:
-    """A postgresql:// URL for a libpq conninfo (host and port as query parameters, which also
-    carries a Unix socket directory)."""
-    params = conninfo_to_dict(dsn)
-    auth = quote(params.pop("user", "") or "", safe="")
-    if params.get("password"):
-        auth += ":" + quote(params.pop("password"), safe="")
-    name = quote(params.pop("dbname"), safe="")
-    return f"postgresql://{auth}@/{name}?{urlencode(params)}"
 
 
 @pytest.fixture
@@ -182,7 +171,7 @@ def project(venv_python, example_db, tmp_path):
     """The example, migrated on its database, with a signing key, a reviewer and an account."""
     directory = tmp_path / "closures"
     shutil.copytree(EXAMPLE, directory, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".data"))
-    p = Project(venv_python, directory, _database_url(example_db))
+    p = Project(venv_python, directory, database_url(example_db))
     try:
         p.manage("check", "--fail-level", "WARNING")
         p.manage("migrate", "--noinput", timeout=300)

@@ -24,8 +24,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from tests.browser.test_example_project import _database_url
 from tests.support import ROOT
+from tests.support.db import database_url
 from tests.support.waits import wait_for
 
 EXAMPLE = ROOT / "examples" / "tasks_and_workflows"
@@ -108,7 +108,7 @@ class Shop:
 def shop(shop_db, tmp_path):
     directory = tmp_path / "tasks_and_workflows"
     shutil.copytree(EXAMPLE, directory, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".data"))
-    s = Shop(directory, _database_url(shop_db))
+    s = Shop(directory, database_url(shop_db))
     try:
         probe = s.manage("shell", "-c", "import ilr; print(ilr.__file__)")
         assert probe.strip().splitlines()[-1] == str(ROOT / "ilr" / "__init__.py")

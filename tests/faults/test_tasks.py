@@ -171,7 +171,9 @@ def test_bad_options_and_arguments_are_refused_naming_the_field_and_nothing_is_w
     with pytest.raises(InvalidTask, match=r"^run_after: must be an aware datetime or None, got '2030-01-01'$"):
         tasks.add.using(run_after="2030-01-01")
     with pytest.raises(
-        InvalidTask, match=r"^queue_name: 'nope' is not a queue of TASKS\['default'\]\['QUEUES'\] \(default\)$"
+        InvalidTask,
+        match=r"^Queue 'nope' is not valid for backend. queue_name: not one of "
+        r"TASKS\['default'\]\['QUEUES'\] \(default\)$",
     ):
         tasks.add.using(queue_name="nope")
     with pytest.raises(InvalidInput) as exc:

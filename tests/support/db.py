@@ -3,6 +3,8 @@ and the embedded PostgreSQL."""
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlencode
+
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
@@ -98,3 +100,14 @@ def claims(rt, wf_id) -> list[dict]:
         .execute("select epoch, owner, version from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
         .fetchall()
     )
+
+
+def database_url(dsn: str) -> str:
+    """A postgresql:// URL for a libpq conninfo (host and port as query parameters, which also
+    carries a Unix socket directory)."""
+    params = conninfo_to_dict(dsn)
+    auth = quote(params.pop("user", "") or "", safe="")
+    if params.get("password"):
+        auth += ":" + quote(params.pop("password"), safe="")
+    name = quote(params.pop("dbname"), safe="")
+    return f"postgresql://{auth}@/{name}?{urlencode(params)}"
