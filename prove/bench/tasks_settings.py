@@ -1,0 +1,18 @@
+"""Settings of ``manage.py bench_tasks``: the project's, plus django-tasks-db and its TASKS alias.
+
+Two backends of Django's Tasks framework on one PostgreSQL database: "default" is Interlock's
+(``ilr.tasks.InterlockBackend``, a task is a workflow row run by ``ilr_worker``), "db" is
+django-tasks-db's ``DatabaseBackend`` (a task is a row of its own table, run by ``db_worker``).
+The bench's trivial tasks are in prove/bench/tasks_defs.py, one per alias.
+"""
+
+from __future__ import annotations
+
+from interlock_project.settings import *  # noqa: F403
+from interlock_project.settings import INSTALLED_APPS, TASKS
+
+INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks_db"]
+TASKS = {
+    **TASKS,
+    "db": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},
+}
