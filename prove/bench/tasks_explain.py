@@ -6,8 +6,10 @@ backlog stays the same; the worker processes are stopped meanwhile.
 
 from __future__ import annotations
 
+import re
 import statistics
 import time
+from pathlib import Path
 
 from prove.bench.tasks_backends import DB, INTERLOCK
 
@@ -98,3 +100,60 @@ def claim_plans(backlog: int, claim_n: int, runs: int = 50) -> dict:
             cur.execute(backend.reset_sql)
     out["backlog"] = backlog
     return out
+
+
+AREAS = (
+    ("psycopg (sending statements, reading rows)", ("psycopg/",)),
+    ("Django ORM (querysets, models, SQL compiler)", ("django/db/models/",)),
+    ("Django database layer (connections, cursors, transactions)", ("django/db/",)),
+    ("django-tasks-db", ("django_tasks_db/",)),
+    ("Django Tasks framework (Task, TaskResult, signals)", ("django_tasks/", "django/tasks/", "django/dispatch/")),
+    ("Interlock", ("ilr/",)),
+    ("json", ("json/",)),
+    ("threads and queues", ("threading.py", "concurrent/futures", "queue.py")),
+)
+
+
+_OUTER = (
+    "(manage.py)",
+    "ManagementUtility.",
+    "BaseCommand.",
+    "execute_from_command_line",
+    "Command.handle",
+    "Thread.",
+    "(thread.py)",
+    "_WorkItem.run",
+    "process ",
+    "thread (",
+)
+"""Frames on (nearly) every stack of a worker: the command's and the thread's entry points."""
+
+
+def profile_areas(raw: Path, top: int = 14) -> dict:
+    """py-spy raw stacks (``--gil``: where the process's Python CPU went) summarized two ways: the
+    share of samples by the area of the innermost frame, and the inclusive share of the functions
+    most often on the stack (a caller counts each sample of everything it called)."""
+    from collections import Counter
+
+    areas: Counter = Counter()
+    inclusive: Counter = Counter()
+    total = 0
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        frames = stack.split(";")
+        leaf = frames[-1]
+        areas[next((a for a, keys in AREAS if any(k in leaf for k in keys)), "other")] += n
+        names = {re.sub(r":\d+\)$", ")", re.sub(r"\(.*/(site-packages/|lib/python3\.\d+/)?", "(", f)) for f in frames}
+        for name in names:
+            if not any(s in name for s in _OUTER):
+                inclusive[name] += n
+    share = lambda c: round(c / total, 3) if total else 0.0  # noqa: E731
+    return {
+        "samples": total,
+        "areas": [[a, share(c)] for a, c in areas.most_common()],
+        "inclusive": [[f, share(c)] for f, c in inclusive.most_common(top)],
+    }

@@ -59,7 +59,7 @@ def run(args, say) -> dict:
 
     from ilr import _db as db
     from prove.bench.tasks_backends import BACKENDS
-    from prove.bench.tasks_explain import claim_plans, enqueue_cost
+    from prove.bench.tasks_explain import claim_plans, enqueue_cost, profile_areas
     from prove.bench.tasks_measure import measure
     from prove.bench.tasks_workers import Workers
 
@@ -81,11 +81,22 @@ def run(args, say) -> dict:
                     f"  {t['tasks_per_s']} tasks/s, batch p50 {t['latency']['p50_ms']} ms, "
                     f"low-load p50 {r['latency_low_load']['p50_ms']} ms"
                 )
+        profiles = {}
+        for c in (configs[0], configs[-1]):  # Interlock, and django-tasks-db with the fewest processes
+            say(f"profile: {c['name']} with py-spy on one worker (a batch not counted above) ...")
+            raw = log_dir / f"profile-{c['name']}.txt"
+            raw.unlink(missing_ok=True)
+            workers = Workers(c["backend"], c["processes"], c["concurrency"], args.poll, env, log_dir)
+            r = measure(BACKENDS[c["backend"]], workers, 2 * args.n, 1, mon, profile_to=raw)
+            profiles[c["name"]] = {
+                "tasks_per_s_while_profiled": r["throughput"]["tasks_per_s"],
+                **(profile_areas(raw) if raw.exists() else {"samples": 0}),
+            }
         say("enqueue cost and claim plans ...")
         enqueue = enqueue_cost()
         claims = claim_plans(args.n, args.concurrency)
     summary = {c["name"]: summarize(c, runs[c["name"]]) for c in configs}
-    return {"configurations": summary, "runs": runs, "enqueue_cost": enqueue, "claims": claims}
+    return {"configurations": summary, "runs": runs, "enqueue_cost": enqueue, "claims": claims, "profiles": profiles}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from prove.bench.core import _pct
-from prove.bench.proc_stats import machine_cpu, postgres_cpu_seconds
+from prove.bench.proc_stats import cluster_cpu_seconds, machine_cpu
 from prove.bench.tasks_backends import Backend
 from prove.bench.tasks_workers import Workers
 
@@ -66,10 +66,17 @@ def commits(mon) -> int:
     return n
 
 
-def measure(backend: Backend, workers: Workers, n: int, latency_n: int, mon, timeout: float = 600.0) -> dict:
-    """Run the three phases on ``workers`` (not started yet; stopped on return)."""
+def measure(
+    backend: Backend, workers: Workers, n: int, latency_n: int, mon, timeout: float = 600.0, profile_to=None
+) -> dict:
+    """Run the three phases on ``workers`` (not started yet; stopped on return). ``profile_to``: a
+    path for py-spy's raw samples of the first worker process during the batch."""
     from django.db import transaction
 
+    from prove.bench.cpu_profile import start_profiler, stop_profiler
+
+    (postmaster,) = mon.execute("select pid from pg_stat_activity where backend_type = 'checkpointer'").fetchone()
+    postmaster = _parent(postmaster)
     task = backend.task()
     mon.execute(backend.reset_sql)
     total = 0
@@ -89,14 +96,17 @@ def measure(backend: Backend, workers: Workers, n: int, latency_n: int, mon, tim
             total += 1
             wait_done(mon, backend, total, timeout, 0.002)
         t_low = time.monotonic()
-        c0, pg0, m0, w0 = commits(mon), postgres_cpu_seconds(), machine_cpu(), workers.cpu_seconds()
+        profiler = start_profiler(workers.procs[0].pid, profile_to) if profile_to else None
+        c0, pg0, m0, w0 = commits(mon), cluster_cpu_seconds(postmaster), machine_cpu(), workers.cpu_seconds()
         t_first = time.time()
         with transaction.atomic():
             ids = [str(task.enqueue(i, 1).id) for i in range(n)]
         t_commit = time.time()
         total += n
         polls = wait_done(mon, backend, total, timeout, 0.02)
-        pg_cpu, m1, w_cpu = postgres_cpu_seconds() - pg0, machine_cpu(), workers.cpu_seconds() - w0
+        pg_cpu, m1, w_cpu = cluster_cpu_seconds(postmaster) - pg0, machine_cpu(), workers.cpu_seconds() - w0
+        if profiler is not None:
+            stop_profiler(profiler)
     finally:
         workers.stop()
     time.sleep(1.5)  # the backends flush pg_stat_database at most every second; the workers' at exit
@@ -130,7 +140,11 @@ def measure(backend: Backend, workers: Workers, n: int, latency_n: int, mon, tim
             "warm_up_and_low_load": round(t_low - t_up, 1),
             "batch_and_stop": round(time.monotonic() - t_low, 1),
         },
-        "latency_low_load": {"n": latency_n, **ms_summary([r[3] - r[2] for r in low["rows"]])},
+        "latency_low_load": {
+            "n": latency_n,
+            **ms_summary([r[3] - r[2] for r in low["rows"]]),
+            "samples_ms": [round((r[3] - r[2]) * 1000, 2) for r in low["rows"]],
+        },
         "checks": {
             "enqueued": n + latency_n,
             "found": batch["found"] + low["found"],
@@ -139,6 +153,12 @@ def measure(backend: Backend, workers: Workers, n: int, latency_n: int, mon, tim
             "bad_examples": batch["bad"] + low["bad"],
         },
     }
+
+
+def _parent(pid: int) -> int:
+    from pathlib import Path
+
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _cores() -> int:

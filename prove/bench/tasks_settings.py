@@ -4,15 +4,22 @@ Two backends of Django's Tasks framework on one PostgreSQL database: "default" i
 (``ilr.tasks.InterlockBackend``, a task is a workflow row run by ``ilr_worker``), "db" is
 django-tasks-db's ``DatabaseBackend`` (a task is a row of its own table, run by ``db_worker``).
 The bench's trivial tasks are in prove/bench/tasks_defs.py, one per alias.
+
+Django's connections persist (CONN_MAX_AGE None): db_worker calls close_old_connections() on every
+loop, which under the project's CONN_MAX_AGE 0 closes its connection, so it would open a new
+PostgreSQL connection for every task; persistent connections are its best case. Interlock's
+workers keep their own connections either way.
 """
 
 from __future__ import annotations
 
 from interlock_project.settings import *  # noqa: F403
-from interlock_project.settings import INSTALLED_APPS, TASKS
+from interlock_project.settings import DATABASES, INSTALLED_APPS, TASKS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks_db"]
 TASKS = {
     **TASKS,
     "db": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default"]},
 }
+
+DATABASES["default"]["CONN_MAX_AGE"] = None

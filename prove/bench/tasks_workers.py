@@ -98,7 +98,8 @@ class Workers:
         else:  # each db_worker's first poll opens its one connection
             (n,) = mon.execute(
                 "select count(*) from pg_stat_activity where datname = current_database() "
-                "and backend_type = 'client backend' and backend_start >= %s and application_name not in ('bench_tasks', 'ilr')",
+                "and backend_type = 'client backend' and backend_start >= %s "
+                "and application_name not in ('bench_tasks', 'ilr')",
                 (since,),
             ).fetchone()
         return n >= self.processes
