@@ -131,6 +131,28 @@ def run(
     return report
 
 
+def cpu_budget(il: dict, db_best: dict, machine_cores: int, target: float = 3.0) -> dict:
+    """What the machine's CPU allows the throughput ratio to be, from the runs' own cost per task
+    (worker processes + PostgreSQL, medians; the enqueuing process is the same for both and left out).
+
+    Returns the CPU ms per task of each side, their ratio (the throughput ratio when both are
+    bound by the machine's cores), each side's ceiling (cores / CPU per task), and the most CPU per
+    task that would give ``target`` x django-tasks-db at its measured cost.
+    """
+    il_ms = il["worker_cpu_ms_per_task"]["median"] + il["postgres_cpu_ms_per_task"]["median"]
+    db_ms = db_best["worker_cpu_ms_per_task"]["median"] + db_best["postgres_cpu_ms_per_task"]["median"]
+    return {
+        "interlock_cpu_ms_per_task": round(il_ms, 3),
+        "interlock_postgres_cpu_ms_per_task": il["postgres_cpu_ms_per_task"]["median"],
+        "db_cpu_ms_per_task": round(db_ms, 3),
+        "cost_ratio": round(db_ms / il_ms, 2) if il_ms else None,
+        "interlock_ceiling_tasks_per_s": round(machine_cores / il_ms * 1000, 1) if il_ms else None,
+        "db_ceiling_tasks_per_s": round(machine_cores / db_ms * 1000, 1) if db_ms else None,
+        "budget_cpu_ms_per_task_for_target": round(db_ms / target, 3),
+        "target": target,
+    }
+
+
 def compare(configs: dict) -> dict:
     """Interlock against django-tasks-db's best configuration, on the rounds' medians."""
     il = configs["interlock"]
@@ -150,6 +172,7 @@ def compare(configs: dict) -> dict:
             for k, v in dbs.items()
         },
     }
+    out["cpu"] = cpu_budget(il, dbs[best], machine_cores=os.cpu_count() or 1)
     # The issue's target: at least 3x the throughput, at no worse latency (both latency figures).
     out["target_met"] = bool(
         out["throughput_ratio"]

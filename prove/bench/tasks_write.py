@@ -168,11 +168,47 @@ def render(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cpu_paragraph(report: dict) -> list[str]:
+    cpu, configs = report["comparison"]["cpu"], report["configurations"]
+    il = configs["interlock"]
+    busy = il["machine_busy_cores"]["median"]
+    text = (
+        f"CPU per task (worker processes + PostgreSQL, medians): Interlock {cpu['interlock_cpu_ms_per_task']:g} ms "
+        f"({il['worker_cpu_ms_per_task']['median']:g} + {il['postgres_cpu_ms_per_task']['median']:g}), "
+        f"django-tasks-db's best configuration {cpu['db_cpu_ms_per_task']:g} ms: a cost ratio of "
+        f"{cpu['cost_ratio']:g}. While Interlock's batch ran the machine had {busy:g} of "
+        f"{report['machine']['nproc']} cores busy, so throughput here is bound by CPU, and when both sides "
+        "are, the throughput ratio is the cost ratio (ceilings at every core: Interlock "
+        f"{cpu['interlock_ceiling_tasks_per_s']:g} tasks/s, django-tasks-db {cpu['db_ceiling_tasks_per_s']:g}). "
+        f"{cpu['target']:g}x would need Interlock at {cpu['budget_cpu_ms_per_task_for_target']:g} ms of CPU per "
+        "task or less"
+    )
+    best = configs[report["comparison"]["db_best"]]
+    pg, budget = cpu["interlock_postgres_cpu_ms_per_task"], cpu["budget_cpu_ms_per_task_for_target"]
+    commits = (
+        f"(the claim, the attempt's step row and the finish: {il['commits_per_task']['median']:g} commits per "
+        f"task, against django-tasks-db's {best['commits_per_task']['median']:g})"
+    )
+    if budget <= pg:
+        text += f", which Interlock's PostgreSQL work alone already spends ({pg:g} ms {commits})."
+    else:
+        text += (
+            f"; Interlock's PostgreSQL work alone is {pg:g} ms of that {commits}, which leaves "
+            f"{budget - pg:.3g} ms for its worker, which spends {il['worker_cpu_ms_per_task']['median']:g} ms."
+        )
+    text += (
+        " Busy cores count every process on the machine, other sessions' included; CPU per task counts only "
+        "this bench's workers and its PostgreSQL cluster."
+    )
+    return [text, ""]
+
+
 def _where_time_goes(report: dict) -> list[str]:
     e, c = report["enqueue_cost"], report["claims"]
     lines = [
         "## Where the time goes",
         "",
+        *_cpu_paragraph(report),
         "Enqueue, milliseconds per `Task.enqueue` call from this process (300 calls each way):",
         "",
         "| backend | each call its own transaction | 300 calls in one transaction |",
