@@ -132,11 +132,13 @@ _OUTER = (
 def profile_areas(raw: Path, top: int = 14) -> dict:
     """py-spy raw stacks (``--gil``: where the process's Python CPU went) summarized two ways: the
     share of samples by the area of the innermost frame, and the inclusive share of the functions
-    most often on the stack (a caller counts each sample of everything it called)."""
+    most often on the stack (a caller counts each sample of everything it called), and the source
+    lines sampled most as the innermost frame."""
     from collections import Counter
 
     areas: Counter = Counter()
     inclusive: Counter = Counter()
+    lines: Counter = Counter()
     total = 0
     for line in raw.read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
@@ -147,6 +149,7 @@ def profile_areas(raw: Path, top: int = 14) -> dict:
         frames = stack.split(";")
         leaf = frames[-1]
         areas[next((a for a, keys in AREAS if any(k in leaf for k in keys)), "other")] += n
+        lines[re.sub(r"\(.*/(site-packages/|lib/python3\.\d+/)?", "(", leaf)] += n
         names = {re.sub(r":\d+\)$", ")", re.sub(r"\(.*/(site-packages/|lib/python3\.\d+/)?", "(", f)) for f in frames}
         for name in names:
             if not any(s in name for s in _OUTER):
@@ -156,4 +159,5 @@ def profile_areas(raw: Path, top: int = 14) -> dict:
         "samples": total,
         "areas": [[a, share(c)] for a, c in areas.most_common()],
         "inclusive": [[f, share(c)] for f, c in inclusive.most_common(top)],
+        "innermost_lines": [[f, share(c)] for f, c in lines.most_common(6)],
     }

@@ -6,7 +6,10 @@ Writes its raw figures as JSON to ``--json``.
 Configurations, each on the same PostgreSQL and the same poll interval:
 - "interlock": W ilr_worker processes of C run threads (W x C slots);
 - "db_slots": W x C db_worker processes (as many slots as Interlock's; one task at a time each);
-- "db_processes": W db_worker processes (as many processes as Interlock's), when W x C > W.
+- "db_processes": W db_worker processes (as many processes as Interlock's), when W x C > W;
+- "db_reconnect": W db_worker processes under the project's CONN_MAX_AGE 0 (Django's default),
+  where db_worker opens a new connection on every loop: how it runs with this project's settings
+  as they are. It is compared as the others are (Interlock against the best of them).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def configurations(workers: int, concurrency: int) -> list[dict]:
     ]
     if concurrency > 1:
         configs.append({"name": "db_processes", "backend": "db", "processes": workers, "concurrency": 1})
+    configs.append({"name": "db_reconnect", "backend": "db", "processes": workers, "concurrency": 1, "max_age": 0})
     return configs
 
 
@@ -72,7 +76,8 @@ def run(args, say) -> dict:
             order = configs if k % 2 == 0 else configs[::-1]  # alternate which backend goes first
             for c in order:
                 say(f"round {k + 1} of {args.rounds}: {c['name']} ({c['processes']} x {c['concurrency']}) ...")
-                workers = Workers(c["backend"], c["processes"], c["concurrency"], args.poll, env, log_dir)
+                env_c = {**env, "BENCH_TASKS_CONN_MAX_AGE": str(c["max_age"])} if "max_age" in c else env
+                workers = Workers(c["backend"], c["processes"], c["concurrency"], args.poll, env_c, log_dir)
                 r = measure(BACKENDS[c["backend"]], workers, args.n, args.latency_n, mon)
                 r["round"] = k + 1
                 runs[c["name"]].append(r)
@@ -82,7 +87,7 @@ def run(args, say) -> dict:
                     f"low-load p50 {r['latency_low_load']['p50_ms']} ms"
                 )
         profiles = {}
-        for c in (configs[0], configs[-1]):  # Interlock, and django-tasks-db with the fewest processes
+        for c in (configs[0], configs[-2]):  # Interlock, and django-tasks-db with the fewest processes
             say(f"profile: {c['name']} with py-spy on one worker (a batch not counted above) ...")
             raw = log_dir / f"profile-{c['name']}.txt"
             raw.unlink(missing_ok=True)

@@ -11,6 +11,7 @@ NAMES = {
     "interlock": "Interlock",
     "db_slots": "django-tasks-db, as many processes as Interlock's slots",
     "db_processes": "django-tasks-db, as many processes as Interlock's",
+    "db_reconnect": "django-tasks-db, as many processes as Interlock's, CONN_MAX_AGE 0 (a connection per loop)",
 }
 
 
@@ -177,8 +178,10 @@ def _cpu_paragraph(report: dict) -> list[str]:
         f"({il['worker_cpu_ms_per_task']['median']:g} + {il['postgres_cpu_ms_per_task']['median']:g}), "
         f"django-tasks-db's best configuration {cpu['db_cpu_ms_per_task']:g} ms: a cost ratio of "
         f"{cpu['cost_ratio']:g}. While Interlock's batch ran the machine had {busy:g} of "
-        f"{report['machine']['nproc']} cores busy, so throughput here is bound by CPU, and when both sides "
-        "are, the throughput ratio is the cost ratio (ceilings at every core: Interlock "
+        f"{report['machine']['nproc']} cores busy"
+        + (", so throughput here is bound by CPU" if busy >= 0.9 * report["machine"]["nproc"] else "")
+        + ". When both sides are bound by the machine's cores, the throughput ratio is the cost ratio "
+        "(ceilings at every core: Interlock "
         f"{cpu['interlock_ceiling_tasks_per_s']:g} tasks/s, django-tasks-db {cpu['db_ceiling_tasks_per_s']:g}). "
         f"{cpu['target']:g}x would need Interlock at {cpu['budget_cpu_ms_per_task_for_target']:g} ms of CPU per "
         "task or less"
@@ -244,6 +247,10 @@ def _where_time_goes(report: dict) -> list[str]:
             "| on the stack (inclusive) | share |",
             "|---|---|",
             *[f"| `{f}` | {s:g} |" for f, s in prof.get("inclusive", [])],
+            "",
+            "| innermost line | share |",
+            "|---|---|",
+            *[f"| `{f}` | {s:g} |" for f, s in prof.get("innermost_lines", [])],
             "",
         ]
     return lines

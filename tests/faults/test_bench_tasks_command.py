@@ -31,11 +31,11 @@ def test_bench_tasks_tiny_run_reports_both_backends(tmp_path):
     assert report["command"] == "python manage.py " + " ".join(argv) + f" --poll 0.05 --out {out}"
     configs = report["configurations"]
     assert {c["backend"] for c in configs.values()} == {"interlock", "db"}
-    assert [(c["processes"], c["concurrency"]) for c in configs.values()] == [(1, 2), (2, 1), (1, 1)]
+    assert [(c["processes"], c["concurrency"]) for c in configs.values()] == [(1, 2), (2, 1), (1, 1), (1, 1)]
     for name, runs in report["runs"].items():
         (run,) = runs
         checks = run["checks"]
-        assert checks["enqueued"] == 23, (name, checks)
+        assert checks["enqueued"] == 23 and checks["bad_examples"] == [], (name, checks)
         assert checks["found"] == checks["right_value"] == checks["ran_once"] == 23, (name, checks)
         tp = run["throughput"]
         assert tp["tasks_per_s"] > 0 and tp["drain_tasks_per_s"] >= tp["tasks_per_s"], (name, tp)
