@@ -118,11 +118,14 @@ def render(report: dict) -> str:
         "Per task of the batch: the enqueue call inside the batch's transaction; every transaction "
         "committed in the bench database while the batch ran (claims, results, idle polls; the bench's own "
         "polls taken off); CPU of the worker processes and of every PostgreSQL process (from /proc), and "
-        "the busy cores of the whole machine (from /proc/stat).",
+        "the busy cores of the whole machine (from /proc/stat). PostgreSQL's CPU is read from the processes "
+        "alive at both ends of the batch: under CONN_MAX_AGE 0 the backend of each db_worker loop exits, "
+        "taking its CPU with it, so that row's PostgreSQL figure is too low.",
         "",
         *_where_time_goes(report),
         "## Method",
         "",
+        "- Nothing is emulated: both backends are the installed packages, each run by its own worker command.",
         "- A trivial task, `add(a, b)` returning a + b, once per backend (prove/bench/tasks_defs.py): "
         "Interlock's on TASKS alias \"default\" (`ilr.tasks.InterlockBackend`), django-tasks-db's on alias "
         '"db" (`django_tasks_db.DatabaseBackend`), one settings module (prove/bench/tasks_settings.py), '
@@ -137,7 +140,9 @@ def render(report: dict) -> str:
             if "db_processes" in configs
             else "no other count."
         )
-        + " Workers are started for each measurement and stopped after it; the tables are emptied first.",
+        + " Django's connections persist (CONN_MAX_AGE None, db_worker's best case) except in the CONN_MAX_AGE 0 "
+        "row, the project's own setting, where db_worker opens a new connection on every loop. Workers are "
+        "started for each measurement and stopped after it; the tables are emptied first.",
         f"- Each measurement: a warm-up of one task per slot (not counted); {p['latency_n']} tasks one at a "
         "time, each enqueued alone after a random 0 to 2 poll intervals' pause, waited for before the next "
         f"(low-load latency); then {p['n']} tasks enqueued in one transaction with the workers running "
