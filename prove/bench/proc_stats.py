@@ -44,3 +44,21 @@ def peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def cluster_cpu_seconds(postmaster_pid: int) -> float:
+    """utime + stime of one PostgreSQL cluster: its postmaster and the processes it started (its
+    backends and auxiliary processes), from /proc; other clusters on the machine are left out.
+    A backend that exits takes its CPU with it, so read this around a span where none exits."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(pid) == postmaster_pid or int(fields[1]) == postmaster_pid:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
