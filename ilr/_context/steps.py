@@ -99,6 +99,26 @@ class StepCalls(ReplayCursor):
         killpoints.hit("step_after_record")
         return output
 
+    def _begin_unrecorded(self, name: str) -> bool:
+        """Whether the next call, a step ``name``, runs for the first time now; if so, its
+        frontier checks pass (a pending cancel is delivered there) and the local lease holds.
+
+        For a step whose success ends the workflow at once (a Django task's attempt,
+        ``ilr._tasks.workflow``): the caller runs the body itself and returns its output as the
+        workflow's result, so the finish is the only record of it, one commit fewer. A crash or
+        a lost claim before the finish re-runs the body, as a step's crash before its record
+        does. A failure is recorded with ``ctx.step`` at the same seq (the seq is not taken here).
+
+        Raises:
+            Cancelled: a cancel is pending. Fenced: the local lease ran out.
+        """
+        seq = self._seq + 1
+        if seq in self._steps:
+            return False
+        self._frontier(seq, "step", name)
+        self._run.require_local_lease()
+        return True
+
     def _failed_attempt(
         self,
         seq: int,

@@ -101,9 +101,13 @@ def read_result(cursor, result_id: str):
     wf_id, _name, input, status, priority, result, error, owner, created_at, updated_at, first_claim, last_claim = row
     input = _json(input)
     cursor.execute(GET_RESULT_SELECT_STEPS, (wf_id,))
+    # The failed attempts are steps; the successful one is the workflow's result (_tasks.workflow).
     attempts = [_json(output) for (output,) in cursor.fetchall()]
+    result = _json(result)
+    if status == "completed":
+        attempts.append(result)
     workers = [a["worker"] for a in attempts]
-    if status == "running" and owner and (not attempts or attempts[-1]["ok"] is False):
+    if status == "running" and owner:
         workers.append(owner)  # the attempt under way
     errors = [TaskError(**a["error"]) for a in attempts if not a["ok"]]
     error = _json(error)
@@ -128,5 +132,5 @@ def read_result(cursor, result_id: str):
         errors=errors,
     )
     if status == "completed":
-        object.__setattr__(task_result, "_return_value", _json(result))
+        object.__setattr__(task_result, "_return_value", result["value"])
     return task_result

@@ -37,11 +37,15 @@ def backoff_policy(options: dict[str, Any]) -> RetryPolicy:
     )
 
 
-def run_task(ctx, input: dict[str, Any]) -> Any:
+def run_task(ctx, input: dict[str, Any]) -> dict[str, Any]:
     """Attempt the task until it returns or its attempts run out, sleeping durably between them.
 
+    A failed attempt is a recorded step. A successful one is not: its outcome is the workflow's
+    result, written by the finish (one commit fewer per task; ``_begin_unrecorded``).
+
     Returns:
-        the task's return value (plain JSON).
+        the successful attempt's outcome: {"ok": True, "value" (the task's return value),
+        "worker", "attempt", "started_at", "finished_at"}.
 
     Raises:
         TaskFailed: the last attempt raised. Cancelled: the task was cancelled.
@@ -54,20 +58,21 @@ def run_task(ctx, input: dict[str, Any]) -> Any:
     while True:
         attempt += 1
         last = policy.max_attempts != 0 and attempt >= policy.max_attempts
-        outcome = ctx.step(
-            "attempt",
-            run_attempt,
-            ctx.workflow_id,
-            input,
-            attempt,
-            list(workers),
-            ctx._run.owner,
-            last,
-            retry=_ONE_ATTEMPT,
-        )
+        args = (ctx.workflow_id, input, attempt, list(workers), ctx._run.owner, last)
+        if ctx._begin_unrecorded("attempt"):
+            outcome = run_attempt(*args)
+            if outcome["ok"]:
+                return outcome
+            outcome = ctx.step("attempt", _recorded, outcome, retry=_ONE_ATTEMPT)
+        else:
+            outcome = ctx.step("attempt", run_attempt, *args, retry=_ONE_ATTEMPT)
         workers.append(outcome["worker"])
         if outcome["ok"]:
-            return outcome["value"]
+            return outcome
         if last:
             raise TaskFailed(f"attempt {attempt} of {policy.max_attempts}: {outcome['error']['exception_class_path']}")
         ctx.sleep(policy.interval(attempt))
+
+
+def _recorded(outcome: dict[str, Any]) -> dict[str, Any]:
+    return outcome  # the attempt already ran: its step records this outcome

@@ -71,7 +71,11 @@ def test_retries_back_off_durably_and_keep_every_error(rt, workers):
         .execute("select kind from ilr.steps where workflow_id = %s order by seq", (result.id,))
         .fetchall()
     ]
-    assert kinds == ["step", "sleep", "step", "sleep", "step"]
+    # The successful attempt is no step: the finish records it, one commit fewer per task.
+    assert kinds == ["step", "sleep", "step", "sleep"]
+    assert rt.connection().execute("select result from ilr.workflows where id = %s", (result.id,)).fetchone()["result"][
+        "value"
+    ] == {"attempt": 3, "workers": ["w1", "w1", "w1"]}
 
 
 def test_a_failing_task_reads_failed_with_its_traceback(rt, workers):
@@ -135,14 +139,29 @@ def test_a_worker_serves_only_its_queues(rt, workers):
     assert "--queue: 'nope' is not a queue" in workers.log("bad")
 
 
-def test_a_worker_sigkilled_after_the_attempt_recorded_does_not_run_it_again(rt, workers):
-    result = tasks.add.enqueue(20, 22)
+def test_a_worker_sigkilled_after_an_attempt_recorded_does_not_run_it_again(rt, workers):
+    # flaky(1): the first attempt fails and is recorded; w1 dies right after that record.
+    result = tasks.flaky.enqueue(1)
     w1 = workers.start("w1", env={"ILR_KILL_AT": "step_after_record"})
     assert w1.wait(60) == -9
     workers.start("w2")
+    assert finished(result).return_value == {"attempt": 2, "workers": ["w1", "w2"]}
+    # Attempt 1 ran once, on w1; attempt 2 once, on w2.
+    assert [r["pid"] for r in invocations(rt, result.id)][0] == w1.pid
+    assert len(invocations(rt, result.id)) == 2
+    assert result.worker_ids == ["w1", "w2"]
+
+
+def test_a_worker_sigkilled_after_the_finish_does_not_run_the_task_again(rt, workers):
+    result = tasks.add.enqueue(20, 22)
+    w1 = workers.start("w1")
     assert finished(result).return_value == 42
-    assert len(invocations(rt, result.id)) == 1
-    assert result.worker_ids == ["w1"]
+    workers.kill("w1")
+    workers.start("w2")
+    # w2 serves the queue; a later task runs there, and the finished one was not run again.
+    assert finished(tasks.add.enqueue(1, 1)).worker_ids == ["w2"]
+    assert len(invocations(rt, result.id)) == 1 and result.worker_ids == ["w1"]
+    assert w1.returncode == -9
 
 
 def test_a_worker_sigkilled_mid_attempt_is_taken_over_and_the_attempt_runs_again(rt, workers, tmp_path):
