@@ -23,6 +23,7 @@ from django.core.management import call_command
 
 from demo.peers.targets_client import http_json
 from demo.plan import LEASE_TTL, PAID, SEND_TIMEOUT, SETTLE_MARGIN, crash_plan, expected
+from demo.queries import HAS_APPROVAL_REQUESTS, OTHER_OWNER, PENDING_REQUEST
 from demo.report import report
 
 # Cases start at REFUND_VERSION, the code the demo's own workers run: with no version, rt.start
@@ -283,10 +284,9 @@ class Demo:
                 "request": None,
             }
         conn = rt.connection()
-        if conn.execute("select to_regclass('ilr.approval_requests') is not null as t").fetchone()["t"]:
+        if conn.execute(HAS_APPROVAL_REQUESTS).fetchone()["t"]:
             req = conn.execute(
-                "select id, payload, premises, approvals_needed from ilr.approval_requests "
-                "where workflow_id = %s and status = 'pending' order by requested_at limit 1",
+                PENDING_REQUEST,
                 (case_id,),
             ).fetchone()
             if req is not None:
@@ -373,7 +373,7 @@ class Demo:
         row = (
             rt.connection()
             .execute(
-                "select owner from ilr.claims where workflow_id = %s and owner <> all(%s) order by epoch limit 1",
+                OTHER_OWNER,
                 (case_id, sorted(self.worker_ids)),
             )
             .fetchone()

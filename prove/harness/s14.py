@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from prove.queries import S14_CLAIMS_BY_OWNER, S14_DEPLOYED, S14_STATUSES, S14_STEPS
+
 N_SLEEPING = 10
 N_CHANGED = 3
 SLEEP_S = 8
@@ -144,19 +146,11 @@ def runtime(run, s) -> dict:
 
     def deployed(version):
         with rt._lock:
-            return (
-                rt.connection()
-                .execute("select 1 from ilr.deployments where name = %s and version = %s", (name, version))
-                .fetchone()
-            )
+            return rt.connection().execute(S14_DEPLOYED, (name, version)).fetchone()
 
     def statuses(ids):
         with rt._lock:
-            rows = (
-                rt.connection()
-                .execute("select id, status, waiting, error from ilr.workflows where id = any(%s)", (ids,))
-                .fetchall()
-            )
+            rows = rt.connection().execute(S14_STATUSES, (ids,)).fetchall()
         return {r["id"]: r for r in rows}
 
     w1 = worker(orig, f"{name}@1")
@@ -175,7 +169,7 @@ def runtime(run, s) -> dict:
         wrong = (
             rt.connection()
             .execute(
-                "select workflow_id, owner from ilr.claims where workflow_id = any(%s) and owner = %s",
+                S14_CLAIMS_BY_OWNER,
                 (ids, f"{run.run_id}-{w2}"),
             )
             .fetchall()
@@ -203,11 +197,7 @@ def runtime(run, s) -> dict:
     )
     st = statuses(cids)
     with rt._lock:
-        steps = (
-            rt.connection()
-            .execute("select workflow_id, seq, name from ilr.steps where workflow_id = any(%s)", (cids,))
-            .fetchall()
-        )
+        steps = rt.connection().execute(S14_STEPS, (cids,)).fetchall()
     after = [x for x in steps if x["name"] not in ("a",)]
     stuck = [
         wf for wf, r in st.items() if r["status"] == "stuck" and (r["error"] or {}).get("type") == "NonDeterminism"
