@@ -107,14 +107,7 @@ class AgentDemo(Demo):
     @staticmethod
     def _asked(rt: Runtime, case_id: str, d: dict) -> dict | None:
         """The pending approval request of the agent's call, once there is one; else None."""
-        req = (
-            rt.connection()
-            .execute(
-                AGENT_PENDING_REQUEST,
-                (case_id,),
-            )
-            .fetchone()
-        )
+        req = rt.connection().execute(AGENT_PENDING_REQUEST, (case_id,)).fetchone()
         if req is None:
             return None
         return {"proposal": req["payload"], "decision": None, "premises": req["premises"], "request": req}

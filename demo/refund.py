@@ -285,10 +285,7 @@ class Demo:
             }
         conn = rt.connection()
         if conn.execute(HAS_APPROVAL_REQUESTS).fetchone()["t"]:
-            req = conn.execute(
-                PENDING_REQUEST,
-                (case_id,),
-            ).fetchone()
+            req = conn.execute(PENDING_REQUEST, (case_id,)).fetchone()
             if req is not None:
                 return {"proposal": req["payload"], "decision": decision, "premises": req["premises"], "request": req}
         return None
@@ -370,14 +367,7 @@ class Demo:
         Raises:
             RuntimeError: naming the other worker and what to do.
         """
-        row = (
-            rt.connection()
-            .execute(
-                OTHER_OWNER,
-                (case_id, sorted(self.worker_ids)),
-            )
-            .fetchone()
-        )
+        row = rt.connection().execute(OTHER_OWNER, (case_id, sorted(self.worker_ids))).fetchone()
         if row is not None:
             raise RuntimeError(
                 f"workflow {case_id} was claimed by worker {row['owner']!r}, not by the demo's workers "

@@ -80,10 +80,7 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         with db.connect(dsn) as conn:
-            conn.execute(
-                BENCH_DEPLOY,
-                (bench_steps3.__ilr_workflow__.code_sha256,),
-            )
+            conn.execute(BENCH_DEPLOY, (bench_steps3.__ilr_workflow__.code_sha256,))
         for w in range(workers):
             procs.append(
                 subprocess.Popen(
@@ -114,10 +111,7 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
         with db.connect(dsn) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             t0 = time.monotonic()
-            conn.execute(
-                BENCH_START_BATCH,
-                (n,),
-            )
+            conn.execute(BENCH_START_BATCH, (n,))
             while conn.execute(BENCH_COMPLETED_COUNT).fetchone()["c"] < n:
                 if time.monotonic() - t0 > 600:
                     raise TimeoutError("bench did not finish in 600 s")
@@ -238,14 +232,8 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     with db.connect(dsn) as conn:
         conn.execute(EXPLAIN_DEPLOY)
         rate_empty = _claim_rate(conn, params, "empty")
-        conn.execute(
-            EXPLAIN_COMPLETED_HISTORY,
-            (finished,),
-        )
-        conn.execute(
-            EXPLAIN_SLEEPING_HISTORY,
-            (sleeping,),
-        )
+        conn.execute(EXPLAIN_COMPLETED_HISTORY, (finished,))
+        conn.execute(EXPLAIN_SLEEPING_HISTORY, (sleeping,))
         conn.execute(ANALYZE_WORKFLOWS)
         timings = []
         for _ in range(200):
@@ -282,10 +270,7 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
     connection, until none is left."""
     from ilr._worker.worker import claim_due
 
-    conn.execute(
-        CLAIM_RATE_BACKLOG,
-        (f"due-{tag}-", k),
-    )
+    conn.execute(CLAIM_RATE_BACKLOG, (f"due-{tag}-", k))
     conn.execute(ANALYZE_WORKFLOWS)
     claimed = 0
     t = time.perf_counter()
@@ -294,10 +279,7 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
         if not rows:
             break
         claimed += len(rows)
-        conn.execute(
-            CLAIM_RATE_FINISH,
-            ([r["id"] for r in rows],),
-        )
+        conn.execute(CLAIM_RATE_FINISH, ([r["id"] for r in rows],))
     elapsed = time.perf_counter() - t
     assert claimed == k, (claimed, k)
     return round(k / elapsed, 1)

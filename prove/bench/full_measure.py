@@ -110,8 +110,7 @@ def run_runtime(
             t0 = time.monotonic()
             with conn.cursor() as cur:
                 cur.executemany(
-                    FULL_START_WORKFLOW,
-                    [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)],
+                    FULL_START_WORKFLOW, [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)]
                 )
             while conn.execute(FULL_ENDED_COUNT).fetchone()["c"] < n:
                 if time.monotonic() - t0 > 900:

@@ -112,19 +112,10 @@ def run(
     try:
         with db.connect(dsn) as conn:
             for d in (restart_inflight, restart_waiting):
-                conn.execute(
-                    RESTART_DEPLOY,
-                    (d.__ilr_workflow__.name, d.__ilr_workflow__.code_sha256),
-                )
+                conn.execute(RESTART_DEPLOY, (d.__ilr_workflow__.name, d.__ilr_workflow__.code_sha256))
             for wf_id in ids_in:
-                conn.execute(
-                    RESTART_START_INFLIGHT,
-                    (wf_id, json.dumps({"path": str(gate)})),
-                )
-            conn.execute(
-                RESTART_START_WAITING,
-                (ids_wait,),
-            )
+                conn.execute(RESTART_START_INFLIGHT, (wf_id, json.dumps({"path": str(gate)})))
+            conn.execute(RESTART_START_WAITING, (ids_wait,))
             status = RESTART_RUNNING_AND_SLEEPING
             until(
                 lambda: (lambda r: r["running"] == inflight and r["sleeping"] == waiting)(
@@ -147,10 +138,7 @@ def run(
             left = set(ids_in + ids_wait)
 
             def progressed() -> bool:
-                rows = conn.execute(
-                    RESTART_ENDED,
-                    (list(left),),
-                ).fetchall()
+                rows = conn.execute(RESTART_ENDED, (list(left),)).fetchall()
                 now = time.monotonic() - up
                 for r in rows:
                     done[r["id"]] = now

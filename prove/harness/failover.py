@@ -237,18 +237,14 @@ def run(
                     "t1": {"url": urls[1], "tier": 1},
                     "t2": {"url": urls[2], "tier": 2},
                 }
-                conn.execute(
-                    FAILOVER_START,
-                    (wf_id, json.dumps(case)),
-                )
+                conn.execute(FAILOVER_START, (wf_id, json.dumps(case)))
         signaller = Signaller(dsn, ids, interval=signal_interval)
         stack.callback(signaller.stop.set)
         signaller.start()
         # 3. the kill.
         with connect(primary.conninfo()) as conn:
-            done_sql = FAILOVER_COMPLETED_COUNT
             until(
-                lambda: conn.execute(done_sql).fetchone()["n"] >= max(1, int(workflows * kill_after)),
+                lambda: conn.execute(FAILOVER_COMPLETED_COUNT).fetchone()["n"] >= max(1, int(workflows * kill_after)),
                 120,
                 "the first workflows completing",
             )

@@ -166,14 +166,7 @@ def runtime(run, s) -> dict:
     _wait(lambda: deployed("2"), 60, "the v2 worker registered")
     time.sleep(SLEEP_S + 3)  # every v1 timer is due while only a v2 worker runs
     with rt._lock:
-        wrong = (
-            rt.connection()
-            .execute(
-                S14_CLAIMS_BY_OWNER,
-                (ids, f"{run.run_id}-{w2}"),
-            )
-            .fetchall()
-        )
+        wrong = rt.connection().execute(S14_CLAIMS_BY_OWNER, (ids, f"{run.run_id}-{w2}")).fetchall()
     run.fault("v2_only_window", claims_by_v2=len(wrong))
     worker(orig, f"{name}@1")
     _wait(lambda: all(r["status"] == "completed" for r in statuses(ids).values()), 60, "v1 workflows drained")

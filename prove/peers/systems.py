@@ -311,10 +311,7 @@ class RuntimeSystem(System):
     def effect_ids(self) -> list[str]:
         conn = self.rt.connection()
         with self.rt._lock:
-            rows = conn.execute(
-                RECORDS_EFFECT_IDS,
-                ([self.wf_id] + self.run.extra_wf_ids,),
-            ).fetchall()
+            rows = conn.execute(RECORDS_EFFECT_IDS, ([self.wf_id] + self.run.extra_wf_ids,)).fetchall()
         return sorted({r["effect_id"] for r in rows})
 
     def records(self) -> dict:
