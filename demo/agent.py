@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from demo.peers.targets_client import http_json
 from demo.plan import PAID, expected
+from demo.queries import AGENT_PENDING_REQUEST, MODEL_CALL_COUNT
 from demo.refund import Demo
 from ilr import Runtime, verify_receipt
 
@@ -106,15 +107,7 @@ class AgentDemo(Demo):
     @staticmethod
     def _asked(rt: Runtime, case_id: str, d: dict) -> dict | None:
         """The pending approval request of the agent's call, once there is one; else None."""
-        req = (
-            rt.connection()
-            .execute(
-                "select id, payload, premises, approvals_needed, summary, effect_key from ilr.approval_requests "
-                "where workflow_id = %s and status = 'pending' order by requested_at limit 1",
-                (case_id,),
-            )
-            .fetchone()
-        )
+        req = rt.connection().execute(AGENT_PENDING_REQUEST, (case_id,)).fetchone()
         if req is None:
             return None
         return {"proposal": req["payload"], "decision": None, "premises": req["premises"], "request": req}
@@ -173,15 +166,8 @@ class AgentDemo(Demo):
         assistant message is the recorded response; and no model call was discarded."""
         from demo.agent_refund import refund_agent
 
-        conn = rt.connection()
-        rows = conn.execute(
-            "select seq, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s "
-            "and kind = 'decide' order by seq",
-            (case_id,),
-        ).fetchall()
-        calls = conn.execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (case_id,)).fetchone()[
-            "n"
-        ]
+        rows = [s for s in rt.describe(case_id)["steps"] if s["kind"] == "decide"]
+        calls = rt.connection().execute(MODEL_CALL_COUNT, (case_id,)).fetchone()["n"]
         transcript = result["transcript"]
         fingerprints = refund_agent(case).turn_fingerprints(transcript)
         recorded = [r["fingerprint"] for r in rows]
@@ -233,11 +219,7 @@ class AgentDemo(Demo):
             return 1
         bundle = rt.receipt(outcome["effect_id"])
         v = verify_receipt(bundle)
-        effect = (
-            rt.connection()
-            .execute("select grant_id from ilr.effects where effect_id = %s", (outcome["effect_id"],))
-            .fetchone()
-        )
+        effect = next((e for e in rt.describe(case_id)["effects"] if e["effect_id"] == outcome["effect_id"]), None)
         self.say(
             f"\nEffectResult: {outcome['status']} ({outcome['effect_id']}), sent under grant "
             f"{effect['grant_id'] if effect else None}"

@@ -23,6 +23,7 @@ from django.core.management import call_command
 
 from demo.peers.targets_client import http_json
 from demo.plan import LEASE_TTL, PAID, SEND_TIMEOUT, SETTLE_MARGIN, crash_plan, expected
+from demo.queries import HAS_APPROVAL_REQUESTS, OTHER_OWNER, PENDING_REQUEST
 from demo.report import report
 
 # Cases start at REFUND_VERSION, the code the demo's own workers run: with no version, rt.start
@@ -283,12 +284,8 @@ class Demo:
                 "request": None,
             }
         conn = rt.connection()
-        if conn.execute("select to_regclass('ilr.approval_requests') is not null as t").fetchone()["t"]:
-            req = conn.execute(
-                "select id, payload, premises, approvals_needed from ilr.approval_requests "
-                "where workflow_id = %s and status = 'pending' order by requested_at limit 1",
-                (case_id,),
-            ).fetchone()
+        if conn.execute(HAS_APPROVAL_REQUESTS).fetchone()["t"]:
+            req = conn.execute(PENDING_REQUEST, (case_id,)).fetchone()
             if req is not None:
                 return {"proposal": req["payload"], "decision": decision, "premises": req["premises"], "request": req}
         return None
@@ -370,14 +367,7 @@ class Demo:
         Raises:
             RuntimeError: naming the other worker and what to do.
         """
-        row = (
-            rt.connection()
-            .execute(
-                "select owner from ilr.claims where workflow_id = %s and owner <> all(%s) order by epoch limit 1",
-                (case_id, sorted(self.worker_ids)),
-            )
-            .fetchone()
-        )
+        row = rt.connection().execute(OTHER_OWNER, (case_id, sorted(self.worker_ids))).fetchone()
         if row is not None:
             raise RuntimeError(
                 f"workflow {case_id} was claimed by worker {row['owner']!r}, not by the demo's workers "

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from demo.peers.targets_client import http_json
 from demo.plan import Expectation
+from demo.queries import CASE_CLAIMS
 from ilr import Runtime, verify_receipt
 
 
@@ -36,7 +37,7 @@ def report(
             f"claim epoch {c['epoch']} by {c['owner']}"
             + (" (takeover after lease expiry)" if c["prev_status"] == "running" else ""),
         )
-        for c in conn.execute("select * from ilr.claims where workflow_id = %s", (case_id,)).fetchall()
+        for c in conn.execute(CASE_CLAIMS, (case_id,)).fetchall()
     ]
     events += [
         (

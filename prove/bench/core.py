@@ -20,6 +20,20 @@ from pathlib import Path
 
 from ilr import _db as db
 from ilr import workflow
+from prove.queries import (
+    ANALYZE_WORKFLOWS,
+    BENCH_COMPLETED_COUNT,
+    BENCH_DEPLOY,
+    BENCH_START_BATCH,
+    CLAIM_RATE_BACKLOG,
+    CLAIM_RATE_FINISH,
+    EXPLAIN_COMPLETED_HISTORY,
+    EXPLAIN_DEPLOY,
+    EXPLAIN_DUE_WORKFLOW,
+    EXPLAIN_SLEEPING_HISTORY,
+    STEP_GAPS,
+    WORKFLOW_DURATIONS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DB = "ilr_bench"
@@ -66,10 +80,7 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         with db.connect(dsn) as conn:
-            conn.execute(
-                "insert into ilr.deployments (name, version, code_sha256) values ('bench_steps3', '1', %s)",
-                (bench_steps3.__ilr_workflow__.code_sha256,),
-            )
+            conn.execute(BENCH_DEPLOY, (bench_steps3.__ilr_workflow__.code_sha256,))
         for w in range(workers):
             procs.append(
                 subprocess.Popen(
@@ -100,14 +111,8 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
         with db.connect(dsn) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             t0 = time.monotonic()
-            conn.execute(
-                "insert into ilr.workflows (id, name, version, input) "
-                "select 'b' || g, 'bench_steps3', '1', '{}' from generate_series(1, %s) g",
-                (n,),
-            )
-            while (
-                conn.execute("select count(*) as c from ilr.workflows where status = 'completed'").fetchone()["c"] < n
-            ):
+            conn.execute(BENCH_START_BATCH, (n,))
+            while conn.execute(BENCH_COMPLETED_COUNT).fetchone()["c"] < n:
                 if time.monotonic() - t0 > 600:
                     raise TimeoutError("bench did not finish in 600 s")
                 time.sleep(0.05)
@@ -119,20 +124,8 @@ def run_core(n: int = 1000, workers: int = 2, concurrency: int = 4, out=sys.stdo
             time.sleep(1.5)
             conn.execute("select pg_stat_clear_snapshot()")
             after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
-            e2e = [
-                r["s"]
-                for r in conn.execute(
-                    "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows"
-                ).fetchall()
-            ]
-            per_step = [
-                r["s"]
-                for r in conn.execute(
-                    "select extract(epoch from created_at - lag(created_at) over "
-                    "(partition by workflow_id order by seq))::float8 as s from ilr.steps"
-                ).fetchall()
-                if r["s"] is not None
-            ]
+            e2e = [r["s"] for r in conn.execute(WORKFLOW_DURATIONS).fetchall()]
+            per_step = [r["s"] for r in conn.execute(STEP_GAPS).fetchall() if r["s"] is not None]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -237,19 +230,11 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
     dsn = base.replace(f"dbname={name}", "dbname=ilr_scale")
     params = {"names": ["bench_steps3"], "versions": ["1"], "n": 4, "owner": "scale", "ttl": 30}
     with db.connect(dsn) as conn:
-        conn.execute("insert into ilr.deployments values ('bench_steps3', '1', 'x')")
+        conn.execute(EXPLAIN_DEPLOY)
         rate_empty = _claim_rate(conn, params, "empty")
-        conn.execute(
-            "insert into ilr.workflows (id, name, version, input, status, result) select 'f' || g, "
-            "'bench_steps3', '1', '{}', 'completed', '[0,1,2]' from generate_series(1, %s) g",
-            (finished,),
-        )
-        conn.execute(
-            "insert into ilr.workflows (id, name, version, input, status, available_at) select 's' || g, "
-            "'bench_steps3', '1', '{}', 'sleeping', now() + interval '1 day' from generate_series(1, %s) g",
-            (sleeping,),
-        )
-        conn.execute("analyze ilr.workflows")
+        conn.execute(EXPLAIN_COMPLETED_HISTORY, (finished,))
+        conn.execute(EXPLAIN_SLEEPING_HISTORY, (sleeping,))
+        conn.execute(ANALYZE_WORKFLOWS)
         timings = []
         for _ in range(200):
             t = time.perf_counter()
@@ -257,7 +242,7 @@ def claim_explain_with_history(finished: int = 100_000, sleeping: int = 10_000, 
             timings.append((time.perf_counter() - t) * 1000)
         rate_history = _claim_rate(conn, params, "history")
         rate_backlog = _claim_rate(conn, params, "backlog", k=backlog)
-        conn.execute("insert into ilr.workflows (id, name, version, input) values ('due', 'bench_steps3', '1', '{}')")
+        conn.execute(EXPLAIN_DUE_WORKFLOW)
         with conn.transaction(force_rollback=True):
             plan = [
                 r["QUERY PLAN"]
@@ -285,12 +270,8 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
     connection, until none is left."""
     from ilr._worker.worker import claim_due
 
-    conn.execute(
-        "insert into ilr.workflows (id, name, version, input) select %s || g, 'bench_steps3', '1', '{}' "
-        "from generate_series(1, %s) g",
-        (f"due-{tag}-", k),
-    )
-    conn.execute("analyze ilr.workflows")
+    conn.execute(CLAIM_RATE_BACKLOG, (f"due-{tag}-", k))
+    conn.execute(ANALYZE_WORKFLOWS)
     claimed = 0
     t = time.perf_counter()
     while True:
@@ -298,10 +279,7 @@ def _claim_rate(conn, params: dict, tag: str, k: int = 2000) -> float:
         if not rows:
             break
         claimed += len(rows)
-        conn.execute(
-            "update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null where id = any(%s)",
-            ([r["id"] for r in rows],),
-        )
+        conn.execute(CLAIM_RATE_FINISH, ([r["id"] for r in rows],))
     elapsed = time.perf_counter() - t
     assert claimed == k, (claimed, k)
     return round(k / elapsed, 1)

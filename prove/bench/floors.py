@@ -14,6 +14,7 @@ import prove.bench.full_flows  # noqa: F401 - registers the bench workflows so r
 from ilr import _db as db
 from prove.bench.core import ROOT, _pct
 from prove.bench.full_measure import BENCH_DB, TARGET_DELAY_S, fresh_db, policy_grant
+from prove.queries import SERIAL_PHASES_SQL, WORKFLOW_DURATIONS
 
 RESULT_POLL_S = 0.02
 """Seconds between the serial runs' result polls (the figures are server-side)."""
@@ -56,12 +57,7 @@ def run_serial_runtime(n: int = 100) -> dict:
         for i in range(n):
             rt.start("bench_steps4", f"serial-{i}", {})
             rt.result(f"serial-{i}", timeout=30, poll=RESULT_POLL_S)
-        server = [
-            r["s"] * 1000
-            for r in rt.connection()
-            .execute("select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows")
-            .fetchall()
-        ]
+        server = [r["s"] * 1000 for r in rt.connection().execute(WORKFLOW_DURATIONS).fetchall()]
         phases = serial_phases(rt.connection())
         rt.close()
     finally:
@@ -74,21 +70,6 @@ def run_serial_runtime(n: int = 100) -> dict:
         "note": "worker poll 1 s: each start wakes the idle worker by LISTEN/NOTIFY; server-side = "
         "completed updated_at - created_at (database clock)",
     }
-
-
-SERIAL_PHASES_SQL = """
-select extract(epoch from c.claimed_at - w.created_at) * 1000 as "start to claim",
-       extract(epoch from s1.created_at - c.claimed_at) * 1000 as "claim to step 1",
-       extract(epoch from s4.created_at - s1.created_at) / 3 * 1000 as "each of steps 2 to 4",
-       extract(epoch from w.updated_at - s4.created_at) * 1000 as "step 4 to finish"
-  from ilr.workflows w
-  join ilr.claims c on c.workflow_id = w.id
-  join ilr.steps s1 on s1.workflow_id = w.id and s1.seq = 1
-  join ilr.steps s4 on s4.workflow_id = w.id and s4.seq = 4
- where w.status = 'completed'
-"""
-"""The serial 4-step workflows' phases on the database clock (each stamp a transaction's now():
-the start's insert, the claim, the step records, the finish); one claim per workflow here."""
 
 
 def serial_phases(conn) -> dict[str, float]:

@@ -22,6 +22,17 @@ from ilr import _db as db
 from prove.bench.core import ROOT, _pct
 from prove.bench.cpu_profile import start_profiler, stop_profiler
 from prove.bench.proc_stats import cpu_seconds, machine_cpu, peak_rss_mb, postgres_cpu_seconds
+from prove.queries import (
+    FULL_EFFECT_OUTPUTS,
+    FULL_EFFECT_STATUS_COUNTS,
+    FULL_EFFECT_STEP_TIMES,
+    FULL_ENDED_COUNT,
+    FULL_NOT_COMPLETED,
+    FULL_START_WORKFLOW,
+    STEP_GAPS,
+    TAKEOVER_COUNT,
+    WORKFLOW_DURATIONS,
+)
 
 LABEL = "one 2-core machine; Temporal is the dev server with SQLite, not a production cluster"
 BENCH_DB = "ilr_bench"
@@ -99,15 +110,9 @@ def run_runtime(
             t0 = time.monotonic()
             with conn.cursor() as cur:
                 cur.executemany(
-                    "insert into ilr.workflows (id, name, version, input) values (%s, %s, '1', %s::jsonb)",
-                    [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)],
+                    FULL_START_WORKFLOW, [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)]
                 )
-            while (
-                conn.execute(
-                    "select count(*) as c from ilr.workflows where status in ('completed','failed','stuck')"
-                ).fetchone()["c"]
-                < n
-            ):
+            while conn.execute(FULL_ENDED_COUNT).fetchone()["c"] < n:
                 if time.monotonic() - t0 > 900:
                     raise TimeoutError(f"{shape}: not finished in 900 s")
                 time.sleep(0.05)
@@ -119,9 +124,7 @@ def run_runtime(
             failures = _failures(conn, shape)
             effect_statuses = _effect_statuses(conn)
             # A claim of a workflow that was running is a takeover: its owner's lease had lapsed.
-            takeovers = conn.execute("select count(*) as c from ilr.claims where prev_status = 'running'").fetchone()[
-                "c"
-            ]
+            takeovers = conn.execute(TAKEOVER_COUNT).fetchone()["c"]
             rss = max(peak_rss_mb(p.pid) for p in procs)
             worker_cpu = sum(cpu_seconds(p.pid) for p in procs) - worker_cpu0
             for p in procs:
@@ -134,27 +137,9 @@ def run_runtime(
             time.sleep(1.5)
             conn.execute("select pg_stat_clear_snapshot()")
             after = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
-            e2e = [
-                r["s"]
-                for r in conn.execute(
-                    "select extract(epoch from updated_at - created_at)::float8 as s from ilr.workflows"
-                ).fetchall()
-            ]
-            effect_ms = [
-                r["ms"]
-                for r in conn.execute(
-                    "select extract(epoch from s.created_at - p.created_at)::float8 * 1000 as ms from ilr.steps s "
-                    "join ilr.steps p on p.workflow_id = s.workflow_id and p.seq = s.seq - 1 where s.kind = 'effect'"
-                )
-            ]
-            per_call = [
-                r["s"]
-                for r in conn.execute(
-                    "select extract(epoch from created_at - lag(created_at) over "
-                    "(partition by workflow_id order by seq))::float8 as s from ilr.steps"
-                ).fetchall()
-                if r["s"] is not None
-            ]
+            e2e = [r["s"] for r in conn.execute(WORKFLOW_DURATIONS).fetchall()]
+            effect_ms = [r["ms"] for r in conn.execute(FULL_EFFECT_STEP_TIMES)]
+            per_call = [r["s"] for r in conn.execute(STEP_GAPS).fetchall() if r["s"] is not None]
     finally:
         for p in procs:
             if p.poll() is None:
@@ -201,15 +186,12 @@ def _failures(conn, shape: str) -> list[dict]:
     from ilr import EffectResult
 
     rows = [
-        {"workflow_id": r["id"], "status": r["status"], "error": r["error"]}
-        for r in conn.execute("select id, status, error from ilr.workflows where status <> 'completed' order by id")
+        {"workflow_id": r["id"], "status": r["status"], "error": r["error"]} for r in conn.execute(FULL_NOT_COMPLETED)
     ]
     if shape == "bench_refund":
         rows += [
             {"workflow_id": r["workflow_id"], "effect_status": r["output"].get("status"), "output": r["output"]}
-            for r in conn.execute(
-                "select workflow_id, output from ilr.steps where kind = 'effect' order by workflow_id"
-            )
+            for r in conn.execute(FULL_EFFECT_OUTPUTS)
             if not EffectResult(r["output"].get("status", ""), "").committed
         ]
     return rows
@@ -217,13 +199,7 @@ def _failures(conn, shape: str) -> list[dict]:
 
 def _effect_statuses(conn) -> dict[str, int]:
     """{EffectResult status: count} over the run's recorded effect steps."""
-    return {
-        r["status"]: r["n"]
-        for r in conn.execute(
-            "select output->>'status' as status, count(*) as n from ilr.steps where kind = 'effect' "
-            "group by 1 order by 1"
-        )
-    }
+    return {r["status"]: r["n"] for r in conn.execute(FULL_EFFECT_STATUS_COUNTS)}
 
 
 def run_temporal(shape: str, n: int, workers: int, concurrency: int, inputs, server_address: str) -> dict:

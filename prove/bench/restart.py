@@ -25,6 +25,14 @@ from ilr import _db as db
 from ilr import workflow
 from prove.bench.core import fresh_database
 from prove.harness.waiting import until
+from prove.queries import (
+    RESTART_DEPLOY,
+    RESTART_ENDED,
+    RESTART_OUTCOME_COUNTS,
+    RESTART_RUNNING_AND_SLEEPING,
+    RESTART_START_INFLIGHT,
+    RESTART_START_WAITING,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH_DB = "ilr_bench_restart"
@@ -104,26 +112,11 @@ def run(
     try:
         with db.connect(dsn) as conn:
             for d in (restart_inflight, restart_waiting):
-                conn.execute(
-                    "insert into ilr.deployments (name, version, code_sha256) values (%s, '1', %s) "
-                    "on conflict do nothing",
-                    (d.__ilr_workflow__.name, d.__ilr_workflow__.code_sha256),
-                )
+                conn.execute(RESTART_DEPLOY, (d.__ilr_workflow__.name, d.__ilr_workflow__.code_sha256))
             for wf_id in ids_in:
-                conn.execute(
-                    "insert into ilr.workflows (id, name, version, input) values "
-                    "(%s, 'restart_inflight', '1', %s::jsonb)",
-                    (wf_id, json.dumps({"path": str(gate)})),
-                )
-            conn.execute(
-                "insert into ilr.workflows (id, name, version, input) "
-                "select x, 'restart_waiting', '1', '{}' from unnest(%s::text[]) x",
-                (ids_wait,),
-            )
-            status = (
-                "select count(*) filter (where status = 'running' and name = 'restart_inflight') as running, "
-                "count(*) filter (where status = 'sleeping') as sleeping from ilr.workflows"
-            )
+                conn.execute(RESTART_START_INFLIGHT, (wf_id, json.dumps({"path": str(gate)})))
+            conn.execute(RESTART_START_WAITING, (ids_wait,))
+            status = RESTART_RUNNING_AND_SLEEPING
             until(
                 lambda: (lambda r: r["running"] == inflight and r["sleeping"] == waiting)(
                     conn.execute(status).fetchone()
@@ -145,11 +138,7 @@ def run(
             left = set(ids_in + ids_wait)
 
             def progressed() -> bool:
-                rows = conn.execute(
-                    "select id, status from ilr.workflows where id = any(%s) and status in "
-                    "('completed','stuck','failed')",
-                    (list(left),),
-                ).fetchall()
+                rows = conn.execute(RESTART_ENDED, (list(left),)).fetchall()
                 now = time.monotonic() - up
                 for r in rows:
                     done[r["id"]] = now
@@ -157,11 +146,7 @@ def run(
                 return not left
 
             until(progressed, 10 * lease_ttl + 60, "every workflow ending")
-            summary = conn.execute(
-                "select (select count(*) from ilr.claims where prev_status = 'running') as takeovers, "
-                "(select count(*) from ilr.workflows where status = 'stuck') as stuck, "
-                "(select count(*) from ilr.workflows where status = 'completed') as completed"
-            ).fetchone()
+            summary = conn.execute(RESTART_OUTCOME_COUNTS).fetchone()
     finally:
         gate.touch()  # a worker drains its in-flight runs before it exits: let the step bodies return
         if proc.poll() is None:

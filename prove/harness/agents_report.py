@@ -27,6 +27,7 @@ from pathlib import Path
 from ilr import Runtime
 from ilr import _db as db
 from prove.harness.waiting import until
+from prove.queries import AGENTS_MODEL_CALL_COUNT
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "agents.md"
@@ -190,11 +191,8 @@ class Matrix:
         unapproved = sum(
             1 for p in posts if {"payment": p["body"].get("payment"), "amount": p["body"].get("amount")} != payload
         )
-        conn = rt.connection()
-        calls = conn.execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (wf_id,)).fetchone()["n"]
-        turns = conn.execute(
-            "select fingerprint from ilr.steps where workflow_id = %s and kind = 'decide' order by seq", (wf_id,)
-        ).fetchall()
+        calls = rt.connection().execute(AGENTS_MODEL_CALL_COUNT, (wf_id,)).fetchone()["n"]
+        turns = [s for s in rt.describe(wf_id)["steps"] if s["kind"] == "decide"]
         replayed = bool(result) and refund_agent(input).turn_fingerprints(result["transcript"]) == [
             t["fingerprint"] for t in turns
         ]

@@ -45,6 +45,18 @@ from prove.harness.failover_checks import check_receipts, connect, lost, lost_se
 from prove.harness.failover_workers import Signaller, Workers, walsender_pid
 from prove.harness.waiting import until
 from prove.peers.pg_cluster import DB_NAME, Cluster, free_port
+from prove.queries import (
+    FAILOVER_ACTIVE_COUNT,
+    FAILOVER_COMPLETED_COUNT,
+    FAILOVER_ENDED_AND_TOTAL,
+    FAILOVER_HAS_TIMELINES,
+    FAILOVER_OUTCOMES,
+    FAILOVER_RUNNING_COUNT,
+    FAILOVER_START,
+    FAILOVER_STEP_COUNT,
+    FAILOVER_TIMELINES,
+    FAILOVER_WORKER_COUNT,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SEND_TIMEOUT = 3.0
@@ -213,10 +225,7 @@ def run(
         workers.start("fo-w2")
         with connect(primary.conninfo()) as conn:
             until(
-                lambda: (
-                    conn.execute("select count(distinct worker_id) as n from ilr.worker_deployments").fetchone()["n"]
-                    == 2
-                ),
+                lambda: conn.execute(FAILOVER_WORKER_COUNT).fetchone()["n"] == 2,
                 90,
                 "both workers registered",
             )
@@ -228,18 +237,14 @@ def run(
                     "t1": {"url": urls[1], "tier": 1},
                     "t2": {"url": urls[2], "tier": 2},
                 }
-                conn.execute(
-                    "insert into ilr.workflows (id, name, version, input) values (%s, 'failover_pay', '1', %s::jsonb)",
-                    (wf_id, json.dumps(case)),
-                )
+                conn.execute(FAILOVER_START, (wf_id, json.dumps(case)))
         signaller = Signaller(dsn, ids, interval=signal_interval)
         stack.callback(signaller.stop.set)
         signaller.start()
         # 3. the kill.
         with connect(primary.conninfo()) as conn:
-            done_sql = "select count(*) as n from ilr.workflows where status = 'completed'"
             until(
-                lambda: conn.execute(done_sql).fetchone()["n"] >= max(1, int(workflows * kill_after)),
+                lambda: conn.execute(FAILOVER_COMPLETED_COUNT).fetchone()["n"] >= max(1, int(workflows * kill_after)),
                 120,
                 "the first workflows completing",
             )
@@ -248,10 +253,8 @@ def run(
                 say(f"WAL sender stopped; the primary runs {lag} s ahead of the standby")
                 time.sleep(lag)  # the measured window of unreplicated commits, not a wait on a condition
             acked = snapshot(primary.conninfo())
-            in_flight = conn.execute(
-                "select count(*) as n from ilr.workflows where status not in ('completed','failed','cancelled','stuck')"
-            ).fetchone()["n"]
-            running = conn.execute("select count(*) as n from ilr.workflows where status = 'running'").fetchone()["n"]
+            in_flight = conn.execute(FAILOVER_ACTIVE_COUNT).fetchone()["n"]
+            running = conn.execute(FAILOVER_RUNNING_COUNT).fetchone()["n"]
         t_kill = time.monotonic()
         primary.kill()
         say(f"primary SIGKILLed with {in_flight} workflows in flight ({running} running)")
@@ -270,9 +273,9 @@ def run(
         say(f"standby promoted {t_promote - t_kill:.2f} s after the kill")
         # 5. progress on the new primary.
         with connect(standby.conninfo()) as conn:
-            steps0 = conn.execute("select count(*) as n from ilr.steps").fetchone()["n"]
+            steps0 = conn.execute(FAILOVER_STEP_COUNT).fetchone()["n"]
             until(
-                lambda: conn.execute("select count(*) as n from ilr.steps").fetchone()["n"] > steps0,
+                lambda: conn.execute(FAILOVER_STEP_COUNT).fetchone()["n"] > steps0,
                 timeout,
                 "the first step recorded on the new primary",
             )
@@ -284,15 +287,12 @@ def run(
                 if time.monotonic() >= resend_at:  # lost signals, re-sent every 2 s until none is missing
                     signaller.resend_lost(conn)
                     resend_at = time.monotonic() + 2.0
-                row = conn.execute(
-                    "select count(*) filter (where status in ('completed','failed','cancelled',"
-                    "'stuck')) as ended, count(*) as n from ilr.workflows"
-                ).fetchone()
+                row = conn.execute(FAILOVER_ENDED_AND_TOTAL).fetchone()
                 return row["ended"] == row["n"] and signaller.acked.keys() >= set(ids)
 
             until(all_done, timeout, "every workflow ending on the new primary", interval=0.1)
             t_all = time.monotonic()
-            ended = conn.execute("select id, status, result, error from ilr.workflows").fetchall()
+            ended = conn.execute(FAILOVER_OUTCOMES).fetchall()
             statuses = dict(Counter(r["status"] for r in ended))
             results = {r["id"]: r["result"] for r in ended}
             errors = {r["id"]: r["error"] for r in ended if r["status"] != "completed"}
@@ -320,8 +320,8 @@ def run(
             receipts_out = check_receipts(conn, apps_by_tier)
             settle = lost_send_rule(conn, evidence["access_log"])
             timelines = (
-                [r["timeline_id"] for r in conn.execute("select timeline_id from ilr.timelines order by 1")]
-                if conn.execute("select to_regclass('ilr.timelines') as t").fetchone()["t"]
+                [r["timeline_id"] for r in conn.execute(FAILOVER_TIMELINES)]
+                if conn.execute(FAILOVER_HAS_TIMELINES).fetchone()["t"]
                 else None
             )
     reissued = [

@@ -10,14 +10,7 @@ import json
 
 import psycopg
 
-SNAPSHOT_SQL = {
-    "steps": "select workflow_id || ':' || seq as k from ilr.steps",
-    "journal": "select hash as k, kind from ilr.journal",
-    "signals": "select workflow_id || ':' || name || ':' || payload::text as k, consumed_seq from ilr.signals",
-    "effects": "select effect_id as k, state, tier from ilr.effects",
-    "claims": "select workflow_id || ':' || epoch as k, owner, claimed_at from ilr.claims",
-    "workflows": "select id as k, status from ilr.workflows",
-}
+from prove.queries import DISPATCHED_ENTRIES, FAILOVER_EFFECTS, SNAPSHOT_SQL
 
 
 def snapshot(conninfo: str) -> dict:
@@ -77,7 +70,7 @@ def check_receipts(conn, apps_by_tier: dict[int, dict[str, int]]) -> dict:
 
     untruthful = []
     n = 0
-    for row in conn.execute("select effect_id, tier, state from ilr.effects order by effect_id").fetchall():
+    for row in conn.execute(FAILOVER_EFFECTS).fetchall():
         n += 1
         v = verify_receipt(receipt_bundle(conn, row["effect_id"]))
         apps = apps_by_tier.get(row["tier"], {}).get(row["effect_id"], 0)
@@ -110,7 +103,7 @@ def lost_send_rule(conn, access_log: list[dict]) -> dict:
     for e in access_log:
         if e.get("method") == "POST" and e.get("path") == "/refunds" and e.get("key"):
             posts.setdefault(e["key"], []).append(e)
-    for r in conn.execute("select effect_id, body from ilr.journal where kind = 'DISPATCHED'").fetchall():
+    for r in conn.execute(DISPATCHED_ENTRIES).fetchall():
         e = json.loads(r["body"])
         fo = e.get("failover")
         if not fo:

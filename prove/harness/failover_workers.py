@@ -17,6 +17,7 @@ import psycopg
 
 from prove.harness.failover_checks import connect
 from prove.peers.pg_cluster import Cluster
+from prove.queries import FAILOVER_GO_SIGNALS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -111,7 +112,7 @@ class Signaller(threading.Thread):
 
     def resend_lost(self, conn) -> int:
         """Re-send every acknowledged signal the database lacks; returns how many."""
-        have = {r["workflow_id"] for r in conn.execute("select workflow_id from ilr.signals where name = 'go'")}
+        have = {r["workflow_id"] for r in conn.execute(FAILOVER_GO_SIGNALS)}
         lost = [w for w in list(self.acked) if w not in have]
         for wf_id in lost:
             self.send(wf_id, {"wf": wf_id, "attempt": self.acked[wf_id]["attempt"] + 1})

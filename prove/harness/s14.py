@@ -26,6 +26,8 @@ import sys
 import time
 from pathlib import Path
 
+from prove.queries import S14_CLAIMS_BY_OWNER, S14_DEPLOYED, S14_STATUSES, S14_STEPS
+
 N_SLEEPING = 10
 N_CHANGED = 3
 SLEEP_S = 8
@@ -144,19 +146,11 @@ def runtime(run, s) -> dict:
 
     def deployed(version):
         with rt._lock:
-            return (
-                rt.connection()
-                .execute("select 1 from ilr.deployments where name = %s and version = %s", (name, version))
-                .fetchone()
-            )
+            return rt.connection().execute(S14_DEPLOYED, (name, version)).fetchone()
 
     def statuses(ids):
         with rt._lock:
-            rows = (
-                rt.connection()
-                .execute("select id, status, waiting, error from ilr.workflows where id = any(%s)", (ids,))
-                .fetchall()
-            )
+            rows = rt.connection().execute(S14_STATUSES, (ids,)).fetchall()
         return {r["id"]: r for r in rows}
 
     w1 = worker(orig, f"{name}@1")
@@ -172,14 +166,7 @@ def runtime(run, s) -> dict:
     _wait(lambda: deployed("2"), 60, "the v2 worker registered")
     time.sleep(SLEEP_S + 3)  # every v1 timer is due while only a v2 worker runs
     with rt._lock:
-        wrong = (
-            rt.connection()
-            .execute(
-                "select workflow_id, owner from ilr.claims where workflow_id = any(%s) and owner = %s",
-                (ids, f"{run.run_id}-{w2}"),
-            )
-            .fetchall()
-        )
+        wrong = rt.connection().execute(S14_CLAIMS_BY_OWNER, (ids, f"{run.run_id}-{w2}")).fetchall()
     run.fault("v2_only_window", claims_by_v2=len(wrong))
     worker(orig, f"{name}@1")
     _wait(lambda: all(r["status"] == "completed" for r in statuses(ids).values()), 60, "v1 workflows drained")
@@ -203,11 +190,7 @@ def runtime(run, s) -> dict:
     )
     st = statuses(cids)
     with rt._lock:
-        steps = (
-            rt.connection()
-            .execute("select workflow_id, seq, name from ilr.steps where workflow_id = any(%s)", (cids,))
-            .fetchall()
-        )
+        steps = rt.connection().execute(S14_STEPS, (cids,)).fetchall()
     after = [x for x in steps if x["name"] not in ("a",)]
     stuck = [
         wf for wf, r in st.items() if r["status"] == "stuck" and (r["error"] or {}).get("type") == "NonDeterminism"

@@ -45,6 +45,7 @@ from ilr import _killpoints as killpoints
 from ilr import workflow
 from prove.harness.soak_faults import SoakFaults
 from prove.harness.soak_report import collect_report
+from prove.queries import SOAK_ACTIVE_STATUS_COUNTS, SOAK_STATUS_COUNTS
 
 ROOT = Path(__file__).resolve().parents[2]
 SOAK_DB = "ilr_soak"
@@ -330,10 +331,7 @@ class Soak(SoakFaults):
 
     def _statuses(self) -> dict:
         return self._db(
-            lambda c: {
-                r["status"]: r["n"]
-                for r in c.execute("select status, count(*) as n from ilr.workflows group by status").fetchall()
-            },
+            lambda c: {r["status"]: r["n"] for r in c.execute(SOAK_STATUS_COUNTS).fetchall()},
             "sample",
         )
 
@@ -440,13 +438,7 @@ class Soak(SoakFaults):
         start = time.monotonic()
         while True:
             left = self._db(
-                lambda c: {
-                    r["status"]: r["n"]
-                    for r in c.execute(
-                        "select status, count(*) as n from ilr.workflows where status not in "
-                        "('completed','failed','cancelled','stuck','continued') group by status"
-                    ).fetchall()
-                },
+                lambda c: {r["status"]: r["n"] for r in c.execute(SOAK_ACTIVE_STATUS_COUNTS).fetchall()},
                 "drain",
             )
             if not left:

@@ -11,6 +11,15 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+from prove.queries import (
+    SOAK_REPORT_CLAIM_COUNT,
+    SOAK_REPORT_EFFECT_STATES,
+    SOAK_REPORT_REFUND_OUTCOMES,
+    SOAK_REPORT_SENDS,
+    SOAK_REPORT_TAKEOVERS,
+    SOAK_REPORT_WORKFLOWS,
+)
+
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "runtime_soak"
 
@@ -23,28 +32,12 @@ def collect_report(soak, feed_end: float, drained: float | None, left: dict, fin
     def body(conn):
         q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
         return {
-            "workflows": {
-                f"{r['name']}:{r['status']}": r["n"]
-                for r in q("select name, status, count(*) as n from ilr.workflows group by 1, 2 order by 1, 2")
-            },
-            "effects": {
-                f"t{r['tier']}:{r['state']}": r["n"]
-                for r in q("select tier, state, count(*) as n from ilr.effects group by 1, 2 order by 1, 2")
-            },
-            "outcomes": {
-                r["status"] or "none": r["n"]
-                for r in q(
-                    "select result->>'status' as status, count(*) as n from ilr.workflows "
-                    "where name = 'refund' group by 1 order by 1"
-                )
-            },
-            "takeovers": q(
-                "select count(*) as n, coalesce(max(k), 0) as max_per_workflow from ("
-                "select workflow_id, count(*) as k from ilr.claims where prev_status = 'running' "
-                "group by 1) t"
-            )[0],
-            "claims": q("select count(*) as n from ilr.claims")[0]["n"],
-            "sends": q("select coalesce(sum(sends), 0) as n from ilr.effects")[0]["n"],
+            "workflows": {f"{r['name']}:{r['status']}": r["n"] for r in q(SOAK_REPORT_WORKFLOWS)},
+            "effects": {f"t{r['tier']}:{r['state']}": r["n"] for r in q(SOAK_REPORT_EFFECT_STATES)},
+            "outcomes": {r["status"] or "none": r["n"] for r in q(SOAK_REPORT_REFUND_OUTCOMES)},
+            "takeovers": q(SOAK_REPORT_TAKEOVERS)[0],
+            "claims": q(SOAK_REPORT_CLAIM_COUNT)[0]["n"],
+            "sends": q(SOAK_REPORT_SENDS)[0]["n"],
         }
 
     db_view = soak._db(body, "report")

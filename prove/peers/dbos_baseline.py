@@ -36,6 +36,7 @@ from dbos import DBOS, DBOSConfig
 
 from demo.peers.targets_client import http_json
 from ilr import _killpoints as killpoints
+from prove.queries import BASELINE_GRANT
 
 WORKFLOW_NAME = "refund_workflow"
 QUEUE_NAME = "refunds"
@@ -152,9 +153,7 @@ class GrantsDB:
         from psycopg.rows import dict_row
 
         with psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
-            row = conn.execute(
-                "select id, revoked_at, expires_at, max_cents from ilr.grants where id = %s", (grant_id,)
-            ).fetchone()
+            row = conn.execute(BASELINE_GRANT, (grant_id,)).fetchone()
         attempt_log.write(
             event="grant_check", grant_id=grant_id, revoked=bool(row and row["revoked_at"]), found=row is not None
         )

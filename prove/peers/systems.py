@@ -25,6 +25,15 @@ import time
 from pathlib import Path
 
 from prove.harness import audit
+from prove.queries import (
+    RECORDS_CLAIMS,
+    RECORDS_EFFECT_IDS,
+    RECORDS_EFFECTS,
+    RECORDS_LLM_CALLS,
+    RECORDS_SIGNALS,
+    RECORDS_STEPS,
+    RECORDS_WORKFLOWS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_TTL, POLL, SEND_TIMEOUT, SETTLE_MARGIN = 5.0, 0.5, 3.0, 5.0  # docs/protocol.md §16.1
@@ -302,10 +311,7 @@ class RuntimeSystem(System):
     def effect_ids(self) -> list[str]:
         conn = self.rt.connection()
         with self.rt._lock:
-            rows = conn.execute(
-                "select effect_id from ilr.effects where workflow_id = any(%s) order by effect_id",
-                ([self.wf_id] + self.run.extra_wf_ids,),
-            ).fetchall()
+            rows = conn.execute(RECORDS_EFFECT_IDS, ([self.wf_id] + self.run.extra_wf_ids,)).fetchall()
         return sorted({r["effect_id"] for r in rows})
 
     def records(self) -> dict:
@@ -315,24 +321,14 @@ class RuntimeSystem(System):
         with self.rt._lock:
             q = lambda sql: conn.execute(sql, (ids,)).fetchall()  # noqa: E731
             out = {
-                "workflows": q("select id, status, epoch, error, result from ilr.workflows where id = any(%s)"),
-                "steps": q(
-                    "select workflow_id, seq, name, kind, output, epoch, created_at, "
-                    "extract(epoch from created_at)::float8 as ts from ilr.steps "
-                    "where workflow_id = any(%s) order by workflow_id, seq"
-                ),
-                "claims": q(
-                    "select workflow_id, epoch, owner, claimed_at, prev_status from ilr.claims "
-                    "where workflow_id = any(%s) order by workflow_id, epoch"
-                ),
-                "effects": q(
-                    "select effect_id, state, sends, late_result is not null as late, dispatch_epoch "
-                    "from ilr.effects where workflow_id = any(%s)"
-                ),
-                "signals": q("select workflow_id, name, consumed_seq from ilr.signals where workflow_id = any(%s)"),
+                "workflows": q(RECORDS_WORKFLOWS),
+                "steps": q(RECORDS_STEPS),
+                "claims": q(RECORDS_CLAIMS),
+                "effects": q(RECORDS_EFFECTS),
+                "signals": q(RECORDS_SIGNALS),
             }
             try:
-                out["llm_calls"] = q("select * from ilr.llm_calls where workflow_id = any(%s)")
+                out["llm_calls"] = q(RECORDS_LLM_CALLS)
             except Exception:  # noqa: BLE001 - column names differ across versions
                 conn.rollback() if not conn.autocommit else None
                 out["llm_calls"] = None

@@ -40,6 +40,8 @@ from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
+from prove.queries import BASELINE_GRANT
+
 with workflow.unsafe.imports_passed_through():
     from demo.peers.targets_client import http_json
     from ilr import _killpoints as killpoints
@@ -171,9 +173,7 @@ class GrantsDB:
         from psycopg.rows import dict_row
 
         with psycopg.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
-            row = conn.execute(
-                "select id, revoked_at, expires_at, max_cents from ilr.grants where id = %s", (grant_id,)
-            ).fetchone()
+            row = conn.execute(BASELINE_GRANT, (grant_id,)).fetchone()
         attempt_log.write(
             event="grant_check", grant_id=grant_id, revoked=bool(row and row["revoked_at"]), found=row is not None
         )

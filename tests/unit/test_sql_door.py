@@ -1,15 +1,20 @@
-"""One door to the tables: no module of ``ilr`` outside ``ilr/_queries/`` holds SQL.
+"""One door to the tables: no module of ``ilr`` outside ``ilr/_queries/`` holds SQL, and no module
+of the repository's apps (``demo``, ``prove``) outside its ``queries`` module holds SQL on the ilr
+tables.
 
-Every string literal (and every f-string's literal parts) of every ``ilr`` module is read with
-``ast``; one that reads as a SQL statement or names an ``ilr.`` table fails the test, naming the
-file and line. Docstrings and comments are prose and are not read. The migrations keep their
-SQL in ``ilr/sql/``.
+Every string literal (and every f-string's literal parts) of every module is read with ``ast``; in
+``ilr``, one that reads as a SQL statement or names an ``ilr.`` table fails the test, naming the
+file and line; in the apps, one that reads as SQL and names an ``ilr.`` table (their SQL on their
+own tables, a target's SQLite ledger or PostgreSQL's statistics, is theirs). Docstrings and
+comments are prose and are not read. The migrations keep their SQL in ``ilr/sql/``.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+
+import pytest
 
 from tests.support import ROOT
 
@@ -24,8 +29,13 @@ STATEMENT = re.compile(
     r")",
     re.I,
 )
-CLAUSE = re.compile(rf"\b(from|join|into|update)\s+ilr\.({TABLES})\b|\bwhere\s+\w+(\.\w+)?\s*(=|<|>|in\b|is\b)", re.I)
+CLAUSE = re.compile(
+    rf"\b(from|join|into|update|analyze)\s+ilr\.({TABLES})\b|\bwhere\s+\w+(\.\w+)?\s*(=|<|>|in\b|is\b)", re.I
+)
+NAMES_A_TABLE = re.compile(rf"\bilr\.({TABLES})\b", re.I)
 DOOR = ROOT / "ilr" / "_queries"
+APP_DOORS = {"demo": ROOT / "demo" / "queries.py", "prove": ROOT / "prove" / "queries.py"}
+"""Each app's one module of named statements on the ilr tables (a package of that name would do too)."""
 
 
 def reads_as_sql(text: str) -> bool:
@@ -34,8 +44,8 @@ def reads_as_sql(text: str) -> bool:
     return bool(STATEMENT.match(text) or CLAUSE.search(text))
 
 
-def sql_literals(source: str) -> list[tuple[int, str]]:
-    """(line, text) of every string literal of ``source`` that reads as SQL, docstrings aside."""
+def sql_literals(source: str, reads=reads_as_sql) -> list[tuple[int, str]]:
+    """(line, text) of every string literal of ``source`` that ``reads`` as SQL, docstrings aside."""
     tree = ast.parse(source)
     prose = set()
     for node in ast.walk(tree):
@@ -45,13 +55,18 @@ def sql_literals(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
             text = "".join(v.value for v in node.values if isinstance(v, ast.Constant))
-            if reads_as_sql(text):
+            if reads(text):
                 found.append((node.lineno, text))
             prose.update(id(v) for v in node.values)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
-            if reads_as_sql(node.value):
+            if reads(node.value):
                 found.append((node.lineno, node.value))
     return found
+
+
+def reads_as_sql_on_the_tables(text: str) -> bool:
+    """True when ``text`` reads as SQL and names an ilr table: what an app keeps in its door."""
+    return reads_as_sql(text) and bool(NAMES_A_TABLE.search(text))
 
 
 def test_the_detector_tells_sql_from_prose():
@@ -63,6 +78,7 @@ def test_the_detector_tells_sql_from_prose():
         "now() > send_deadline + settle_margin",  # names no table: only its users would say
         " from ilr.effects e join ilr.workflows w on w.id = e.workflow_id",
         "listen ilr_claimable",
+        "analyze ilr.workflows",
     ]
     prose = [
         "with --verify: trust only this public key file",
@@ -72,7 +88,7 @@ def test_the_detector_tells_sql_from_prose():
         "ilr.effects",
         "timeline has no ilr.timelines row after its insert",
     ]
-    assert [reads_as_sql(s) for s in sql] == [True, True, True, True, False, True, True]
+    assert [reads_as_sql(s) for s in sql] == [True, True, True, True, False, True, True, True]
     assert [reads_as_sql(s) for s in prose] == [False, False, False, True, False, False]  # a known false alarm
 
 
@@ -86,9 +102,64 @@ def test_no_module_of_ilr_outside_the_door_holds_sql():
     assert not offenders, "SQL outside ilr/_queries/:\n" + "\n".join(offenders)
 
 
+def test_the_apps_detector_keeps_to_the_ilr_tables():
+    on_the_tables = [
+        "select * from ilr.claims where workflow_id = %s",
+        "select to_regclass('ilr.timelines') as t",
+        "analyze ilr.workflows",
+        "select count(*) filter (where status = 'ended') as ended from ilr.workflows",
+    ]
+    elsewhere = [
+        "select paid from payments where id = ?",
+        "select xact_commit from pg_stat_database where datname = %s",
+        "select status from dbos.workflow_status",
+        "Every claim is in ilr.claims with its owner.",
+    ]
+    assert all(reads_as_sql_on_the_tables(s) for s in on_the_tables)
+    assert not any(reads_as_sql_on_the_tables(s) for s in elsewhere)
+
+
+def app_offenders(app: str) -> list[str]:
+    """``path:line: text`` of every SQL literal on the ilr tables in ``app`` outside its door."""
+    door = APP_DOORS[app]
+    offenders = []
+    for path in sorted((ROOT / app).rglob("*.py")):
+        if path == door or door.with_suffix("") in path.parents:
+            continue
+        for line, text in sql_literals(path.read_text(), reads_as_sql_on_the_tables):
+            offenders.append(f"{path.relative_to(ROOT)}:{line}: {' '.join(text.split())[:80]}")
+    return offenders
+
+
+@pytest.mark.parametrize("app", sorted(APP_DOORS))
+def test_no_module_of_the_apps_outside_their_door_holds_sql_on_the_tables(app):
+    offenders = app_offenders(app)
+    assert not offenders, f"SQL on the ilr tables outside {APP_DOORS[app].relative_to(ROOT)}:\n" + "\n".join(offenders)
+
+
+def test_a_stray_statement_in_an_app_is_found(tmp_path, monkeypatch):
+    app = tmp_path / "demo"
+    app.mkdir()
+    (app / "queries.py").write_text('A = "select * from ilr.claims"\n"""Its purpose."""\n')
+    (app / "report.py").write_text(
+        'def f(conn):\n    """Prose on ilr.claims."""\n    conn.execute("select 1 from ilr.steps")\n'
+    )
+    monkeypatch.setattr(__name__ + ".ROOT", tmp_path)
+    monkeypatch.setitem(APP_DOORS, "demo", app / "queries.py")
+    assert app_offenders("demo") == ["demo/report.py:3: select 1 from ilr.steps"]
+
+
+def door_modules() -> list:
+    """The engine's door's modules and each app's."""
+    modules = sorted(DOOR.glob("*.py"))
+    for door in APP_DOORS.values():
+        modules += sorted(door.with_suffix("").glob("*.py")) if door.with_suffix("").is_dir() else [door]
+    return modules
+
+
 def test_every_statement_in_the_door_has_a_purpose_line():
     missing = []
-    for path in sorted(DOOR.glob("*.py")):
+    for path in door_modules():
         body = ast.parse(path.read_text()).body
         for node, following in zip(body, [*body[1:], None]):
             if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) and t.id.isupper() for t in node.targets):
