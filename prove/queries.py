@@ -311,3 +311,29 @@ SNAPSHOT_SQL = {
 }
 """Every row key of each table the failover run compares, one statement per table, read in one
 repeatable-read snapshot (``prove.harness.failover_checks.snapshot``)."""
+
+
+# -- bench_tasks (Django tasks on ilr.tasks) ------------------------------------------------------
+
+TASKS_BENCH_RESET_SQL = "truncate ilr.workflows cascade"
+"""Empty the task workflows before a bench_tasks round (``prove.bench.tasks_backends.INTERLOCK``)."""
+
+TASKS_BENCH_DONE_SQL = (
+    "select count(*) filter (where status in ('completed', 'failed', 'cancelled', 'stuck')), count(*) "
+    "from ilr.workflows where name = 'task:default'"
+)
+"""How many tasks have ended, of how many (``prove.bench.tasks_backends.INTERLOCK``)."""
+
+TASKS_BENCH_STAMPS_SQL = (
+    "select w.id, w.status = 'completed' and w.result->'value' = to_jsonb((w.input->'args'->>0)::int "
+    "+ (w.input->'args'->>1)::int), extract(epoch from w.created_at)::float8, "
+    "extract(epoch from w.updated_at)::float8, "
+    "(select count(*) from ilr.steps s where s.workflow_id = w.id and s.name = 'attempt') "
+    "+ (w.status = 'completed')::int "
+    "from ilr.workflows w where w.name = 'task:default' and w.id = any(%s)"
+)
+"""Each task's outcome (right sum), enqueue and finish times, and attempts: its failed attempts
+are steps and its successful one is the result (``prove.bench.tasks_backends.INTERLOCK``)."""
+
+TASKS_BENCH_WORKERS_UP_SQL = "select count(distinct worker_id) from ilr.worker_deployments where worker_id like 'ti%'"
+"""How many bench ilr_workers have registered (``prove.bench.tasks_workers``)."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from prove.queries import TASKS_BENCH_DONE_SQL, TASKS_BENCH_RESET_SQL, TASKS_BENCH_STAMPS_SQL
+
 
 @dataclasses.dataclass(frozen=True)
 class Backend:
@@ -31,19 +33,11 @@ INTERLOCK = Backend(
     key="interlock",
     label="Interlock (ilr.tasks.InterlockBackend, ilr_worker)",
     task_path="prove.bench.tasks_defs.add",
-    reset_sql="truncate ilr.workflows cascade",
-    done_sql=(
-        "select count(*) filter (where status in ('completed', 'failed', 'cancelled', 'stuck')), count(*) "
-        "from ilr.workflows where name = 'task:default'"
-    ),
-    # runs: the recorded attempts of the task (its attempt steps), which must be one each.
-    stamps_sql=(
-        "select w.id, w.status = 'completed' and w.result = to_jsonb((w.input->'args'->>0)::int "
-        "+ (w.input->'args'->>1)::int), extract(epoch from w.created_at)::float8, "
-        "extract(epoch from w.updated_at)::float8, "
-        "(select count(*) from ilr.steps s where s.workflow_id = w.id and s.name = 'attempt') "
-        "from ilr.workflows w where w.name = 'task:default' and w.id = any(%s)"
-    ),
+    reset_sql=TASKS_BENCH_RESET_SQL,
+    done_sql=TASKS_BENCH_DONE_SQL,
+    # runs: the attempts of the task (its failed attempts are steps, its successful one the
+    # result), which must be one each.
+    stamps_sql=TASKS_BENCH_STAMPS_SQL,
 )
 
 DB = Backend(

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from prove.bench.core import ROOT
+from prove.queries import TASKS_BENCH_WORKERS_UP_SQL
 
 MANAGE = str(ROOT / "manage.py")
 
@@ -92,9 +93,7 @@ class Workers:
 
     def _ready(self, mon, since) -> bool:
         if self.kind == "interlock":  # registered: each has its worker_deployments row
-            (n,) = mon.execute(
-                "select count(distinct worker_id) from ilr.worker_deployments where worker_id like 'ti%'"
-            ).fetchone()
+            (n,) = mon.execute(TASKS_BENCH_WORKERS_UP_SQL).fetchone()
         else:  # each db_worker's first poll opens its one connection
             (n,) = mon.execute(
                 "select count(*) from pg_stat_activity where datname = current_database() "
