@@ -1,10 +1,16 @@
-"""Write requirements/ci-lock.txt: every distribution ``interlock[demo]`` and the dependency groups
-CI installs (test, which includes prove; lint; docs) need, pinned to the version installed here
-(the environment the suite last passed in). ``.ci/run`` installs with it as a constraints file, so
-CI gets what was tested, not whatever the index has that day.
+"""Write the CI lock of this interpreter's lane: every distribution ``interlock[demo]`` and the
+dependency groups CI installs (test, which includes prove; lint; docs) need, pinned to the version
+installed here (the environment the suite last passed in). ``.ci/run`` installs each lane with its
+lock as a constraints file, so CI gets what was tested, not whatever the index has that day.
 
-    python scripts/lock_requirements.py          # rewrite the lock from this environment
-    python scripts/lock_requirements.py --check  # exit 1 when the lock differs from it
+One lock per lane, named by the interpreter's version (the closure differs: Django 6 needs 3.12):
+
+    requirements/ci-lock.txt        Python 3.11, Django 5.2 (the quick lane and the packaging test)
+    requirements/ci-lock-py312.txt  Python 3.12, the newest Django 6.x (the full suite)
+
+    python scripts/lock_requirements.py          # rewrite this interpreter's lock from its environment
+    python scripts/lock_requirements.py --check  # exit 1 when that lock differs from it
+    python scripts/lock_requirements.py --lock requirements/x.txt  # another file
 
 The roots are read from this checkout's pyproject.toml (its dependencies, the extras and the
 groups, ``include-group`` followed), never from an installed copy's metadata; their requirements
@@ -24,11 +30,18 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCK = ROOT / "requirements" / "ci-lock.txt"
+
 EXTRAS = ("demo",)
 GROUPS = ("test", "lint", "docs")
 INSTALL = f"pip install -e '.[{','.join(EXTRAS)}]' " + " ".join(f"--group {g}" for g in GROUPS)
 """What installs every root (.ci/run runs it with the lock as constraints)."""
+
+
+def default_lock(version: tuple[int, int] = sys.version_info[:2]) -> Path:
+    """The lock of the lane on Python ``version``: ci-lock.txt for 3.11 (the oldest supported, the
+    Django 5.2 lane), ci-lock-py3NN.txt for any other."""
+    name = "ci-lock.txt" if version == (3, 11) else f"ci-lock-py{version[0]}{version[1]}.txt"
+    return ROOT / "requirements" / name
 
 
 def group(groups: dict, name: str, seen: tuple[str, ...] = ()) -> list[str]:
@@ -104,7 +117,9 @@ def render(pinned: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="compare, don't write")
+    parser.add_argument("--lock", type=Path, help="the lock file (default: this interpreter's, see above)")
     args = parser.parse_args(argv)
+    lock = (args.lock or default_lock()).resolve()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     try:
         text = render(closure(roots(pyproject, EXTRAS, GROUPS)))
@@ -112,14 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not installed: {exc} ({INSTALL} first)", file=sys.stderr)
         return 2
     if args.check:
-        current = LOCK.read_text() if LOCK.exists() else ""
+        current = lock.read_text() if lock.exists() else ""
         if current != text:
-            print(f"{LOCK.relative_to(ROOT)} differs from this environment; regenerate it", file=sys.stderr)
+            print(f"{lock} differs from this environment; regenerate it", file=sys.stderr)
             return 1
         return 0
-    LOCK.parent.mkdir(exist_ok=True)
-    LOCK.write_text(text)
-    print(f"wrote {LOCK.relative_to(ROOT)}: {text.count(chr(10)) - 2} pins")
+    lock.parent.mkdir(exist_ok=True)
+    lock.write_text(text)
+    print(f"wrote {lock}: {text.count(chr(10)) - 2} pins")
     return 0
 
 

@@ -213,6 +213,13 @@ class Command(BaseCommand):
         except TargetMisconfigured as exc:  # a target registered at import refused its settings
             raise CommandError(f"--import {module}: {exc}", returncode=2) from None
 
+    def check(self, *args, **kwargs):
+        """The system checks Django runs before ``handle``, after the database refusal: Django 6
+        runs the model checks against every database (a JSONField's asks the backend whether it
+        supports JSON), which on SQLite would create the file before ``handle`` could refuse it."""
+        self._refuse_other_databases()
+        return super().check(*args, **kwargs)
+
     @staticmethod
     def _refuse_other_databases() -> None:
         """Refuse a DATABASES["default"] that is not PostgreSQL with the system check's sentence
