@@ -11,7 +11,7 @@ import platform
 import subprocess
 import sys
 import time
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from ilr import _db as db
@@ -72,11 +72,18 @@ def machine_facts() -> dict:
         "python": platform.python_version(),
         "postgresql": server,
         "django": version("django"),
-        "django_tasks": version("django-tasks"),
+        "django_tasks": _installed("django-tasks"),  # the backport; Django 6 has the framework built in
         "django_tasks_db": version("django-tasks-db"),
         "psycopg": version("psycopg"),
         "interlock_commit": commit.stdout.strip() or None,
     }
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 def run(
