@@ -6,9 +6,10 @@ django-tasks backport).
 A task runs as a durable workflow named ``task:<queue>`` on ``manage.py ilr_worker`` (``--queue``
 picks the queues a worker serves). ``enqueue`` inserts that workflow's row on the caller's Django
 connection, inside the caller's transaction: a rollback discards the task and a commit makes it
-claimable, so ``transaction.on_commit`` is not needed. Each attempt is a recorded step; a worker
-that dies mid-attempt is taken over and the attempt runs again (at least once, as any task queue);
-a task whose body must not repeat belongs in a gated effect.
+claimable, so ``transaction.on_commit`` is not needed. A failed attempt is a recorded step and the
+successful one the workflow's result; a worker that dies mid-attempt is taken over and the attempt
+runs again (at least once, as any task queue); a task whose body must not repeat belongs in a
+gated effect.
 """
 
 from __future__ import annotations
