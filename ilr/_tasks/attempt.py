@@ -11,7 +11,6 @@ import concurrent.futures
 import datetime as dt
 import threading
 from inspect import iscoroutinefunction
-from traceback import format_exception
 from typing import Any
 
 from django.db import close_old_connections
@@ -19,6 +18,7 @@ from django.db import close_old_connections
 from ilr._errors import InvalidInput
 from ilr._tasks.results import new_result, task_of
 from ilr._tasks.values import to_json
+from ilr._worker.run import traceback_text
 
 _loop: asyncio.AbstractEventLoop | None = None
 _loop_lock = threading.Lock()
@@ -77,7 +77,7 @@ def _error(exc: BaseException) -> dict[str, str]:
     kind = type(exc)
     return {
         "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
-        "traceback": "".join(format_exception(exc))[-8000:],
+        "traceback": traceback_text(exc),
     }
 
 
