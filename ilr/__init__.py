@@ -10,6 +10,7 @@ migrations and the management commands.
 from ilr._agents import AMBIGUOUS_TEXT, COMMITTED_STATUSES, Agent, AgentResult, Policy, Tool, messages_call
 from ilr._amounts import payload_amount
 from ilr._codec import MAX_TEXT_LENGTH, check_text, check_who, effect_id_for
+from ilr._concurrency import Concurrency
 from ilr._context.context import ChildFailed, ChildTimeout, Decision, WorkflowContext
 from ilr._db import connect
 from ilr._effects.reconcile import reconcile_in
@@ -21,6 +22,7 @@ from ilr._errors import (
     ApprovalRefused,
     ApprovalRequestNotFound,
     Cancelled,
+    ConcurrencyLimitReached,
     DeploymentNotFound,
     EffectNotFound,
     Fenced,
@@ -57,6 +59,7 @@ __all__ = [
     "RetryPolicy",
     "ChildFailed",
     "ChildTimeout",
+    "Concurrency",
     # Running them: the client and the worker
     "Runtime",
     "Worker",
@@ -112,6 +115,7 @@ __all__ = [
     "WorkflowNotFound",
     "WorkflowConflict",
     "WorkflowFailed",
+    "ConcurrencyLimitReached",
     "Fenced",
     "Cancelled",
     "StepFailed",

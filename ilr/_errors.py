@@ -371,3 +371,24 @@ class TaskFailed(InterlockError):
     ``TaskResult.errors``."""
 
     code = "ILR-090"
+
+
+class ConcurrencyLimitReached(InterlockError):
+    """A start with ``on_conflict="reject"`` found its concurrency key full; nothing was
+    written.
+
+    Attributes:
+        key: the concurrency key; limit: its limit; holders: the ids of the workflows that hold
+            its slots.
+    """
+
+    code = "ILR-100"
+
+    def __init__(self, key: str, limit: int, holders: list[str]):
+        self.key = key
+        self.limit = limit
+        self.holders = holders
+        super().__init__(
+            f"concurrency_key: {key!r} is held by {', '.join(holders) or 'workflows that are ending'} "
+            f"(limit {limit}), and on_conflict is 'reject'. Nothing was started"
+        )

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ilr._concurrency import Concurrency
 from ilr._errors import InvalidInput, UnknownWorkflow
 
 
@@ -28,6 +29,8 @@ class WorkflowDefinition:
     """The workflow function ``fn(ctx, input)``."""
     input_object: bool
     """When true (the default), the input must be a JSON object."""
+    concurrency: Concurrency | None = None
+    """Its concurrency rule: each start takes a slot of its key, or waits (docs/protocol.md §5.4)."""
 
     @property
     def code_sha256(self) -> str:
@@ -47,27 +50,37 @@ class WorkflowDefinition:
 _REGISTRY: dict[tuple[str, str], WorkflowDefinition] = {}
 
 
-def workflow(name: str | None = None, version: str = "1", *, input_object: bool = True):
+def workflow(
+    name: str | None = None,
+    version: str = "1",
+    *,
+    input_object: bool = True,
+    concurrency: Concurrency | None = None,
+):
     """Register a workflow function ``fn(ctx, input)`` under (name, version).
 
     Args:
         name: the workflow type name; defaults to the function's name.
         version: an explicit version string (docs/protocol.md §4, versions). Default "1".
         input_object: require the input to be a JSON object (dict). Default True.
+        concurrency: a ``Concurrency`` rule: at most ``limit`` runs per key at once, a start
+            past it queues (or what ``on_conflict`` says). Default None (no key).
 
     Returns:
         A decorator that returns the function unchanged, with ``__ilr_workflow__`` set.
 
     Raises:
-        InvalidInput: name or version empty, or the same (name, version) registered twice by
-            two different functions.
+        InvalidInput: name or version empty, the same (name, version) registered twice by
+            two different functions, or ``concurrency`` not a Concurrency.
     """
 
     def decorate(fn):
         wf_name = name or fn.__name__
         if not wf_name or not version:
             raise InvalidInput("name", "a workflow needs a non-empty name and version")
-        definition = WorkflowDefinition(wf_name, str(version), fn, input_object)
+        if concurrency is not None and not isinstance(concurrency, Concurrency):
+            raise InvalidInput("concurrency", f"must be an ilr.Concurrency, got {type(concurrency).__name__}")
+        definition = WorkflowDefinition(wf_name, str(version), fn, input_object, concurrency)
         existing = _REGISTRY.get((wf_name, definition.version))
         if existing and existing.fn.__qualname__ != fn.__qualname__:
             raise InvalidInput("name", f"{definition.key} is already registered by {existing.fn.__qualname__}")

@@ -99,6 +99,8 @@ class Workflow(ReadOnlyModel):
     resumed_by = models.TextField(null=True)
     resumed_at = models.DateTimeField(null=True)
     priority = models.SmallIntegerField(default=0)
+    concurrency_key = models.TextField(null=True)
+    concurrency_limit = models.SmallIntegerField(null=True)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)
@@ -175,6 +177,29 @@ class Grant(ReadOnlyModel):
     class Meta:
         managed = False
         db_table = 'ilr"."grants'
+
+
+class Slot(ReadOnlyModel):
+    """A workflow's place under a concurrency key: a holder (``slot_no`` set) or a waiter, live
+    until ``released_at`` (docs/protocol.md §5.4)."""
+
+    id = models.BigAutoField(primary_key=True)
+    key = models.TextField()
+    workflow = models.ForeignKey(Workflow, models.DO_NOTHING, db_column="workflow_id", related_name="slots")
+    slot_limit = models.SmallIntegerField()
+    slot_no = models.SmallIntegerField(null=True)
+    priority = models.SmallIntegerField(default=0)
+    queued_at = models.DateTimeField()
+    acquired_at = models.DateTimeField(null=True)
+    released_at = models.DateTimeField(null=True)
+    released_why = models.TextField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."slots'
+
+    def __str__(self):
+        return f"{self.key} #{self.slot_no}" if self.slot_no is not None else f"{self.key} (waiting)"
 
 
 class ApprovalRequest(ReadOnlyModel):

@@ -22,10 +22,11 @@ Every list is paginated without a full count and filters only on indexed or smal
 pages stay fast with tens of thousands of workflows.
 
 Modules: ``workflows`` (WorkflowAdmin), ``effects`` (effects, the journal), ``grants`` (grants,
-approval requests), ``signals`` (signals, model calls, responses), ``filters`` (the list
+approval requests), ``signals`` (signals, model calls, responses), ``slots`` (concurrency
+keys' holders and waiters), ``filters`` (the list
 filters), ``actions`` (cancel, resume, revoke and their confirmation pages), ``deployments``
 (the deployments page, retire), ``common`` (what they share).
 """
 
 # Importing the modules registers their ModelAdmins (Django's autodiscover imports this package).
-from approvals.admin import effects, grants, signals, workflows  # noqa: F401
+from approvals.admin import effects, grants, signals, slots, workflows  # noqa: F401

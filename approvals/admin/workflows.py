@@ -11,7 +11,10 @@ in ``approvals.admin.deployments``.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import admin
+from django.urls import reverse
 from django.utils.html import format_html
 
 from approvals import selectors
@@ -21,7 +24,7 @@ from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
 from approvals.templatetags.approvals_extras import as_json, reveal_html
 from ilr import NO_WORKER_ROW
-from ilr.models import Claim, Effect, Signal, Step, Workflow
+from ilr.models import Claim, Effect, Signal, Slot, Step, Workflow
 
 
 @admin.register(Workflow)
@@ -69,6 +72,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
         ("Step timeline", {"fields": ("timeline",)}),
         ("Effects", {"fields": ("effects_table",)}),
         ("Signals", {"fields": ("signals_table",)}),
+        ("Concurrency", {"fields": ("concurrency_key", "concurrency_limit", "slots_table")}),
         ("Claims", {"fields": ("claims_table",), "classes": ("collapse",)}),
     ]
     readonly_fields = [f for _, opts in fieldsets for f in opts["fields"]]
@@ -111,6 +115,8 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
             return "—"
         if w.get("kind") == "signal":
             return f"signal {w.get('signal')}"
+        if w.get("kind") == "slot":
+            return f"a slot of concurrency key {w.get('key')}"
         if w.get("kind") == "effect" and w.get("lookup_error"):
             # The effect could not read its target (effects.LOOKUP_RETRY): say so in the list.
             return f"effect lookup, attempt {w.get('lookup_attempt')} failed: {str(w['lookup_error'])[:80]}"
@@ -241,6 +247,34 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
             for s in Signal.objects.filter(workflow_id=obj.id).order_by("id")
         ]
         return table(["#", "name", "sender", "consumed at step", "payload"], rows)
+
+    @admin.display(description="slots")
+    def slots_table(self, obj):
+        """The workflow's slot rows (held, queued, released), and who else holds or waits for
+        each live key."""
+        rows = []
+        for r in Slot.objects.filter(workflow_id=obj.id).order_by("id"):
+            if r.released_at is not None:
+                state = f"released ({r.released_why})"
+            else:
+                state = f"holding slot {r.slot_no}" if r.slot_no is not None else "queued"
+            others = (
+                Slot.objects.filter(key=r.key, released_at__isnull=True).exclude(workflow_id=obj.id).order_by("id")
+                if r.released_at is None
+                else []
+            )
+            rows.append(
+                [
+                    format_html(
+                        '<a href="{}?{}">{}</a>', reverse("admin:ilr_slot_changelist"), urlencode({"q": r.key}), r.key
+                    ),
+                    state,
+                    f"{r.acquired_at:%H:%M:%S}" if r.acquired_at else "—",
+                    ", ".join(f"{o.workflow_id} ({'holds' if o.slot_no is not None else 'waits'})" for o in others)
+                    or "—",
+                ]
+            )
+        return table(["key", "state", "acquired at", "others live on the key"], rows)
 
     @admin.display(description="claims")
     def claims_table(self, obj):

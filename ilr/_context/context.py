@@ -35,6 +35,7 @@ from ilr._errors import (
     Suspend,
 )
 from ilr._ops.deployments import check_input_shape, resolve_version_on
+from ilr._ops.slots import concurrency_for
 from ilr._queries.misc import NOW_FROM_DB_SELECT_SQL
 
 
@@ -74,6 +75,10 @@ class WorkflowContext(EffectCalls, Versioning):
             id: the child's workflow id; default ``"<this id>/<seq>"``.
             version: default the newest unretired deployment of ``name``.
 
+        A child whose workflow declares a ``Concurrency`` rule (registered in this process)
+        takes a slot of its key, or queues for one whatever the rule's ``on_conflict``: its
+        parent waits on it.
+
         Returns:
             the child's workflow id (pass it to ``wait_child``).
 
@@ -103,6 +108,7 @@ class WorkflowContext(EffectCalls, Versioning):
         except LookupError as exc:  # UnknownWorkflow
             raise InvalidInput("version" if version is not None else "name", str(exc)) from None
         check_input_shape(name, resolved, input)
+        key, limit, _ = concurrency_for(name, resolved, input)
         output = {"child_id": child_id, "name": name, "version": resolved}
         store.start_child(
             self._conn,
@@ -115,6 +121,8 @@ class WorkflowContext(EffectCalls, Versioning):
             input_json=input_json,
             output_json=codec.dumps(output, "child"),
             fingerprint=fingerprint,
+            concurrency_key=key,
+            concurrency_limit=limit,
         )
         return child_id
 

@@ -278,6 +278,8 @@ def start_child(
     input_json: str,
     output_json: str,
     fingerprint: str | None = None,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
 ) -> None:
     """``ctx.child``'s write: the parent's ``child`` step row and the child's workflow row
     (``parent_id`` set) in one fenced transaction (docs/protocol.md §5.3). A cancel already
@@ -287,6 +289,8 @@ def start_child(
         run: the parent's Run.
         step_name: the step row's name ("start:<name>").
         fingerprint: the child id when the workflow chose it, else None.
+        concurrency_key, concurrency_limit: the child's key and limit, or None (its insert
+            trigger takes a slot or queues it; docs/protocol.md §5.4).
         output_json: the step output ({"child_id", "name", "version"}).
 
     Raises:
@@ -300,7 +304,16 @@ def start_child(
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
         inserted = cur.execute(
             START_CHILD_INSERT_WORKFLOWS,
-            (child_id, name, version, input_json, run.workflow_id, fence["cancel_requested_at"]),
+            (
+                child_id,
+                name,
+                version,
+                input_json,
+                run.workflow_id,
+                fence["cancel_requested_at"],
+                concurrency_key,
+                concurrency_limit,
+            ),
         ).fetchone()
         if inserted is None:
             existing = cur.execute(START_CHILD_SELECT_WORKFLOWS, (child_id,)).fetchone() or {}
@@ -399,7 +412,8 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
     """``ctx.continue_as_new``'s write (docs/protocol.md §5.3): in one fenced transaction, mark this
     run ``continued`` (result {"continued_as": successor}) and insert the successor ``<id>#<n>``
     (same name and version, ``continued_from`` this id, the same parent, a requested cancel carried
-    over); wake a parent waiting on this run.
+    over, the same priority and concurrency key, whose slot the insert trigger carries over);
+    wake a parent waiting on this run.
 
     Returns:
         the successor's id.
@@ -420,7 +434,18 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
             raise InvalidInput("continue_as_new", f"the successor id {succ!r} would exceed {MAX_ID_LENGTH} characters")
         inserted = cur.execute(
             CONTINUE_AS_NEW_INSERT_WORKFLOWS,
-            (succ, wf["name"], wf["version"], input_json, wf["parent_id"], wf["id"], fence["cancel_requested_at"]),
+            (
+                succ,
+                wf["name"],
+                wf["version"],
+                input_json,
+                wf["parent_id"],
+                wf["id"],
+                fence["cancel_requested_at"],
+                wf["priority"],
+                wf["concurrency_key"],
+                wf["concurrency_limit"],
+            ),
         ).fetchone()
         if inserted is None:
             raise InvalidInput("continue_as_new", f"the successor id {succ!r} already exists")

@@ -40,6 +40,13 @@ from ilr._invariants.receipts import (
     receipt_complete,
     receipt_truthful,
 )
+from ilr._invariants.slots import (
+    no_run_without_slot,
+    no_stranded_waiter,
+    slot_fifo,
+    slot_mutex,
+    slot_released_at_end,
+)
 from ilr._invariants.snapshot import Check, Snapshot
 from ilr._invariants.steps import (
     fenced_writes,
@@ -90,6 +97,11 @@ INVARIANTS: dict[str, Check] = {
     "VersionPinned": version_pinned,
     "NonDeterminismLoud": non_determinism_loud,
     "ForkNeverResends": fork_never_resends,
+    "SlotMutex": slot_mutex,
+    "NoRunWithoutSlot": no_run_without_slot,
+    "SlotReleasedAtEnd": slot_released_at_end,
+    "NoStrandedWaiter": no_stranded_waiter,
+    "SlotFifo": slot_fifo,
 }
 """Every invariant with a code check (docs/protocol.md §11), by its exact name."""
 

@@ -15,6 +15,7 @@ from ilr._queries.snapshot import (
     LOAD_SELECT_JOURNAL,
     LOAD_SELECT_RESPONSES,
     LOAD_SELECT_SIGNALS,
+    LOAD_SELECT_SLOTS,
     LOAD_SELECT_SQL,
     LOAD_SELECT_SQL_2,
     LOAD_SELECT_STEPS,
@@ -39,6 +40,8 @@ class Snapshot:
     triggers: dict[str, str]
     indexes: set[str]
     evidence: dict = field(default_factory=dict)
+    slots: list[dict] = field(default_factory=list)
+    """ilr.slots, every row (released ones too), with queued_ts, acquired_ts, released_ts."""
 
     @classmethod
     def load(cls, conn, evidence: dict | None = None) -> Snapshot:
@@ -64,6 +67,7 @@ class Snapshot:
             responses = q(LOAD_SELECT_RESPONSES)
             triggers = {r["tgname"]: r["tgenabled"] for r in q(LOAD_SELECT_SQL)}
             indexes = {r["indexname"] for r in q(LOAD_SELECT_SQL_2)}
+            slots = q(LOAD_SELECT_SLOTS)
         return cls(
             workflows,
             steps,
@@ -77,6 +81,7 @@ class Snapshot:
             triggers,
             indexes,
             evidence or {},
+            slots,
         )
 
     # -- derived views ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._ops.slots import describe_workflow
 from ilr._queries.effects import DESCRIBE_ON_SELECT_EFFECTS
 from ilr._queries.signals import DESCRIBE_ON_SELECT_SIGNALS
 from ilr._queries.steps import DESCRIBE_ON_SELECT_STEPS
@@ -18,7 +19,8 @@ MAX_LIST_LIMIT = 10_000
 
 def describe_on(conn: db.Connection, wf_id: str) -> dict:
     """The workflow row with its steps, effects, signals, children and waiting state, on ``conn``
-    (as ``Runtime.describe`` returns it).
+    (as ``Runtime.describe`` returns it); "concurrency" lists its keys (``_ops.slots.describe_workflow``):
+    the slot it holds, or its place in the queue and who holds the key.
 
     Raises:
         WorkflowNotFound: no workflow has this id.
@@ -34,6 +36,7 @@ def describe_on(conn: db.Connection, wf_id: str) -> dict:
     wf["signals"] = conn.execute(DESCRIBE_ON_SELECT_SIGNALS, (wf_id,)).fetchall()
     wf["children"] = [r["id"] for r in conn.execute(DESCRIBE_ON_SELECT_WORKFLOWS_2, (wf_id,)).fetchall()]
     wf["last_error"] = (wf["waiting"] or {}).get("last_error")
+    wf["concurrency"] = describe_workflow(conn, wf_id) if wf["concurrency_key"] is not None else []
     # A failed workflow's traceback is kept in its error object; shown apart from it.
     wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
     return wf

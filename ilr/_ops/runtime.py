@@ -21,7 +21,7 @@ from ilr import _db as db
 from ilr._codec import check_workflow_id
 from ilr._effects.orphans import recover_orphans
 from ilr._effects.reconcile import reconcile_in
-from ilr._errors import EffectNotFound, InvalidInput, WorkflowConflict, WorkflowFailed, WorkflowNotFound
+from ilr._errors import EffectNotFound, InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr._journal import receipts
 from ilr._ops.approval_requests import approve_request_in, get_in, list_in, reject_request_in
 from ilr._ops.deployments import (
@@ -35,6 +35,8 @@ from ilr._ops.deployments import (
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
 from ilr._ops.reads import describe_on, list_query
+from ilr._ops.slots import concurrency_for, describe_key
+from ilr._ops.starts import check_priority, start_in
 from ilr._ops.workflow_ops import (
     CancelRequest,
     cancel_in,
@@ -44,10 +46,8 @@ from ilr._ops.workflow_ops import (
 )
 from ilr._queries.effects import AMBIGUOUS_SELECT_EFFECTS
 from ilr._queries.workflows import (
-    APPROVE_REQUEST_IN_SELECT_WORKFLOWS,
     RESULT_SELECT_WORKFLOWS,
     RESULT_SELECT_WORKFLOWS_2,
-    START_INSERT_WORKFLOWS,
 )
 
 
@@ -101,7 +101,18 @@ class Runtime:
     def _deploy(conn, definition) -> None:
         deploy_on(conn, definition)
 
-    def start(self, name: str, wf_id: str, input: Any = None, version: str | None = None) -> str:
+    def start(
+        self,
+        name: str,
+        wf_id: str,
+        input: Any = None,
+        version: str | None = None,
+        *,
+        priority: int = 0,
+        concurrency_key: str | None = None,
+        concurrency_limit: int | None = None,
+        on_conflict: str | None = None,
+    ) -> str:
         """Start workflow ``name`` with id ``wf_id``; idempotent on the id.
 
         Args:
@@ -111,35 +122,58 @@ class Runtime:
             input: plain JSON; a JSON object unless the workflow says otherwise. Default {}.
             version: default the newest unretired version; a retired version takes no new
                 starts.
+            priority: -100 to 100; among due workflows a higher one is claimed first, and a
+                queued one is admitted first. Default 0.
+            concurrency_key: the key whose slot this run holds from its start to its end (1 to
+                200 characters); default the workflow's ``Concurrency`` rule, else none. A start
+                that finds the key full queues (FIFO by priority, then start time) without a
+                worker, and runs when a holder completes, fails or is cancelled
+                (docs/protocol.md §5.4).
+            concurrency_limit: slots of the key, 1 to 1000; default the rule's, else 1.
+            on_conflict: "queue", "reject", "cancel_running" or "replace_queued" (see
+                ``ilr.Concurrency``); default the rule's, else "queue".
 
         Returns:
             wf_id.
 
         Raises:
             InvalidInput: bad id, input not plain JSON or not an object where one is required,
-                a retired version.
+                a retired version, a bad priority, key, limit or on_conflict (each naming its
+                field).
             UnknownWorkflow: unknown name or version.
             WorkflowConflict: the id exists for another workflow name.
+            ConcurrencyLimitReached: on_conflict "reject" and the key is full; nothing is
+                written.
         """
         codec.check_new_workflow_id(wf_id)
+        check_priority(priority)
         if input is None:
             input = {}
         input_json = codec.dumps(input, "input")
         version = self.resolve_version(name, version)
         check_input_shape(name, version, input)
-        with self._lock:
-            conn = self.connection()
-            row = conn.execute(
-                START_INSERT_WORKFLOWS,
-                (wf_id, name, version, input_json),
-            ).fetchone()
-            if row is None:
-                existing = conn.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()
-                if existing and existing["name"] != name:
-                    raise WorkflowConflict(
-                        f"workflow_id: {wf_id!r} already belongs to the workflow {existing['name']!r}, not {name!r}"
-                    )
+        key, limit, policy = concurrency_for(name, version, input, concurrency_key, concurrency_limit, on_conflict)
+        args = (wf_id, name, version, input_json)
+        if key is None:
+            # No key: one INSERT on the autocommit connection, no transaction round trips.
+            with self._lock:
+                start_in(self.connection(), *args, priority=priority)
+        else:
+            self._tx(start_in, *args, priority=priority, key=key, limit=limit, on_conflict=policy)
         return wf_id
+
+    def concurrency(self, key: str) -> dict:
+        """A concurrency key's holders and queue (docs/protocol.md §5.4).
+
+        Returns:
+            {"key", "holders": [{"workflow_id", "slot_no", "acquired_at"}], "waiting":
+            [{"workflow_id", "position" (1 = next), "priority", "queued_at"}]}.
+
+        Raises:
+            InvalidInput: a bad key (field "concurrency_key").
+        """
+        with self._lock:
+            return describe_key(self.connection(), key)
 
     # -- messages ----------------------------------------------------------------------------
 

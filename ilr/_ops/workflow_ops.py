@@ -18,6 +18,7 @@ from ilr import _codec as codec
 from ilr._codec import check_workflow_id
 from ilr._db.store import successor_id
 from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._ops.slots import end_queued, is_queued
 from ilr._queries.claims import FORK_IN_INSERT_CLAIMS
 from ilr._queries.signals import SIGNAL_IN_INSERT_SIGNALS
 from ilr._queries.steps import FORK_IN_INSERT_STEPS, FORK_IN_SELECT_STEPS
@@ -30,6 +31,7 @@ from ilr._queries.workflows import (
     FORK_IN_SELECT_WORKFLOWS,
     LOCK_CURRENT_RUN_SELECT_WORKFLOWS,
     LOCK_WORKFLOW_LOCK_WORKFLOWS,
+    PARENT_OF_SELECT_WORKFLOWS,
     RESUME_IN_LOCK_WORKFLOWS,
     RESUME_IN_UPDATE_WORKFLOWS,
 )
@@ -147,6 +149,7 @@ def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) 
     if by is not None:
         codec.check_who(by)
     cur = conn.cursor(row_factory=dict_row)
+    _lock_parent_of_queued(cur, wf_id)
     wf = _lock_current_run(cur, wf_id)
     requested = _cancel_tree(cur, wf, by)
     # Read after the workflow rows are locked. T_dispatch's fence updates the same row first, so
@@ -160,10 +163,23 @@ def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) 
     return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
 
 
+def _lock_parent_of_queued(cur, wf_id: str) -> None:
+    """Lock the parent of ``wf_id`` first when ``wf_id`` is queued for a concurrency key: its
+    cancel ends it at once and wakes the parent, and the lock order is parent, then child."""
+    row = cur.execute(PARENT_OF_SELECT_WORKFLOWS, (wf_id,)).fetchone()
+    if row is not None and row["parent_id"] and is_queued(row):
+        _lock_workflow(cur, row["parent_id"])
+
+
 def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
-    """Cancel the locked workflow row ``wf`` and its running children; True when it requested."""
+    """Cancel the locked workflow row ``wf`` and its running children; True when it requested.
+
+    A workflow queued for a concurrency key never ran: it ends cancelled now (``end_queued``),
+    so it never runs, not even its compensation (docs/protocol.md §5.4)."""
     if wf["status"] in TERMINAL or wf["status"] == "continued" or wf["cancel_requested_at"] is not None:
         return False
+    if is_queued(wf):
+        return end_queued(cur, wf["id"], by=by, why="its cancel was requested")
     cur.execute(
         CANCEL_TREE_UPDATE_WORKFLOWS,
         (by, wf["id"]),

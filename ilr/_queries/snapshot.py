@@ -16,6 +16,12 @@ LOAD_SELECT_CLAIMS = (
 LOAD_SELECT_SIGNALS = "select * from ilr.signals order by id"
 """Read from ilr.signals (``_invariants.snapshot.Snapshot.load``)."""
 
+LOAD_SELECT_SLOTS = (
+    "select *, extract(epoch from queued_at)::float8 as queued_ts, extract(epoch from acquired_at)::float8 "
+    "as acquired_ts, extract(epoch from released_at)::float8 as released_ts from ilr.slots order by id"
+)
+"""Read from ilr.slots (``_invariants.snapshot.Snapshot.load``)."""
+
 LOAD_SELECT_JOURNAL = "select effect_id, body from ilr.journal order by seq"
 """Read from ilr.journal (``_invariants.snapshot.Snapshot.load``)."""
 
@@ -27,7 +33,8 @@ LOAD_SET_SQL = "set transaction isolation level repeatable read, read only"
 
 LOAD_SELECT_WORKFLOWS = (
     "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, error, "
-    "forked_from, extract(epoch from cancel_requested_at)::float8 as cancel_ts from ilr.workflows"
+    "forked_from, concurrency_key, concurrency_limit, extract(epoch from cancel_requested_at)::float8 as cancel_ts "
+    "from ilr.workflows"
 )
 """Read from ilr.workflows (``_invariants.snapshot.Snapshot.load``)."""
 

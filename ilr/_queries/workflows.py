@@ -36,20 +36,22 @@ CONTINUE_AS_NEW_UPDATE_WORKFLOWS = (
 """Set lease_expires_at, owner, result, status, updated_at, waiting on ilr.workflows (``_db.store.continue_as_new``)."""
 
 START_CHILD_INSERT_WORKFLOWS = (
-    "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at) values (%s, "
-    "%s, %s, %s::jsonb, %s, %s) on conflict (id) do nothing returning id"
+    "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at, "
+    "concurrency_key, concurrency_limit) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) "
+    "on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_db.store.start_child``)."""
 
 CONTINUE_AS_NEW_SELECT_WORKFLOWS = (
-    "select id, name, version, parent_id, continued_from from ilr.workflows where id = %s"
+    "select id, name, version, parent_id, continued_from, priority, concurrency_key, concurrency_limit "
+    "from ilr.workflows where id = %s"
 )
 """Read from ilr.workflows (``_db.store.continue_as_new``)."""
 
 CONTINUE_AS_NEW_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, continued_from, "
-    "cancel_requested_at) values (%s, %s, %s, %s::jsonb, %s, %s, %s) on conflict (id) do nothing "
-    "returning id"
+    "cancel_requested_at, priority, concurrency_key, concurrency_limit) values (%s, %s, %s, %s::jsonb, "
+    "%s, %s, %s, %s, %s, %s) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_db.store.continue_as_new``)."""
 
@@ -113,8 +115,8 @@ DESCRIBE_ON_SELECT_WORKFLOWS_2 = "select id from ilr.workflows where parent_id =
 """Read from ilr.workflows (``_ops.reads.describe_on``)."""
 
 START_INSERT_WORKFLOWS = (
-    "insert into ilr.workflows (id, name, version, input) values (%s, %s, %s, %s::jsonb) on conflict "
-    "(id) do nothing returning id"
+    "insert into ilr.workflows (id, name, version, input, priority, concurrency_key, concurrency_limit) "
+    "values (%s, %s, %s, %s::jsonb, %s, %s, %s) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_ops.runtime.Runtime.start``)."""
 
@@ -131,6 +133,9 @@ CANCEL_TREE_UPDATE_WORKFLOWS = (
 )
 """Set available_at, cancel_requested_at, cancel_requested_by, updated_at on ilr.workflows
 (``_ops.workflow_ops._cancel_tree``)."""
+
+PARENT_OF_SELECT_WORKFLOWS = "select parent_id, status, waiting from ilr.workflows where id = %s"
+"""A workflow's parent and whether it is queued, read without a lock (``_ops.workflow_ops.cancel_in``)."""
 
 LOCK_WORKFLOW_LOCK_WORKFLOWS = (
     "select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows where id = %s for update"
@@ -165,8 +170,9 @@ FORK_IN_SELECT_WORKFLOWS = "select id, name, version from ilr.workflows where id
 """Read from ilr.workflows (``_ops.workflow_ops.fork_in``)."""
 
 FORK_IN_INSERT_WORKFLOWS = (
-    "insert into ilr.workflows (id, name, version, input, forked_from, epoch) select %s, name, version, "
-    "input, id, 1 from ilr.workflows where id = %s on conflict (id) do nothing returning id"
+    "insert into ilr.workflows (id, name, version, input, forked_from, epoch, priority, concurrency_key, "
+    "concurrency_limit) select %s, name, version, input, id, 1, priority, concurrency_key, concurrency_limit "
+    "from ilr.workflows where id = %s on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_ops.workflow_ops.fork_in``)."""
 

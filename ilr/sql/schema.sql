@@ -39,10 +39,14 @@ create table if not exists ilr.workflows (
   resumed_by text,                          -- who last resumed it from stuck (migration 0009); with resumed_at
   resumed_at timestamptz,
   priority smallint not null default 0,     -- higher is claimed first among due rows (migration 0015)
+  concurrency_key text,                     -- its slots in ilr.slots (migration 0016)
+  concurrency_limit smallint,
   foreign key (name, version) references ilr.deployments,
   constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
   constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),
-  constraint workflows_priority_range check (priority between -100 and 100)
+  constraint workflows_priority_range check (priority between -100 and 100),
+  constraint workflows_concurrency check (
+    (concurrency_key is null) = (concurrency_limit is null) and concurrency_limit between 1 and 1000)
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
 -- Due rows of another priority than 0, highest first (migration 0015): the claim scans it before
@@ -294,3 +298,202 @@ create index if not exists approval_requests_pending on ilr.approval_requests (r
 -- The receipt page finds the request that issued a grant.
 create index if not exists approval_requests_by_grant on ilr.approval_requests (grant_id)
   where grant_id is not null;
+
+-- Concurrency keys (docs/protocol.md §5.4, migration 0016): a workflow started with a concurrency
+-- key holds one of the key's `limit` slots from its start (or admission) until it ends in any way;
+-- ilr.slots keeps every holder and waiter, released rows included.
+create table if not exists ilr.slots (
+  id bigserial primary key,
+  key text not null,
+  workflow_id text not null references ilr.workflows(id),
+  slot_limit smallint not null check (slot_limit between 1 and 1000),
+  slot_no smallint,                         -- null while waiting; a holder's number, below slot_limit
+  priority smallint not null default 0,     -- the workflow's: waiters are admitted highest first
+  queued_at timestamptz not null,          -- when it asked (clock_timestamp() under the key's lock)
+  acquired_at timestamptz,                  -- when it became a holder (start, admission or carry)
+  released_at timestamptz,                  -- null while live (holding or waiting)
+  released_why text,                        -- the workflow's end status, 'continued', 'cancelled'
+  constraint slots_slot_no check (slot_no between 0 and slot_limit - 1),
+  constraint slots_holder_acquired check ((slot_no is null) = (acquired_at is null)),
+  constraint slots_released_why check ((released_at is null) = (released_why is null))
+);
+-- At most one live holder per (key, slot number): the database itself refuses a second holder.
+create unique index if not exists slots_holder on ilr.slots (key, slot_no)
+  where released_at is null and slot_no is not null;
+-- One live row per workflow and key; the release and carry find a workflow's rows by it.
+create unique index if not exists slots_live on ilr.slots (workflow_id, key) where released_at is null;
+-- The queue of a key, in admission order.
+create index if not exists slots_waiting on ilr.slots (key, priority desc, queued_at, id)
+  where released_at is null and slot_no is null;
+-- A key's and a workflow's history, for the admin and describe() (released rows too).
+create index if not exists slots_key on ilr.slots (key, queued_at);
+create index if not exists slots_workflow on ilr.slots (workflow_id);
+
+-- Times: queued_at, acquired_at and released_at are clock_timestamp() read under the key's lock, so they
+-- order the holders of a key as the lock did (now(), the transaction's start, may precede a wait
+-- for the lock). A workflow that takes a slot becomes due at its acquired_at, and a claim needs
+-- available_at <= now() of the claim's transaction: no claim of it predates its slot
+-- (NoRunWithoutSlot compares the two exactly).
+--
+-- Every acquire, release, admission and carry of key k runs under this transaction-scoped lock,
+-- so they are serial per key: a start that finds the key full and queues cannot miss a release
+-- that commits meanwhile (the release waits for the queued row to commit, then admits it; or the
+-- start waits for the release and finds the slot free). 1229738579 is 'ILRS', a class of its own
+-- beside an application's advisory locks.
+create or replace function ilr.slot_lock(k text) returns void language sql volatile as
+  $$ select pg_advisory_xact_lock(1229738579, hashtext(k)) $$;
+
+-- Admit the first waiter of key k that fits slot n, under ilr.slot_lock(k): FIFO by priority
+-- (higher first), then queue time. The waiter's workflow row becomes due (its NOTIFY wakes a
+-- worker). SKIP LOCKED: a waiter whose row another transaction holds is being cancelled (its
+-- row is locked before the key, the lock order everywhere), so it is passed over instead of
+-- waited for, which could deadlock; ilr.slot_admit_waiters() repairs the rare cancel that then
+-- rolls back.
+create or replace function ilr.slot_admit(k text, n smallint) returns text language plpgsql as $$
+declare
+  w record;
+  t timestamptz;
+begin
+  select s.id, s.workflow_id into w
+    from ilr.slots s join ilr.workflows f on f.id = s.workflow_id
+   where s.key = k and s.released_at is null and s.slot_no is null and s.slot_limit > n
+   order by s.priority desc, s.queued_at, s.id
+   limit 1
+   for update of f skip locked;
+  if not found then
+    return null;
+  end if;
+  t := clock_timestamp();
+  update ilr.slots set slot_no = n, acquired_at = t where id = w.id;
+  update ilr.workflows set available_at = t, waiting = null, updated_at = now()
+   where id = w.workflow_id;
+  -- available_at is later than this transaction's now(), so workflows_claimable stays silent:
+  -- wake the workers here.
+  perform pg_notify('ilr_claimable', '');
+  return w.workflow_id;
+end $$;
+
+-- Take a slot of key k (limit lim) for workflow wf, or queue it: a queued workflow is pending
+-- with available_at 'infinity' and waiting {"kind": "slot", "key": k}, so no claim takes it until
+-- a release admits it. Returns the slot number, or null when queued.
+create or replace function ilr.slot_acquire(wf text, k text, lim smallint, prio smallint)
+returns smallint language plpgsql as $$
+declare
+  n smallint;
+  t timestamptz;
+begin
+  perform ilr.slot_lock(k);
+  select g.s into n
+    from generate_series(0, lim - 1) as g(s)
+   where not exists (select 1 from ilr.slots
+                      where key = k and slot_no = g.s and released_at is null)
+   order by g.s
+   limit 1;
+  -- A free slot is not taken past earlier waiters that fit it (FIFO; never starve).
+  if n is not null and exists (select 1 from ilr.slots where key = k and released_at is null
+                                 and slot_no is null and slot_limit > n) then
+    n := null;
+  end if;
+  t := clock_timestamp();
+  if n is null then
+    insert into ilr.slots (key, workflow_id, slot_limit, priority, queued_at) values (k, wf, lim, prio, t);
+    update ilr.workflows set available_at = 'infinity', updated_at = now(),
+           waiting = jsonb_build_object('kind', 'slot', 'key', k)
+     where id = wf;
+  else
+    insert into ilr.slots (key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at)
+    values (k, wf, lim, n, prio, t, t);
+    update ilr.workflows set available_at = t where id = wf;
+  end if;
+  return n;
+end $$;
+
+-- Release every live row of workflow wf (why: its end status, or 'cancelled' for a waiter) and
+-- admit a waiter into each freed slot, in one transaction with the write that ended it. Keys in
+-- order, so two releases never wait on each other's key locks crosswise.
+create or replace function ilr.slot_release(wf text, why text) returns void language plpgsql as $$
+declare
+  k text;
+  r record;
+begin
+  for k in select distinct key from ilr.slots
+            where workflow_id = wf and released_at is null order by key loop
+    perform ilr.slot_lock(k);
+    for r in update ilr.slots set released_at = clock_timestamp(), released_why = why
+              where workflow_id = wf and key = k and released_at is null
+             returning slot_no loop
+      if r.slot_no is not null then
+        perform ilr.slot_admit(k, r.slot_no);
+      end if;
+    end loop;
+  end loop;
+end $$;
+
+-- Continue-as-new: the successor takes over its predecessor's live rows, slot numbers kept, in the
+-- transaction that inserts it (the predecessor's interval ends when the successor's begins).
+create or replace function ilr.slot_carry(from_wf text, to_wf text) returns void language plpgsql as $$
+declare
+  r record;
+  t timestamptz;
+begin
+  for r in select * from ilr.slots
+            where workflow_id = from_wf and released_at is null order by key loop
+    perform ilr.slot_lock(r.key);
+    t := clock_timestamp();
+    update ilr.slots set released_at = t, released_why = 'continued' where id = r.id;
+    insert into ilr.slots (key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at)
+    values (r.key, to_wf, r.slot_limit, r.slot_no, r.priority, r.queued_at,
+            case when r.slot_no is null then null else t end);
+    update ilr.workflows set available_at = greatest(available_at, t) where id = to_wf;
+  end loop;
+end $$;
+
+-- Admit waiters into free slots of every key that has both (a backstop a worker runs now and
+-- then: only a cancel that rolled back after a release passed its waiter over leaves one).
+-- Returns the workflows admitted.
+create or replace function ilr.slot_admit_waiters() returns setof text language plpgsql as $$
+declare
+  k text;
+  n smallint;
+  admitted text;
+begin
+  for k in select distinct key from ilr.slots
+            where released_at is null and slot_no is null order by key loop
+    perform ilr.slot_lock(k);
+    for n in select g.s::smallint
+               from generate_series(0, (select max(slot_limit) - 1 from ilr.slots
+                                         where key = k and released_at is null)) as g(s)
+              where not exists (select 1 from ilr.slots
+                                 where key = k and slot_no = g.s and released_at is null)
+              order by g.s loop
+      admitted := ilr.slot_admit(k, n);
+      if admitted is not null then
+        return next admitted;
+      end if;
+    end loop;
+  end loop;
+end $$;
+
+-- The triggers: every path that inserts a workflow (start, child, fork, continue-as-new) or ends
+-- one (the fenced end, a cancelled waiter) acquires or releases here, so no path can forget. They fire only for rows with a key (the WHEN clause costs the others nothing).
+create or replace function ilr.workflows_slots() returns trigger language plpgsql as $$
+begin
+  if tg_op = 'INSERT' then
+    if new.continued_from is not null then
+      perform ilr.slot_carry(new.continued_from, new.id);
+    else
+      perform ilr.slot_acquire(new.id, new.concurrency_key, new.concurrency_limit, new.priority);
+    end if;
+  elsif new.status in ('completed', 'failed', 'cancelled') then
+    -- Stuck is not among them: a stuck workflow waits for a person to resume it, and a resumed
+    -- run replays from its history, which says it holds its slots; so it keeps them.
+    perform ilr.slot_release(new.id, new.status);
+  end if;
+  return null;
+end $$;
+create or replace trigger workflows_slots_insert after insert on ilr.workflows
+  for each row when (new.concurrency_key is not null)
+  execute function ilr.workflows_slots();
+create or replace trigger workflows_slots_status after update of status on ilr.workflows
+  for each row when (new.concurrency_key is not null and old.status is distinct from new.status)
+  execute function ilr.workflows_slots();

@@ -84,12 +84,29 @@ def test_admin_ilr_tables_are_read_only(rt):
     c = client_for(User.objects.create_superuser("root", password="pw"))
     seq = sql(rt, "select min(seq) as s from ilr.journal").fetchone()["s"]
     assert c.get(reverse("admin:ilr_journalentry_change", args=[seq])).status_code == 200
-    for name in ("journalentry", "effect", "signal", "workflow", "llmcall", "response"):
+    for name in ("journalentry", "effect", "signal", "workflow", "llmcall", "response", "slot"):
         assert c.get(reverse(f"admin:ilr_{name}_changelist")).status_code == 200, name
         assert c.get(reverse(f"admin:ilr_{name}_add")).status_code == 403, name
     assert c.post(reverse("admin:ilr_journalentry_delete", args=[seq]), {"post": "yes"}).status_code == 403
     assert c.post(reverse("admin:ilr_journalentry_change", args=[seq]), {"kind": "COMMITTED"}).status_code == 403
     assert sql(rt, "select count(*) as n from ilr.journal").fetchone()["n"] == 3
+
+
+def test_admin_shows_who_holds_a_key_and_who_waits(rt):
+    """The slots list and a queued workflow's page: its key, its place, the holder."""
+    import tests.support.flows  # noqa: F401 - registers the keyed workflow
+
+    rt.start("keyed", "k-hold", {"account": "acct:9"})
+    rt.start("keyed", "k-wait", {"account": "acct:9"})
+    c = client_for(User.objects.create_superuser("root", password="pw"))
+    body = text(c.get(reverse("admin:ilr_slot_changelist"), {"q": "acct:9"}))
+    assert "holding slot 0" in body and "queued" in body and "k-hold" in body and "k-wait" in body
+    assert "k-wait" in text(c.get(reverse("admin:ilr_slot_changelist"), {"state": "queued"}))
+    assert "k-hold" not in text(c.get(reverse("admin:ilr_slot_changelist"), {"state": "queued"}))
+    assert "a slot of concurrency key acct:9" in text(c.get(reverse("admin:ilr_workflow_changelist")))
+    page = text(c.get(reverse("admin:ilr_workflow_change", args=["k-wait"])))
+    assert "queued" in page and "k-hold (holds)" in page
+    assert c.get(reverse("admin:ilr_slot_add")).status_code == 403
 
 
 def test_admin_grant_create_needs_permission_and_records_the_user(rt):

@@ -275,7 +275,43 @@ CORRUPTIONS = {
         'update ilr.workflows set status = \'stuck\', error = \'{"type": "NonDeterminism", "seq": 2}\''
     ),
     "ForkNeverResends": lambda c, s: _append(c, "DISPATCHED", 20, _dispatched(s)),
+    # Concurrency keys: rows written past the slot functions (migration 0016).
+    "SlotMutex": lambda c, s: (
+        _workflows(c, "W2"),
+        _slot(c, "W1", slot_no=0, queued=0, acquired=0, released=10),
+        _slot(c, "W2", slot_no=0, queued=5, acquired=5, released=15),
+    ),
+    "NoRunWithoutSlot": lambda c, s: c.execute(
+        "update ilr.workflows set concurrency_key = 'acct', concurrency_limit = 1 where id = 'W1'"
+    ),
+    "SlotReleasedAtEnd": lambda c, s: _slot(c, "W1", slot_no=0, queued=0, acquired=0),
+    "NoStrandedWaiter": lambda c, s: (_workflows(c, "W2", status="pending"), _slot(c, "W2", queued=0)),
+    "SlotFifo": lambda c, s: (
+        _workflows(c, "W2", "W3"),
+        _slot(c, "W2", slot_no=0, queued=1, acquired=5, released=6),
+        _slot(c, "W3", slot_no=0, queued=0, acquired=8, released=9),
+    ),
 }
+
+
+def _workflows(c, *ids: str, status: str = "completed") -> None:
+    for wf_id in ids:
+        c.execute(
+            "insert into ilr.workflows (id, name, version, input, status) values (%s, 'refund', '1', '{}', %s)",
+            (wf_id, status),
+        )
+
+
+def _slot(c, wf_id: str, *, queued: float, slot_no=None, acquired=None, released=None) -> None:
+    """A row of ilr.slots for key 'acct' (limit 1) with times as seconds after the seed's start."""
+    t = "now() - interval '3600 seconds' + make_interval(secs => %s)"
+    c.execute(
+        "insert into ilr.slots (key, workflow_id, slot_limit, slot_no, queued_at, acquired_at, released_at, "
+        f"released_why) values ('acct', %s, 1, %s, {t}, case when %s::float8 is null then null else {t} end, "
+        f"case when %s::float8 is null then null else {t} end, case when %s::float8 is null then null else "
+        "'completed' end)",
+        (wf_id, slot_no, queued, acquired, acquired or 0, released, released or 0, released),
+    )
 
 
 def test_every_invariant_has_a_corruption():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ilr import Cancelled, RetryPolicy, SignalTimeout, workflow
+from ilr import Cancelled, Concurrency, RetryPolicy, SignalTimeout, workflow
 from ilr import _db as db
 from ilr._context.context import ChildFailed, ChildTimeout
 
@@ -408,3 +408,40 @@ def huge_answer(ctx, input):
     the status, effect id and the answer as the workflow sees it."""
     r = ctx.effect(HugeAnswer(input["size"]), key="huge", payload={"amount": 1}, grant=input["grant"])
     return {"status": r.status, "effect_id": r.effect_id, "result": r.result}
+
+
+# -- concurrency keys (issue 42) ------------------------------------------------------------------
+
+
+def critical(workflow_id: str, seconds: float) -> float:
+    """A step body whose start and end are logged ("enter", "leave"): the tests check that the
+    bodies of one key's workflows never overlap."""
+    import time
+
+    invoke(workflow_id, "enter")
+    time.sleep(seconds)
+    invoke(workflow_id, "leave")
+    return seconds
+
+
+@workflow(name="keyed", version="1", concurrency=Concurrency(key=lambda input: input.get("account"), limit=1))
+def keyed(ctx, input):
+    """One account's work at a time: two critical steps, optionally a sleep, a signal wait and
+    continue-as-new between them (the slot is held through all of them)."""
+    ctx.step("first", critical, ctx.workflow_id, input.get("seconds", 0.02))
+    if input.get("sleep"):
+        ctx.sleep(input["sleep"])
+    if input.get("wait_signal"):
+        ctx.wait_signal("go")
+    ctx.step("second", critical, ctx.workflow_id, input.get("seconds", 0.02))
+    n = input.get("n", 0)
+    if n < input.get("continue_until", 0):
+        ctx.continue_as_new({**input, "n": n + 1})
+    return {"account": input.get("account"), "n": n}
+
+
+@workflow(name="keyed_parent", version="1")
+def keyed_parent(ctx, input):
+    """Starts a ``keyed`` child and waits on it (a child queues for its key like a start)."""
+    kid = ctx.child("keyed", input.get("child", {}))
+    return ctx.wait_child(kid)

@@ -23,6 +23,7 @@ PUBLIC_NAMES = {
     "RetryPolicy",
     "ChildFailed",
     "ChildTimeout",
+    "Concurrency",
     # Running them
     "Runtime",
     "Worker",
@@ -78,6 +79,7 @@ PUBLIC_NAMES = {
     "WorkflowNotFound",
     "WorkflowConflict",
     "WorkflowFailed",
+    "ConcurrencyLimitReached",
     "Fenced",
     "Cancelled",
     "StepFailed",

@@ -1,0 +1,135 @@
+"""Invariants of concurrency keys (docs/protocol.md §5.4, §11), read from ilr.slots' history.
+
+Times are the clock_timestamp() values the slot functions wrote under the key's lock, so the
+intervals of one key are ordered as the lock ordered them; a claim's time is its transaction's
+now(), and a workflow becomes claimable only at its acquired_at (migration 0016).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ilr._invariants.snapshot import Snapshot, violation
+from ilr._statuses import ACTIVE
+
+INF = float("inf")
+
+
+def _by_key(s: Snapshot) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in s.slots:
+        out[r["key"]].append(r)
+    return out
+
+
+def slot_mutex(s: Snapshot) -> list:
+    """At no time does a key have more holders than the limit of the one that joined them: the
+    holding intervals [acquired_at, released_at) of a key, swept in time order (a release before
+    an acquisition at the same instant)."""
+    out = []
+    for key, rows in _by_key(s).items():
+        events = []
+        for r in rows:
+            if r["acquired_ts"] is None:
+                continue
+            events.append((r["acquired_ts"], 1, r))
+            if r["released_ts"] is not None:
+                events.append((r["released_ts"], 0, r))
+        held: dict[int, dict] = {}
+        for _, kind, r in sorted(events, key=lambda e: (e[0], e[1], e[2]["id"])):
+            if kind == 0:
+                held.pop(r["id"], None)
+                continue
+            held[r["id"]] = r
+            if len(held) > r["slot_limit"]:
+                out.append(
+                    violation(
+                        key=key,
+                        limit=r["slot_limit"],
+                        holders=sorted(h["workflow_id"] for h in held.values()),
+                        at=r["acquired_at"],
+                    )
+                )
+    return out
+
+
+def no_run_without_slot(s: Snapshot) -> list:
+    """Every worker claim of a workflow with a concurrency key falls inside an interval in which
+    that workflow held a slot of its key (synthetic owners, ``$``-named, excepted): a queued
+    workflow never starts."""
+    held: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in s.slots:
+        if r["acquired_ts"] is not None:
+            held[r["workflow_id"]].append((r["acquired_ts"], r["released_ts"] if r["released_ts"] is not None else INF))
+    out = []
+    for c in s.claims:
+        wf = s.workflows.get(c["workflow_id"])
+        if wf is None or wf.get("concurrency_key") is None or str(c.get("owner") or "").startswith("$"):
+            continue
+        if not any(a <= c["ts"] <= b for a, b in held.get(c["workflow_id"], [])):
+            out.append(
+                violation(
+                    workflow_id=c["workflow_id"],
+                    epoch=c["epoch"],
+                    owner=c["owner"],
+                    claimed_at=c["claimed_at"],
+                    key=wf["concurrency_key"],
+                    held=held.get(c["workflow_id"], []),
+                )
+            )
+    return out
+
+
+def slot_released_at_end(s: Snapshot) -> list:
+    """No live slot row (held or queued) belongs to a workflow that completed, failed, was
+    cancelled or continued: the end released it, the successor carried it (a stuck workflow
+    keeps its slots until it is resumed and ends)."""
+    out = []
+    for r in s.slots:
+        if r["released_at"] is not None:
+            continue
+        wf = s.workflows.get(r["workflow_id"])
+        status = wf["status"] if wf else None
+        if status not in ACTIVE and status != "stuck":
+            out.append(violation(key=r["key"], workflow_id=r["workflow_id"], status=status, slot_no=r["slot_no"]))
+    return out
+
+
+def no_stranded_waiter(s: Snapshot) -> list:
+    """No workflow waits on a key while a slot it fits is free (a committed state never shows
+    one, but for a cancel that rolled back after a release passed its waiter over, until a
+    worker's backstop admits it)."""
+    out = []
+    for key, rows in _by_key(s).items():
+        live = [r for r in rows if r["released_at"] is None]
+        taken = {r["slot_no"] for r in live if r["slot_no"] is not None}
+        for w in (r for r in live if r["slot_no"] is None):
+            free = [n for n in range(w["slot_limit"]) if n not in taken]
+            if free:
+                out.append(violation(key=key, workflow_id=w["workflow_id"], free_slots=free))
+    return out
+
+
+def slot_fifo(s: Snapshot) -> list:
+    """Waiters are admitted in order: when a waiter took slot n, no waiter of the same key that
+    fit slot n and was still queued then came before it (a higher priority, or the same priority
+    and an earlier queued_at)."""
+    out = []
+    for key, rows in _by_key(s).items():
+        admitted = [r for r in rows if r["acquired_ts"] is not None and r["acquired_ts"] > r["queued_ts"]]
+        for b in admitted:
+            t = b["acquired_ts"]
+            for a in rows:
+                if a["id"] == b["id"] or a["queued_ts"] >= t or a["slot_limit"] <= b["slot_no"]:
+                    continue
+                queued_then = (a["acquired_ts"] is None or a["acquired_ts"] > t) and (
+                    a["released_ts"] is None or a["released_ts"] > t
+                )
+                ahead = a["priority"] > b["priority"] or (
+                    a["priority"] == b["priority"] and (a["queued_ts"], a["id"]) < (b["queued_ts"], b["id"])
+                )
+                if queued_then and ahead:
+                    out.append(
+                        violation(key=key, admitted=b["workflow_id"], passed_over=a["workflow_id"], at=b["acquired_at"])
+                    )
+    return out

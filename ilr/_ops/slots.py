@@ -1,0 +1,153 @@
+"""Concurrency keys on the client side: the key a start takes, the conflict policies, a queued
+workflow's cancel, and the reads of keys (docs/protocol.md §5.4).
+
+Acquire, release, admission and carry happen in the database (the triggers of migration 0016),
+in the transaction of the write that starts or ends a workflow; this module runs only what a
+start or a cancel adds around them.
+
+Lock order: workflow rows, then the key's lock (``ilr.slot_lock``), then, without waiting
+(SKIP LOCKED), the rows of queued workflows. Every path follows it, so none waits crosswise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.rows import dict_row
+
+from ilr import _codec as codec
+from ilr import _registry as registry
+from ilr._concurrency import check_key, check_limit, check_on_conflict
+from ilr._errors import InvalidInput, UnknownWorkflow
+from ilr._queries.slots import (
+    END_QUEUED,
+    KEYS_OVERVIEW,
+    LIVE_SLOTS_OF_KEY,
+    LIVE_SLOTS_OF_WORKFLOW,
+)
+from ilr._queries.workflows import WAKE_PARENT_UPDATE_WORKFLOWS
+
+
+def concurrency_for(
+    name: str,
+    version: str,
+    input: Any,
+    key: str | None = None,
+    limit: int | None = None,
+    on_conflict: str | None = None,
+) -> tuple[str | None, int | None, str]:
+    """The (key, limit, on_conflict) of a start: the arguments given, else the workflow's
+    registered ``Concurrency`` rule, else no key.
+
+    Raises:
+        InvalidInput: a bad key, limit or on_conflict (fields "concurrency_key",
+            "concurrency_limit", "on_conflict"), or a limit or policy without a key.
+    """
+    try:
+        rule = registry.get(name, version).concurrency
+    except UnknownWorkflow:  # deployed by another codebase: only explicit arguments apply
+        rule = None
+    if key is None and rule is not None:
+        key = rule.key_for(input)
+    elif key is not None:
+        check_key(key)
+    if limit is not None:
+        check_limit(limit, "concurrency_limit")
+    if on_conflict is not None:
+        check_on_conflict(on_conflict)
+    if key is None:
+        if limit is not None or on_conflict is not None:
+            field = "concurrency_limit" if limit is not None else "on_conflict"
+            raise InvalidInput(field, "applies to a start with a concurrency key, and this one has none")
+        return None, None, "queue"
+    if limit is None:
+        limit = rule.limit if rule is not None else 1
+    if on_conflict is None:
+        on_conflict = rule.on_conflict if rule is not None else "queue"
+    return key, limit, on_conflict
+
+
+def end_queued(cur, wf_id: str, *, by: str | None, why: str) -> bool:
+    """End queued workflow ``wf_id`` cancelled, on a cursor of the caller's transaction, which
+    holds its row lock (and its parent's first, when it has one). It never ran, so there is
+    nothing to compensate; its status trigger drops it from the queue, and a parent waiting on
+    it wakes.
+
+    Returns:
+        True when it was queued and is now cancelled.
+    """
+    error = {"type": "Cancelled", "message": f"cancelled while queued for its concurrency key: {why}"}
+    row = cur.execute(END_QUEUED, (codec.dumps(error, "error"), by, wf_id)).fetchone()
+    if row is None:
+        return False
+    if row["parent_id"]:
+        cur.execute(WAKE_PARENT_UPDATE_WORKFLOWS, (row["parent_id"], wf_id))
+    return True
+
+
+def is_queued(wf: dict) -> bool:
+    """Whether a workflow row waits for a slot (pending, ``waiting.kind`` "slot")."""
+    return wf.get("status") == "pending" and (wf.get("waiting") or {}).get("kind") == "slot"
+
+
+def workflow_rows(conn, wf_id: str) -> list[dict]:
+    """The live rows of ``wf_id`` in ilr.slots: {key, workflow_id, slot_limit, slot_no (None
+    while queued), priority, queued_at, acquired_at}."""
+    return conn.cursor(row_factory=dict_row).execute(LIVE_SLOTS_OF_WORKFLOW, (wf_id,)).fetchall()
+
+
+def key_rows(conn, key: str) -> list[dict]:
+    """The live rows of ``key``: holders by slot number, then waiters in admission order."""
+    return conn.cursor(row_factory=dict_row).execute(LIVE_SLOTS_OF_KEY, (key,)).fetchall()
+
+
+def describe_key(conn, key: str) -> dict:
+    """A key's holders and queue, as ``Runtime.concurrency`` returns it.
+
+    Returns:
+        {"key", "holders": [{workflow_id, slot_no, acquired_at}], "waiting": [{workflow_id,
+        position (1 = next), priority, queued_at}]}.
+
+    Raises:
+        InvalidInput: a bad key (field "concurrency_key").
+    """
+    check_key(key)
+    rows = key_rows(conn, key)
+    holders = [
+        {"workflow_id": r["workflow_id"], "slot_no": r["slot_no"], "acquired_at": r["acquired_at"]}
+        for r in rows
+        if r["slot_no"] is not None
+    ]
+    waiting = [
+        {"workflow_id": r["workflow_id"], "position": i, "priority": r["priority"], "queued_at": r["queued_at"]}
+        for i, r in enumerate((r for r in rows if r["slot_no"] is None), 1)
+    ]
+    return {"key": key, "holders": holders, "waiting": waiting}
+
+
+def describe_workflow(conn, wf_id: str) -> list[dict]:
+    """What ``describe`` shows of a workflow's keys: per live row {"key", "limit", "state"
+    ("holding" or "queued"), "slot_no", "position" (1 = next, while queued), "holders"}."""
+    out = []
+    for row in workflow_rows(conn, wf_id):
+        key = describe_key(conn, row["key"])
+        position = next((w["position"] for w in key["waiting"] if w["workflow_id"] == wf_id), None)
+        out.append(
+            {
+                "key": row["key"],
+                "limit": row["slot_limit"],
+                "state": "holding" if row["slot_no"] is not None else "queued",
+                "slot_no": row["slot_no"],
+                "position": position,
+                "holders": [h["workflow_id"] for h in key["holders"]],
+            }
+        )
+    return out
+
+
+def keys_overview(conn, limit: int = 100) -> list[dict]:
+    """Every key with a live holder or waiter: {"key", "slot_limit", "holding", "waiting",
+    "oldest_waiting_since"}, keys with the most waiters first."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
+        raise InvalidInput("limit", f"must be an integer from 1 to 10000, got {limit!r}")
+    return conn.cursor(row_factory=dict_row).execute(KEYS_OVERVIEW, (limit,)).fetchall()

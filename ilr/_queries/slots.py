@@ -1,0 +1,55 @@
+"""Statements on ilr.slots: concurrency keys, their holders and waiters (docs/protocol.md §5.4).
+
+Acquire, release, admission and carry are the SQL functions of migration 0016, run by the
+triggers on ilr.workflows; these are the reads and the writes a start or a cancel adds.
+"""
+
+from __future__ import annotations
+
+SLOT_COLUMNS = "key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at"
+"""The columns the reads below return."""
+
+LIVE_SLOTS_OF_WORKFLOW = (
+    f"select {SLOT_COLUMNS} from ilr.slots where workflow_id = %s and released_at is null order by key"
+)
+"""A workflow's live rows: the slots it holds and the keys it waits on (``_ops.slots``)."""
+
+LIVE_SLOTS_OF_KEY = (
+    f"select {SLOT_COLUMNS} from ilr.slots where key = %s and released_at is null "
+    "order by slot_no nulls last, priority desc, queued_at, id"
+)
+"""A key's holders (by slot number), then its waiters in admission order (``_ops.slots``)."""
+
+LOCK_KEY = "select ilr.slot_lock(%s)"
+"""Take the key's transaction lock, the one every acquire and release of it takes (``_ops.slots``)."""
+
+LOCK_QUEUED_TOP_LEVEL = (
+    "select s.workflow_id from ilr.slots s join ilr.workflows w on w.id = s.workflow_id "
+    "where s.key = %s and s.released_at is null and s.slot_no is null and w.parent_id is null "
+    "order by s.queued_at, s.id for update of w skip locked"
+)
+"""Lock the queued top-level workflows of a key, under its key lock (``_ops.slots``, replace_queued).
+SKIP LOCKED: a row another transaction holds is being cancelled; waiting for it could deadlock
+(that transaction locked the row first and waits for the key)."""
+
+END_QUEUED = (
+    "update ilr.workflows set status = 'cancelled', error = %s::jsonb, "
+    "cancel_requested_at = coalesce(cancel_requested_at, now()), "
+    "cancel_requested_by = coalesce(cancel_requested_by, %s), waiting = null, updated_at = now() "
+    "where id = %s and status = 'pending' and waiting->>'kind' = 'slot' returning id, parent_id"
+)
+"""End a queued workflow cancelled: it never ran, so nothing is compensated; its status trigger
+releases its place in the queue (``_ops.slots.end_queued``)."""
+
+ADMIT_WAITERS = "select ilr.slot_admit_waiters() as workflow_id"
+"""Admit waiters into free slots of every key (``_worker``'s backstop); returns who was admitted."""
+
+KEYS_OVERVIEW = """
+select key, max(slot_limit) as slot_limit,
+       count(*) filter (where slot_no is not null) as holding,
+       count(*) filter (where slot_no is null) as waiting,
+       min(queued_at) filter (where slot_no is null) as oldest_waiting_since
+  from ilr.slots where released_at is null
+ group by key order by waiting desc, key limit %s
+"""
+"""Every key with a live row: its holders and waiters counted (``Runtime.concurrency_keys``)."""

@@ -1,0 +1,55 @@
+# Concurrency keys: the workflow columns, ilr.slots and its functions and triggers, from
+# ilr/sql/migrations/0016_concurrency_slots.sql.
+
+from django.db import migrations, models
+
+from ilr._db.sql_migrations import RunSQLFile
+
+
+class Migration(migrations.Migration):
+
+    dependencies = [
+        ("ilr", "0015_workflow_priority"),
+    ]
+
+    operations = [
+        migrations.SeparateDatabaseAndState(
+            database_operations=[RunSQLFile(
+                "0016_concurrency_slots.sql",
+                reverse_sql="drop trigger if exists workflows_slots_insert on ilr.workflows; "
+                            "drop trigger if exists workflows_slots_status on ilr.workflows; "
+                            "drop function if exists ilr.workflows_slots(); "
+                            "drop function if exists ilr.slot_admit_waiters(); "
+                            "drop function if exists ilr.slot_carry(text, text); "
+                            "drop function if exists ilr.slot_release(text, text); "
+                            "drop function if exists ilr.slot_acquire(text, text, smallint, smallint); "
+                            "drop function if exists ilr.slot_admit(text, smallint); "
+                            "drop function if exists ilr.slot_lock(text); "
+                            "drop table if exists ilr.slots; "
+                            "alter table ilr.workflows drop constraint if exists workflows_concurrency; "
+                            "alter table ilr.workflows drop column if exists concurrency_limit; "
+                            "alter table ilr.workflows drop column if exists concurrency_key")],
+            state_operations=[
+                migrations.AddField("workflow", "concurrency_key", models.TextField(null=True)),
+                migrations.AddField("workflow", "concurrency_limit", models.SmallIntegerField(null=True)),
+                migrations.CreateModel(
+                    name="Slot",
+                    fields=[
+                        ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                        ("key", models.TextField()),
+                        ("workflow", models.ForeignKey(
+                            db_column="workflow_id", on_delete=models.DO_NOTHING,
+                            related_name="slots", to="ilr.workflow")),
+                        ("slot_limit", models.SmallIntegerField()),
+                        ("slot_no", models.SmallIntegerField(null=True)),
+                        ("priority", models.SmallIntegerField(default=0)),
+                        ("queued_at", models.DateTimeField()),
+                        ("acquired_at", models.DateTimeField(null=True)),
+                        ("released_at", models.DateTimeField(null=True)),
+                        ("released_why", models.TextField(null=True)),
+                    ],
+                    options={"db_table": 'ilr"."slots', "managed": False},
+                ),
+            ],
+        ),
+    ]

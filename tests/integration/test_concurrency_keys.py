@@ -1,0 +1,173 @@
+"""Concurrency keys at the start (issue 42), on the real database without workers: who holds,
+who queues and in what order, the four conflict policies, limits above one, idempotent starts,
+and bad input refused naming its field with nothing written. Workers racing keys are in
+tests/faults/test_concurrency_keys.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from ilr import Concurrency, ConcurrencyLimitReached, InvalidInput, WorkflowNotFound, workflow
+
+
+def holders(rt, key: str) -> list[str]:
+    return [h["workflow_id"] for h in rt.concurrency(key)["holders"]]
+
+
+def queue(rt, key: str) -> list[str]:
+    return [w["workflow_id"] for w in rt.concurrency(key)["waiting"]]
+
+
+def test_the_first_start_holds_and_the_next_queue_in_priority_then_start_order(rt):
+    rt.start("keyed", "a", {"account": "acct:1"})
+    rt.start("keyed", "b", {"account": "acct:1"})
+    rt.start("keyed", "c", {"account": "acct:1"}, priority=5)
+    rt.start("keyed", "d", {"account": "acct:1"})
+    assert holders(rt, "acct:1") == ["a"]
+    assert queue(rt, "acct:1") == ["c", "b", "d"]
+    a, b = rt.describe("a"), rt.describe("b")
+    assert a["waiting"] is None and a["concurrency"][0]["state"] == "holding"
+    assert b["status"] == "pending" and b["waiting"] == {"kind": "slot", "key": "acct:1"}
+    assert b["concurrency"] == [
+        {"key": "acct:1", "limit": 1, "state": "queued", "slot_no": None, "position": 2, "holders": ["a"]}
+    ]
+    assert a["concurrency_key"] == "acct:1" and a["concurrency_limit"] == 1 and rt.describe("c")["priority"] == 5
+
+
+def test_a_start_again_with_the_same_id_changes_nothing(rt):
+    rt.start("keyed", "a", {"account": "acct:1"})
+    rt.start("keyed", "b", {"account": "acct:1"}, on_conflict="cancel_running")
+    assert rt.start("keyed", "b", {"account": "acct:1"}, on_conflict="cancel_running") == "b"
+    assert queue(rt, "acct:1") == ["b"]
+    assert rt.describe("a")["cancel_requested_by"] == "$concurrency:b"  # once, by the first start
+
+
+def test_a_limit_above_one_admits_that_many(rt):
+    for wf in ("a", "b", "c"):
+        rt.start("keyed", wf, {"account": "acct:2"}, concurrency_limit=2)
+    assert holders(rt, "acct:2") == ["a", "b"]
+    assert queue(rt, "acct:2") == ["c"]
+    assert [h["slot_no"] for h in rt.concurrency("acct:2")["holders"]] == [0, 1]
+
+
+def test_an_explicit_key_overrides_the_rule_and_works_without_one(rt):
+    rt.start("three_steps", "x1", {}, concurrency_key="batch")
+    rt.start("three_steps", "x2", {}, concurrency_key="batch")
+    rt.start("three_steps", "free", {})
+    assert holders(rt, "batch") == ["x1"] and queue(rt, "batch") == ["x2"]
+    assert rt.describe("free")["concurrency"] == [] and rt.describe("free")["concurrency_key"] is None
+    rt.start("keyed", "k1", {"account": "acct:3"}, concurrency_key="other")
+    assert holders(rt, "other") == ["k1"] and rt.concurrency("acct:3")["holders"] == []
+
+
+def test_reject_raises_naming_the_holder_and_writes_nothing(rt):
+    rt.start("keyed", "a", {"account": "acct:4"})
+    with pytest.raises(ConcurrencyLimitReached) as err:
+        rt.start("keyed", "b", {"account": "acct:4"}, on_conflict="reject")
+    assert err.value.key == "acct:4" and err.value.holders == ["a"] and err.value.limit == 1
+    assert "'acct:4' is held by a" in str(err.value) and "Nothing was started" in str(err.value)
+    with pytest.raises(WorkflowNotFound):
+        rt.describe("b")
+    assert queue(rt, "acct:4") == []
+    rt.start("keyed", "other", {"account": "acct:5"}, on_conflict="reject")  # a free key: it holds
+    assert holders(rt, "acct:5") == ["other"]
+
+
+def test_replace_queued_ends_the_waiting_starts_and_takes_their_place(rt):
+    rt.start("keyed", "a", {"account": "acct:6"})
+    rt.start("keyed", "b", {"account": "acct:6"})
+    rt.start("keyed", "c", {"account": "acct:6"})
+    rt.start("keyed", "d", {"account": "acct:6"}, on_conflict="replace_queued")
+    assert holders(rt, "acct:6") == ["a"] and queue(rt, "acct:6") == ["d"]
+    for wf in ("b", "c"):
+        ended = rt.describe(wf)
+        assert ended["status"] == "cancelled" and ended["cancel_requested_by"] == "$concurrency:d"
+        assert ended["error"]["message"] == "cancelled while queued for its concurrency key: replaced by d"
+    assert rt.describe("a")["cancel_requested_at"] is None  # the holder runs on
+
+
+def test_cancel_running_requests_the_holders_cancel_and_queues(rt):
+    rt.start("keyed", "a", {"account": "acct:7"})
+    rt.start("keyed", "b", {"account": "acct:7"}, on_conflict="cancel_running")
+    assert rt.describe("a")["cancel_requested_by"] == "$concurrency:b"
+    assert holders(rt, "acct:7") == ["a"] and queue(rt, "acct:7") == ["b"]  # a holds until it ends
+
+
+def test_a_workflow_rule_sets_the_limit_and_the_policy(rt):
+    @workflow(name="one_report", version="1", concurrency=Concurrency(key="reports", limit=1, on_conflict="reject"))
+    def one_report(ctx, input):
+        return None
+
+    rt.start("one_report", "r1", {})
+    with pytest.raises(ConcurrencyLimitReached):
+        rt.start("one_report", "r2", {})
+    rt.start("one_report", "r3", {}, on_conflict="queue")  # the start's argument wins
+    assert queue(rt, "reports") == ["r3"]
+
+
+def test_cancelling_a_queued_start_ends_it_and_leaves_the_queue(rt):
+    rt.start("keyed", "a", {"account": "acct:8"})
+    rt.start("keyed", "b", {"account": "acct:8"})
+    request = rt.cancel("b", by="ops")
+    assert request and request.may_still_land == ()
+    assert rt.describe("b")["status"] == "cancelled" and queue(rt, "acct:8") == []
+    assert not rt.cancel("b", by="ops")  # ended already
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "rule"),
+    [
+        ({"concurrency_key": ""}, "concurrency_key", "1 to 200 characters"),
+        ({"concurrency_key": 42}, "concurrency_key", "must be a str, got int"),
+        ({"concurrency_key": "k" * 201}, "concurrency_key", "1 to 200 characters"),
+        ({"concurrency_key": "k", "concurrency_limit": 0}, "concurrency_limit", "from 1 to 1000"),
+        ({"concurrency_key": "k", "concurrency_limit": True}, "concurrency_limit", "from 1 to 1000"),
+        ({"concurrency_key": "k", "concurrency_limit": 1001}, "concurrency_limit", "from 1 to 1000"),
+        ({"concurrency_key": "k", "on_conflict": "wait"}, "on_conflict", "must be one of queue, reject"),
+        ({"concurrency_limit": 2}, "concurrency_limit", "has none"),
+        ({"on_conflict": "reject"}, "on_conflict", "has none"),
+        ({"priority": 101}, "priority", "from -100 to 100"),
+        ({"priority": "high"}, "priority", "from -100 to 100"),
+    ],
+)
+def test_bad_concurrency_input_is_refused_naming_the_field(rt, kwargs, field, rule):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", "bad", {}, **kwargs)
+    assert err.value.field == field and rule in err.value.rule, err.value
+    with pytest.raises(WorkflowNotFound):
+        rt.describe("bad")
+
+
+def test_a_key_function_that_returns_a_non_key_or_raises_is_refused(rt):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("keyed", "bad", {"account": 7})
+    assert err.value.field == "concurrency_key" and "must be a str, got int" in err.value.rule
+    with pytest.raises(InvalidInput) as err:
+        rt.start("keyed", "bad", {"account": ""})
+    assert err.value.field == "concurrency_key"
+
+    @workflow(name="broken_key", version="1", concurrency=Concurrency(key=lambda input: input["missing"]))
+    def broken_key(ctx, input):
+        return None
+
+    with pytest.raises(InvalidInput) as err:
+        rt.start("broken_key", "bad", {})
+    assert err.value.field == "concurrency_key" and "raised KeyError" in err.value.rule
+    with pytest.raises(WorkflowNotFound):
+        rt.describe("bad")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [({"limit": 0}, "limit"), ({"on_conflict": "later"}, "on_conflict"), ({"key": ""}, "concurrency_key")],
+)
+def test_a_bad_rule_is_refused_when_it_is_declared(kwargs, field):
+    with pytest.raises(InvalidInput) as err:
+        Concurrency(**{"key": "k", **kwargs})
+    assert err.value.field == field
+
+
+def test_a_rule_that_is_not_a_concurrency_is_refused():
+    with pytest.raises(InvalidInput) as err:
+        workflow(name="not_a_rule", concurrency={"key": "k"})(lambda ctx, input: None)
+    assert err.value.field == "concurrency"
