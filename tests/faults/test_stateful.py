@@ -1,7 +1,7 @@
 """A Hypothesis state machine over the real system (issue 7).
 
 Real PostgreSQL, real ``ilr_worker`` subprocesses, the real HTTP payment target and model stub.
-Rules start refunds, approve them, kill a worker at a random kill point, SIGKILL or restart
+Rules start refunds (some under a concurrency key shared with others), approve them, kill a worker at a random kill point, SIGKILL or restart
 workers, revoke, cancel, signal, hand-refund, crash PostgreSQL (restart-immediate) and let
 time pass. After every rule the whole invariants registry must hold.
 
@@ -85,10 +85,12 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     # -- rules -------------------------------------------------------------------------------
 
-    @rule()
-    def start_refund(self):
+    @rule(account=st.sampled_from([None, "acct:a", "acct:b"]))
+    def start_refund(self, account):
+        # Refunds of one account hold its concurrency key (issue 42): a second one queues behind
+        # the first through its approval wait, kills, cancels and database crashes.
         case = self.env["refund"].case(f"c{len(self.cases)}-{time.monotonic_ns()}")
-        self.rt.start("refund_signal", case["id"], case)
+        self.rt.start("refund_signal", case["id"], case, concurrency_key=account)
         self.cases.append(case)
 
     @precondition(lambda self: self.cases)
