@@ -101,6 +101,7 @@ class Workflow(ReadOnlyModel):
     priority = models.SmallIntegerField(default=0)
     concurrency_key = models.TextField(null=True)
     concurrency_limit = models.SmallIntegerField(null=True)
+    holds_locks = models.BooleanField(default=False)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)

@@ -7,14 +7,16 @@ from __future__ import annotations
 from typing import Any
 
 from ilr import _codec as codec
+from ilr._context.locks import LockCalls
 from ilr._context.steps import StepCalls
 from ilr._db import store
 from ilr._effects.effects import EffectCall, EffectRefused
 from ilr._errors import Cancelled, InvalidInput, SignalTimeout
 
 
-class EffectCalls(StepCalls):
-    """``ctx.request_approval`` (built on ``wait_signal``) and ``ctx.effect``."""
+class EffectCalls(StepCalls, LockCalls):
+    """``ctx.request_approval`` (built on ``wait_signal``) and ``ctx.effect`` (which re-checks the
+    ``ctx.lock`` blocks around it)."""
 
     def request_approval(
         self,
@@ -227,6 +229,9 @@ class EffectCalls(StepCalls):
             EffectRefused: with raise_on_refusal, for any REFUSED status.
         """
 
+        held = self.held_locks_premise()
+        if held is not None:
+            local_premises = (*local_premises, held)
         result = EffectCall(
             self, target, key, payload, premises, grant, name, local_premises, compensation, decision
         ).execute()

@@ -29,6 +29,7 @@ _WAITING_KINDS = {
     "signal": ("signal",),
     "effect": ("effect",),
     "child": ("child",),
+    "lock": ("lock",),
 }
 
 

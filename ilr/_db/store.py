@@ -155,7 +155,7 @@ def suspend(
             ).fetchone()
             if sig is not None:
                 cur.execute(SUSPEND_UPDATE_SIGNALS, (seq, sig["id"]))
-                _insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]), fingerprint=f"signal:{sig['id']}")
+                insert_step(cur, run, seq, kind, name, json.dumps(sig["payload"]), fingerprint=f"signal:{sig['id']}")
                 result = ("signal", sig["payload"])
                 run.renewed(t0, fence["cancel_requested_at"])
                 return result
@@ -174,7 +174,7 @@ def suspend(
                         "until": until_json,
                     }
                 )
-            _insert_step(cur, run, seq, kind, name, output, error)
+            insert_step(cur, run, seq, kind, name, output, error)
             run.renewed(t0, fence["cancel_requested_at"])
             return ("timeout", None)
         waiting = {"seq": seq, "kind": kind, "name": name, "until": until_json}
@@ -192,9 +192,10 @@ def suspend(
     raise Suspend()
 
 
-def _insert_step(
+def insert_step(
     cur, run, seq, kind, name, output_json, error_json=None, fingerprint=None, *, reset_takeovers=True, execute=None
 ):
+    """Insert the step row at ``seq`` inside a transaction that fenced already (``cur``'s)."""
     # Inside a transaction the fence already ran: the row lock is held, so this insert is
     # covered by the fence. takeovers resets with every recorded step (docs/protocol.md §3.4); a
     # caller whose fence already reset it passes reset_takeovers=False. ``execute`` runs the
@@ -325,7 +326,7 @@ def start_child(
             else:
                 where = f"as a top-level {existing.get('name')} workflow"
             raise InvalidInput("id", f"child id {child_id!r} already exists {where}; a child id must be new")
-        _insert_step(cur, run, seq, "child", step_name, output_json, fingerprint=fingerprint)
+        insert_step(cur, run, seq, "child", step_name, output_json, fingerprint=fingerprint)
     run.renewed(t0, fence["cancel_requested_at"])
 
 
@@ -396,7 +397,7 @@ def wait_child(
         elif deadline["due"]:
             outcome = {"child": tail["id"], "status": "timeout", "until": deadline["until"]}
         if outcome is not None:
-            _insert_step(cur, run, seq, "child", name, json.dumps(outcome))
+            insert_step(cur, run, seq, "child", name, json.dumps(outcome))
             run.renewed(t0, fence["cancel_requested_at"])
             return outcome
         waiting = {"seq": seq, "kind": "child", "name": name, "child": tail["id"], "until": deadline["until"]}

@@ -106,7 +106,7 @@ class EffectCallBase:
         out = EffectResult(status, self.effect_id, result)
         # asdict(out) without its deep copy of the result, which is encoded at once anyway.
         output = {f.name: getattr(out, f.name) for f in dataclass_fields(out)}
-        store._insert_step(
+        store.insert_step(
             cur,
             self.run,
             self.seq,

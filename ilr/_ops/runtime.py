@@ -35,7 +35,7 @@ from ilr._ops.deployments import (
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
 from ilr._ops.reads import describe_on, list_query
-from ilr._ops.slots import concurrency_for, describe_key
+from ilr._ops.slots import concurrency_for, describe_key, revoke_lock_in
 from ilr._ops.starts import check_priority, start_in
 from ilr._ops.workflow_ops import (
     CancelRequest,
@@ -161,6 +161,12 @@ class Runtime:
         else:
             self._tx(start_in, *args, priority=priority, key=key, limit=limit, on_conflict=policy)
         return wf_id
+
+    def revoke_lock(self, wf_id: str, key: str, *, by: str) -> dict:
+        """Take a ``ctx.lock`` slot of ``key`` away from workflow ``wf_id`` (see
+        ``revoke_lock_in``): the next waiter gets it now, and the workflow's gated sends inside
+        that block are refused from now on. Returns {"released", "may_still_land"}."""
+        return self._tx(revoke_lock_in, wf_id, key, by)
 
     def concurrency(self, key: str) -> dict:
         """A concurrency key's holders and queue (docs/protocol.md §5.4).

@@ -18,14 +18,16 @@ from psycopg.rows import dict_row
 from ilr import _codec as codec
 from ilr import _registry as registry
 from ilr._concurrency import check_key, check_limit, check_on_conflict
-from ilr._errors import InvalidInput, UnknownWorkflow
+from ilr._errors import InvalidInput, UnknownWorkflow, WorkflowNotFound
 from ilr._queries.slots import (
+    DISPATCHED_OF_WORKFLOW,
     END_QUEUED,
     KEYS_OVERVIEW,
     LIVE_SLOTS_OF_KEY,
     LIVE_SLOTS_OF_WORKFLOW,
+    LOCK_RELEASE,
 )
-from ilr._queries.workflows import WAKE_PARENT_UPDATE_WORKFLOWS
+from ilr._queries.workflows import LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, WAKE_PARENT_UPDATE_WORKFLOWS
 
 
 def concurrency_for(
@@ -151,3 +153,34 @@ def keys_overview(conn, limit: int = 100) -> list[dict]:
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
         raise InvalidInput("limit", f"must be an integer from 1 to 10000, got {limit!r}")
     return conn.cursor(row_factory=dict_row).execute(KEYS_OVERVIEW, (limit,)).fetchall()
+
+
+def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
+    """Take a ``ctx.lock`` slot away from workflow ``wf_id`` inside the caller's transaction: the
+    slot goes to the next waiter now, and a gated effect the workflow sends inside that block
+    from the commit on is refused (REFUSED:stale_premise). The workflow's own concurrency key is
+    not revocable (cancel the workflow instead).
+
+    Returns:
+        {"released": whether it held the key, "may_still_land": ids of the effects whose sends
+        the workflow's dispatch authorized before this commit and that have not resolved}.
+
+    Raises:
+        InvalidInput: a bad key or ``by`` (fields "concurrency_key", "by"), or the workflow's
+            own concurrency key (field "key").
+        WorkflowNotFound: no workflow has this id.
+    """
+    codec.check_workflow_id(wf_id)
+    check_key(key)
+    codec.check_who(by)
+    cur = conn.cursor(row_factory=dict_row)
+    wf = cur.execute(LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, (wf_id,)).fetchone()
+    if wf is None:
+        raise WorkflowNotFound(wf_id)
+    if wf["concurrency_key"] == key:
+        raise InvalidInput("key", f"{key!r} is the workflow's own concurrency key: cancel the workflow to free it")
+    released = cur.execute(LOCK_RELEASE, (wf_id, key, f"revoked by {by}")).fetchone()["released"]
+    # Read after the release, which waited for any T_dispatch holding the slot row FOR SHARE: a
+    # dispatch that committed first is listed; one that comes after sees the slot gone.
+    landing = [r["effect_id"] for r in cur.execute(DISPATCHED_OF_WORKFLOW, (wf_id,)).fetchall()]
+    return {"released": released, "may_still_land": landing}

@@ -53,3 +53,31 @@ select key, max(slot_limit) as slot_limit,
  group by key order by waiting desc, key limit %s
 """
 """Every key with a live row: its holders and waiters counted (``Runtime.concurrency_keys``)."""
+
+# -- ctx.lock (a durable lock inside a workflow) ------------------------------------------------
+
+LOCK_MARK_HOLDER = "update ilr.workflows set holds_locks = true where id = %s returning concurrency_key"
+"""Mark a workflow as one that takes ctx.lock slots, so its end releases them; returns its own
+concurrency key, which a lock may not name (``_db.locks``)."""
+
+LOCK_TAKE = (
+    "select ilr.slot_take(%(wf)s, %(key)s, %(limit)s::smallint, "
+    "(select priority from ilr.workflows where id = %(wf)s)) as slot_no"
+)
+"""Take a slot of the key for the workflow, or queue it; its slot when it has a live row (``_db.locks``)."""
+
+LOCK_RELEASE = "select ilr.slot_unlock(%s, %s, %s) as released"
+"""Release a workflow's live row of a key and admit the next waiter (``_db.locks``, ``_ops.slots``)."""
+
+LOCKS_HELD_FOR_SHARE = (
+    "select key from ilr.slots where workflow_id = %s and key = any(%s::text[]) and slot_no is not null "
+    "and released_at is null for share"
+)
+"""The keys of a ctx.lock block a workflow still holds, read in T_dispatch under FOR SHARE: a revoke
+of one waits for the dispatch to commit, and one that committed first is seen (``_context.locks``)."""
+
+DISPATCHED_OF_WORKFLOW = (
+    "select effect_id from ilr.effects where state = 'dispatched' and dispatch_workflow_id = %s order by effect_id"
+)
+"""The effects whose sends a workflow's dispatch authorized and that have not resolved
+(``_ops.slots.revoke_lock_in``)."""

@@ -16,7 +16,7 @@ SUSPEND_UPDATE_WORKFLOWS = (
 """Set available_at, lease_expires_at, owner, status, updated_at, waiting on ilr.workflows (``_db.store.suspend``)."""
 
 INSERT_STEP_UPDATE_WORKFLOWS = "update ilr.workflows set takeovers = 0 where id = %s"
-"""Set takeovers on ilr.workflows (``_db.store._insert_step``)."""
+"""Set takeovers on ilr.workflows (``_db.store.insert_step``)."""
 
 LOCK_PARENT_LOCK_WORKFLOWS = "select 1 from ilr.workflows where id = %s for update"
 """Lock and read rows of ilr.workflows (``_db.store._lock_parent``)."""
@@ -133,6 +133,9 @@ CANCEL_TREE_UPDATE_WORKFLOWS = (
 )
 """Set available_at, cancel_requested_at, cancel_requested_by, updated_at on ilr.workflows
 (``_ops.workflow_ops._cancel_tree``)."""
+
+LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY = "select id, concurrency_key from ilr.workflows where id = %s for update"
+"""Lock a workflow's row and read its concurrency key (``_ops.slots.revoke_lock_in``)."""
 
 PARENT_OF_SELECT_WORKFLOWS = "select parent_id, status, waiting from ilr.workflows where id = %s"
 """A workflow's parent and whether it is queued, read without a lock (``_ops.workflow_ops.cancel_in``)."""

@@ -20,7 +20,9 @@ class Migration(migrations.Migration):
                             "drop trigger if exists workflows_slots_status on ilr.workflows; "
                             "drop function if exists ilr.workflows_slots(); "
                             "drop function if exists ilr.slot_admit_waiters(); "
-                            "drop function if exists ilr.slot_carry(text, text); "
+                            "drop function if exists ilr.slot_carry(text, text, text); "
+                            "drop function if exists ilr.slot_unlock(text, text, text); "
+                            "drop function if exists ilr.slot_take(text, text, smallint, smallint); "
                             "drop function if exists ilr.slot_release(text, text); "
                             "drop function if exists ilr.slot_acquire(text, text, smallint, smallint); "
                             "drop function if exists ilr.slot_admit(text, smallint); "
@@ -28,10 +30,15 @@ class Migration(migrations.Migration):
                             "drop table if exists ilr.slots; "
                             "alter table ilr.workflows drop constraint if exists workflows_concurrency; "
                             "alter table ilr.workflows drop column if exists concurrency_limit; "
-                            "alter table ilr.workflows drop column if exists concurrency_key")],
+                            "alter table ilr.workflows drop column if exists concurrency_key; "
+                            "alter table ilr.workflows drop column if exists holds_locks; "
+                            "alter table ilr.steps drop constraint if exists steps_kind_check; "
+                            "alter table ilr.steps add constraint steps_kind_check check (kind in "
+                            "('step','decide','effect','sleep','signal','patch','child'))")],
             state_operations=[
                 migrations.AddField("workflow", "concurrency_key", models.TextField(null=True)),
                 migrations.AddField("workflow", "concurrency_limit", models.SmallIntegerField(null=True)),
+                migrations.AddField("workflow", "holds_locks", models.BooleanField(default=False)),
                 migrations.CreateModel(
                     name="Slot",
                     fields=[

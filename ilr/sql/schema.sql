@@ -41,6 +41,7 @@ create table if not exists ilr.workflows (
   priority smallint not null default 0,     -- higher is claimed first among due rows (migration 0015)
   concurrency_key text,                     -- its slots in ilr.slots (migration 0016)
   concurrency_limit smallint,
+  holds_locks boolean not null default false, -- took a ctx.lock slot (migration 0016)
   foreign key (name, version) references ilr.deployments,
   constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
   constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),
@@ -61,7 +62,7 @@ create table if not exists ilr.steps (
   workflow_id text not null references ilr.workflows(id),
   seq int not null,
   name text not null,
-  kind text not null check (kind in ('step','decide','effect','sleep','signal','patch','child')),
+  kind text not null constraint steps_kind_check check (kind in ('step','decide','effect','sleep','signal','patch','child','lock')),
   fingerprint text,                         -- effect: effect_id||':'||payload_hash; decide: request_hash; child: an explicit child id; signal: 'signal:'||id of the consumed signal; else null
   output jsonb,
   error jsonb,
@@ -373,16 +374,20 @@ begin
   return w.workflow_id;
 end $$;
 
--- Take a slot of key k (limit lim) for workflow wf, or queue it: a queued workflow is pending
--- with available_at 'infinity' and waiting {"kind": "slot", "key": k}, so no claim takes it until
--- a release admits it. Returns the slot number, or null when queued.
-create or replace function ilr.slot_acquire(wf text, k text, lim smallint, prio smallint)
+-- Take a slot of key k (limit lim) for workflow wf, or queue it (a waiter row); a workflow that
+-- already has a live row for k (a ctx.lock asked again after its admission) gets that row's
+-- slot. Returns the slot number, or null when queued. The caller makes a queued workflow wait.
+create or replace function ilr.slot_take(wf text, k text, lim smallint, prio smallint)
 returns smallint language plpgsql as $$
 declare
   n smallint;
   t timestamptz;
 begin
   perform ilr.slot_lock(k);
+  select slot_no into n from ilr.slots where workflow_id = wf and key = k and released_at is null;
+  if found then
+    return n;
+  end if;
   select g.s into n
     from generate_series(0, lim - 1) as g(s)
    where not exists (select 1 from ilr.slots
@@ -397,15 +402,53 @@ begin
   t := clock_timestamp();
   if n is null then
     insert into ilr.slots (key, workflow_id, slot_limit, priority, queued_at) values (k, wf, lim, prio, t);
+  else
+    insert into ilr.slots (key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at)
+    values (k, wf, lim, n, prio, t, t);
+  end if;
+  return n;
+end $$;
+
+-- A new workflow's slot (start, child, fork): taken, and the workflow is due from its
+-- acquired_at; or queued: the workflow stays pending with available_at 'infinity' and waiting
+-- {"kind": "slot", "key": k}, so no claim takes it until a release admits it.
+create or replace function ilr.slot_acquire(wf text, k text, lim smallint, prio smallint)
+returns smallint language plpgsql as $$
+declare
+  n smallint;
+begin
+  n := ilr.slot_take(wf, k, lim, prio);
+  if n is null then
     update ilr.workflows set available_at = 'infinity', updated_at = now(),
            waiting = jsonb_build_object('kind', 'slot', 'key', k)
      where id = wf;
   else
-    insert into ilr.slots (key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at)
-    values (k, wf, lim, n, prio, t, t);
-    update ilr.workflows set available_at = t where id = wf;
+    update ilr.workflows
+       set available_at = (select acquired_at from ilr.slots
+                            where workflow_id = wf and key = k and released_at is null)
+     where id = wf;
   end if;
   return n;
+end $$;
+
+-- Release workflow wf's live row for key k (why: 'unlocked' at a ctx.lock block's end,
+-- 'continued', 'revoked by <who>') and admit a waiter into its slot. Returns whether a live row
+-- was released.
+create or replace function ilr.slot_unlock(wf text, k text, why text) returns boolean language plpgsql as $$
+declare
+  n smallint;
+begin
+  perform ilr.slot_lock(k);
+  update ilr.slots set released_at = clock_timestamp(), released_why = why
+   where workflow_id = wf and key = k and released_at is null
+  returning slot_no into n;
+  if not found then
+    return false;
+  end if;
+  if n is not null then
+    perform ilr.slot_admit(k, n);
+  end if;
+  return true;
 end $$;
 
 -- Release every live row of workflow wf (why: its end status, or 'cancelled' for a waiter) and
@@ -429,15 +472,17 @@ begin
   end loop;
 end $$;
 
--- Continue-as-new: the successor takes over its predecessor's live rows, slot numbers kept, in the
--- transaction that inserts it (the predecessor's interval ends when the successor's begins).
-create or replace function ilr.slot_carry(from_wf text, to_wf text) returns void language plpgsql as $$
+-- Continue-as-new: the successor takes over its predecessor's live row of the run's key k, slot
+-- number kept, in the transaction that inserts it (the predecessor's interval ends when the
+-- successor's begins). ctx.lock slots are not carried: the run left its blocks, and its status
+-- change to 'continued' releases them.
+create or replace function ilr.slot_carry(from_wf text, to_wf text, k text) returns void language plpgsql as $$
 declare
   r record;
   t timestamptz;
 begin
   for r in select * from ilr.slots
-            where workflow_id = from_wf and released_at is null order by key loop
+            where workflow_id = from_wf and key = k and released_at is null loop
     perform ilr.slot_lock(r.key);
     t := clock_timestamp();
     update ilr.slots set released_at = t, released_why = 'continued' where id = r.id;
@@ -480,7 +525,7 @@ create or replace function ilr.workflows_slots() returns trigger language plpgsq
 begin
   if tg_op = 'INSERT' then
     if new.continued_from is not null then
-      perform ilr.slot_carry(new.continued_from, new.id);
+      perform ilr.slot_carry(new.continued_from, new.id, new.concurrency_key);
     else
       perform ilr.slot_acquire(new.id, new.concurrency_key, new.concurrency_limit, new.priority);
     end if;
@@ -488,6 +533,12 @@ begin
     -- Stuck is not among them: a stuck workflow waits for a person to resume it, and a resumed
     -- run replays from its history, which says it holds its slots; so it keeps them.
     perform ilr.slot_release(new.id, new.status);
+  elsif new.status = 'continued' then
+    perform ilr.slot_unlock(new.id, s.key, 'continued')
+       from ilr.slots s
+      where s.workflow_id = new.id and s.released_at is null
+        and s.key is distinct from new.concurrency_key
+      order by s.key;
   end if;
   return null;
 end $$;
@@ -495,5 +546,5 @@ create or replace trigger workflows_slots_insert after insert on ilr.workflows
   for each row when (new.concurrency_key is not null)
   execute function ilr.workflows_slots();
 create or replace trigger workflows_slots_status after update of status on ilr.workflows
-  for each row when (new.concurrency_key is not null and old.status is distinct from new.status)
+  for each row when ((new.concurrency_key is not null or new.holds_locks) and old.status is distinct from new.status)
   execute function ilr.workflows_slots();

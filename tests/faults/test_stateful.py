@@ -1,9 +1,9 @@
 """A Hypothesis state machine over the real system (issue 7).
 
 Real PostgreSQL, real ``ilr_worker`` subprocesses, the real HTTP payment target and model stub.
-Rules start refunds (some under a concurrency key shared with others), approve them, kill a worker at a random kill point, SIGKILL or restart
-workers, revoke, cancel, signal, hand-refund, crash PostgreSQL (restart-immediate) and let
-time pass. After every rule the whole invariants registry must hold.
+Rules start refunds (some under a concurrency key shared with others), approve them, kill a
+worker at a random kill point, SIGKILL or restart workers, revoke, cancel, signal, hand-refund,
+crash PostgreSQL (restart-immediate) and let time pass. After every rule the whole invariants registry must hold.
 
 Profiles: the default (CI) runs a bounded number of examples; ``HYPOTHESIS_PROFILE=long`` runs
 up to 600 examples of 20 steps (by hand; its result goes in the closing note).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ilr import Cancelled, Concurrency, RetryPolicy, SignalTimeout, workflow
+from ilr import Cancelled, Concurrency, RetryPolicy, SignalTimeout, StepFailed, workflow
 from ilr import _db as db
 from ilr._context.context import ChildFailed, ChildTimeout
 
@@ -445,3 +445,41 @@ def keyed_parent(ctx, input):
     """Starts a ``keyed`` child and waits on it (a child queues for its key like a start)."""
     kid = ctx.child("keyed", input.get("child", {}))
     return ctx.wait_child(kid)
+
+
+class InsideBlock(Exception):
+    pass
+
+
+def fail_inside(workflow_id: str) -> None:
+    invoke(workflow_id, "fail_inside")
+    raise InsideBlock("a step inside the lock block failed for good")
+
+
+@workflow(name="locked", version="1")
+def locked(ctx, input):
+    """A critical step inside ``ctx.lock(input["lock"])`` (optionally a sleep, a signal wait, a
+    failure and a refund effect inside it too), then a step and a signal wait outside it."""
+    from demo.peers.targets_client import LocalRefunds
+
+    outcome = {}
+    try:
+        with ctx.lock(input["lock"], limit=input.get("limit", 1)):
+            ctx.step("inside", critical, ctx.workflow_id, input.get("seconds", 0.02))
+            if input.get("sleep"):
+                ctx.sleep(input["sleep"])
+            if input.get("wait_inside"):
+                ctx.wait_signal("go")
+            if input.get("fail"):
+                ctx.step("boom", fail_inside, ctx.workflow_id, retry=RetryPolicy(max_attempts=1))
+            if input.get("grant"):
+                target = LocalRefunds(input["url"], tier=1, queryable=True, send_timeout=2.0, settle_margin=2.0)
+                payload = {"payment": input["payment"], "amount": input["amount"]}
+                r = ctx.effect(target, key=input["key"], payload=payload, grant=input["grant"])
+                outcome = {"status": r.status, "result": r.result}
+    except StepFailed:
+        outcome = {"failed_inside": True}
+    ctx.step("outside", invoke, ctx.workflow_id, "outside")
+    if input.get("wait_after"):
+        ctx.wait_signal("done")
+    return outcome
