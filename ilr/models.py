@@ -102,6 +102,7 @@ class Workflow(ReadOnlyModel):
     concurrency_key = models.TextField(null=True)
     concurrency_limit = models.SmallIntegerField(null=True)
     holds_locks = models.BooleanField(default=False)
+    dedup_key = models.TextField(null=True)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)

@@ -1,16 +1,25 @@
-"""Reads of workflows for the client: one workflow described, and a filtered list
-(``Runtime.describe``, ``Runtime.list``)."""
+"""Reads of workflows for the client: one workflow described, a filtered list, and the wait for
+an outcome (``Runtime.describe``, ``Runtime.list``, ``Runtime.result``)."""
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 from ilr import _codec as codec
 from ilr import _db as db
-from ilr._errors import InvalidInput, WorkflowNotFound
+from ilr._errors import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr._ops.slots import describe_workflow
 from ilr._queries.effects import DESCRIBE_ON_SELECT_EFFECTS
 from ilr._queries.signals import DESCRIBE_ON_SELECT_SIGNALS
 from ilr._queries.steps import DESCRIBE_ON_SELECT_STEPS
-from ilr._queries.workflows import DESCRIBE_ON_SELECT_WORKFLOWS, DESCRIBE_ON_SELECT_WORKFLOWS_2, workflow_list_sql
+from ilr._queries.workflows import (
+    DESCRIBE_ON_SELECT_WORKFLOWS,
+    DESCRIBE_ON_SELECT_WORKFLOWS_2,
+    RESULT_SELECT_WORKFLOWS,
+    RESULT_SELECT_WORKFLOWS_2,
+    workflow_list_sql,
+)
 from ilr._statuses import STATUSES
 
 MAX_LIST_LIMIT = 10_000
@@ -62,3 +71,34 @@ def list_query(
             params.append(codec.check_text(value, column))
     where = f"where {' and '.join(clauses)}" if clauses else ""
     return workflow_list_sql(where), (*params, limit)
+
+
+def outcome_on(conn: db.Connection, wf_id: str) -> tuple[dict | None, dict | None]:
+    """(status, result, error of ``wf_id`` or None, its successor's id row when it continued as
+    new, else None), on ``conn``."""
+    row = conn.execute(RESULT_SELECT_WORKFLOWS, (wf_id,)).fetchone()
+    successor = None
+    if row is not None and row["status"] == "continued":
+        successor = conn.execute(RESULT_SELECT_WORKFLOWS_2, (wf_id,)).fetchone()
+    return row, successor
+
+
+def wait_result(read, wf_id: str, timeout: float | None, poll: float) -> Any:
+    """``Runtime.result``'s loop: ``read(id)`` (``outcome_on``) every ``poll`` seconds until the
+    chain from ``wf_id`` ends; its result, or WorkflowFailed, TimeoutError, WorkflowNotFound."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    current = wf_id
+    while True:
+        row, successor = read(current)
+        if row is None:
+            raise WorkflowNotFound(current)
+        if row["status"] == "completed":
+            return row["result"]
+        if row["status"] in ("failed", "cancelled", "stuck"):
+            raise WorkflowFailed(current, row["status"], row["error"])
+        if successor is not None:
+            current = successor["id"]
+            continue
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"workflow {current} did not end within {timeout} s (status {row['status']})")
+        time.sleep(poll)

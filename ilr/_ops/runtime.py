@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import builtins
 import threading
-import time
 from typing import Any
 
 from ilr import _codec as codec
@@ -21,7 +20,7 @@ from ilr import _db as db
 from ilr._codec import check_workflow_id
 from ilr._effects.orphans import recover_orphans
 from ilr._effects.reconcile import reconcile_in
-from ilr._errors import EffectNotFound, InvalidInput, WorkflowFailed, WorkflowNotFound
+from ilr._errors import EffectNotFound, InvalidInput
 from ilr._journal import receipts
 from ilr._ops.approval_requests import approve_request_in, get_in, list_in, reject_request_in
 from ilr._ops.deployments import (
@@ -34,9 +33,9 @@ from ilr._ops.deployments import (
     unserved_on,
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
-from ilr._ops.reads import describe_on, list_query
+from ilr._ops.reads import describe_on, list_query, outcome_on, wait_result
 from ilr._ops.slots import concurrency_for, describe_key, revoke_lock_in
-from ilr._ops.starts import check_priority, start_in
+from ilr._ops.starts import check_dedup, check_priority, start_in
 from ilr._ops.workflow_ops import (
     CancelRequest,
     cancel_in,
@@ -45,10 +44,6 @@ from ilr._ops.workflow_ops import (
     signal_in,
 )
 from ilr._queries.effects import AMBIGUOUS_SELECT_EFFECTS
-from ilr._queries.workflows import (
-    RESULT_SELECT_WORKFLOWS,
-    RESULT_SELECT_WORKFLOWS_2,
-)
 
 
 class Runtime:
@@ -112,6 +107,8 @@ class Runtime:
         concurrency_key: str | None = None,
         concurrency_limit: int | None = None,
         on_conflict: str | None = None,
+        dedup_key: str | None = None,
+        dedup_window: float | None = None,
     ) -> str:
         """Start workflow ``name`` with id ``wf_id``; idempotent on the id.
 
@@ -132,14 +129,18 @@ class Runtime:
             concurrency_limit: slots of the key, 1 to 1000; default the rule's, else 1.
             on_conflict: "queue", "reject", "cancel_running" or "replace_queued" (see
                 ``ilr.Concurrency``); default the rule's, else "queue".
+            dedup_key, dedup_window: with both (1 to 200 characters; seconds, at most 30
+                days), a start while a workflow of the same key started less than the window
+                ago (database clock) starts nothing and returns that workflow's id.
 
         Returns:
-            wf_id.
+            wf_id, or the deduplicated workflow's id: a str whose ``deduplicated`` attribute
+            says which.
 
         Raises:
             InvalidInput: bad id, input not plain JSON or not an object where one is required,
-                a retired version, a bad priority, key, limit or on_conflict (each naming its
-                field).
+                a retired version, a bad priority, key, limit, on_conflict, dedup_key or
+                dedup_window (each naming its field).
             UnknownWorkflow: unknown name or version.
             WorkflowConflict: the id exists for another workflow name.
             ConcurrencyLimitReached: on_conflict "reject" and the key is full; nothing is
@@ -153,14 +154,14 @@ class Runtime:
         version = self.resolve_version(name, version)
         check_input_shape(name, version, input)
         key, limit, policy = concurrency_for(name, version, input, concurrency_key, concurrency_limit, on_conflict)
+        dedup = check_dedup(dedup_key, dedup_window)
         args = (wf_id, name, version, input_json)
-        if key is None:
-            # No key: one INSERT on the autocommit connection, no transaction round trips.
+        if key is None and dedup[0] is None:
+            # One INSERT on the autocommit connection, no transaction round trips.
             with self._lock:
-                start_in(self.connection(), *args, priority=priority)
-        else:
-            self._tx(start_in, *args, priority=priority, key=key, limit=limit, on_conflict=policy)
-        return wf_id
+                return start_in(self.connection(), *args, priority=priority)
+        kw = {"key": key, "limit": limit, "on_conflict": policy, "dedup_key": dedup[0], "dedup_window": dedup[1]}
+        return self._tx(start_in, *args, priority=priority, **kw)
 
     def revoke_lock(self, wf_id: str, key: str, *, by: str) -> dict:
         """Take a ``ctx.lock`` slot of ``key`` away from workflow ``wf_id`` (see
@@ -265,26 +266,12 @@ class Runtime:
             raise InvalidInput("timeout", f"must be a finite number of seconds >= 0, or None, got {timeout!r}")
         if not codec.is_seconds(poll, positive=True):
             raise InvalidInput("poll", f"must be a finite number of seconds > 0, got {poll!r}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        current = wf_id
-        while True:
+
+        def read(current: str) -> tuple[dict | None, dict | None]:
             with self._lock:
-                row = self.connection().execute(RESULT_SELECT_WORKFLOWS, (current,)).fetchone()
-                successor = None
-                if row is not None and row["status"] == "continued":
-                    successor = self.connection().execute(RESULT_SELECT_WORKFLOWS_2, (current,)).fetchone()
-            if row is None:
-                raise WorkflowNotFound(current)
-            if row["status"] == "completed":
-                return row["result"]
-            if row["status"] in ("failed", "cancelled", "stuck"):
-                raise WorkflowFailed(current, row["status"], row["error"])
-            if successor is not None:
-                current = successor["id"]
-                continue
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"workflow {current} did not end within {timeout} s (status {row['status']})")
-            time.sleep(poll)
+                return outcome_on(self.connection(), current)
+
+        return wait_result(read, wf_id, timeout, poll)
 
     # -- versions: fork, migrate, drain, retire (docs/protocol.md §4) -------------------------
 

@@ -1,5 +1,5 @@
-"""Starting a workflow: the row, its priority and concurrency key, and the key's conflict policy,
-in one transaction (``Runtime.start``; docs/protocol.md §5.4)."""
+"""Starting a workflow: the row, its priority and concurrency key, the key's conflict policy and
+deduplication, in one transaction (``Runtime.start``; docs/protocol.md §5.4, §5.5)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,55 @@ from ilr._errors import ConcurrencyLimitReached, InvalidInput, WorkflowConflict
 from ilr._ops.slots import end_queued, key_rows, workflow_rows
 from ilr._ops.workflow_ops import cancel_in
 from ilr._queries.slots import LOCK_KEY, LOCK_QUEUED_TOP_LEVEL
-from ilr._queries.workflows import APPROVE_REQUEST_IN_SELECT_WORKFLOWS, START_INSERT_WORKFLOWS
+from ilr._queries.workflows import (
+    APPROVE_REQUEST_IN_SELECT_WORKFLOWS,
+    DEDUP_FIND,
+    DEDUP_LOCK,
+    START_INSERT_WORKFLOWS,
+)
+
+MAX_DEDUP_WINDOW = 30 * 86400.0
+"""The longest deduplication window, in seconds (30 days)."""
 
 CONCURRENCY_ACTOR = "$concurrency"
 """The ``cancel_requested_by`` prefix of a cancel that a start's conflict policy requested."""
+
+
+class Started(str):
+    """The id ``Runtime.start`` returns: a str, with ``deduplicated`` True when a start with the
+    same ``dedup_key`` inside its window had started that workflow and this call started
+    nothing."""
+
+    deduplicated: bool
+
+    def __new__(cls, wf_id: str, deduplicated: bool = False):
+        obj = super().__new__(cls, wf_id)
+        obj.deduplicated = deduplicated
+        return obj
+
+
+def check_dedup(dedup_key, dedup_window) -> tuple[str | None, float | None]:
+    """(key, window seconds), both or neither.
+
+    Raises:
+        InvalidInput: a key that is not a str of 1 to 200 characters (field "dedup_key"), a
+            window that is not a number of seconds from 0 (exclusive) to 30 days, or one
+            without the other (field "dedup_window").
+    """
+    if dedup_key is None and dedup_window is None:
+        return None, None
+    if not isinstance(dedup_key, str) or not 1 <= len(dedup_key) <= 200:
+        raise InvalidInput("dedup_key", f"must be a str of 1 to 200 characters with dedup_window, got {dedup_key!r}")
+    if (
+        isinstance(dedup_window, bool)
+        or not isinstance(dedup_window, (int, float))
+        or not 0 < dedup_window <= MAX_DEDUP_WINDOW
+    ):
+        raise InvalidInput(
+            "dedup_window",
+            f"must be seconds, above 0 and at most {MAX_DEDUP_WINDOW:.0f}, with dedup_key, got {dedup_window!r}",
+        )
+    return dedup_key, float(dedup_window)
 
 
 def check_priority(priority) -> int:
@@ -33,8 +78,14 @@ def start_in(
     key: str | None = None,
     limit: int | None = None,
     on_conflict: str = "queue",
-) -> bool:
+    dedup_key: str | None = None,
+    dedup_window: float | None = None,
+) -> Started:
     """Insert the workflow row inside the caller's transaction; idempotent on the id.
+
+    With ``dedup_key``, under a lock on the key: the newest workflow of that key started less
+    than ``dedup_window`` seconds ago (database clock) is returned instead, with
+    ``deduplicated`` True, and nothing is written or cancelled.
 
     With a key, the row's insert trigger takes a free slot or queues the workflow; first
     ``on_conflict`` acts: cancel_running requests cancellation of the holders when they fill the
@@ -42,8 +93,7 @@ def start_in(
     (cancelled, never run); after the insert, reject raises when the workflow queued.
 
     Returns:
-        True when this call inserted the row; False when the id existed (for this name; the
-        policy then does nothing).
+        the id (``Started``): ``wf_id``, or the deduplicated workflow's id.
 
     Raises:
         WorkflowConflict: the id belongs to another workflow name.
@@ -51,12 +101,20 @@ def start_in(
             transaction must roll back (``Runtime.start`` does), so nothing is written.
     """
     cur = conn.cursor(row_factory=dict_row)
-    if key is not None:
+    if key is not None or dedup_key is not None:
         existing = cur.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()
         if existing is not None:
             return _existing(existing, wf_id, name)
+    if dedup_key is not None:
+        cur.execute(DEDUP_LOCK, (dedup_key,))
+        first = cur.execute(DEDUP_FIND, (dedup_key, dedup_window)).fetchone()
+        if first is not None:
+            return Started(first["id"], deduplicated=first["id"] != wf_id)
+    if key is not None:
         _before_insert(conn, cur, wf_id, key, limit or 1, on_conflict)
-    row = cur.execute(START_INSERT_WORKFLOWS, (wf_id, name, version, input_json, priority, key, limit)).fetchone()
+    row = cur.execute(
+        START_INSERT_WORKFLOWS, (wf_id, name, version, input_json, priority, key, limit, dedup_key)
+    ).fetchone()
     if row is None:
         existing = cur.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()
         return _existing(existing, wf_id, name)
@@ -65,15 +123,15 @@ def start_in(
         if mine and mine[0]["slot_no"] is None:
             holders = [r["workflow_id"] for r in key_rows(conn, key) if r["slot_no"] is not None]
             raise ConcurrencyLimitReached(key, limit or 1, holders)
-    return True
+    return Started(wf_id)
 
 
-def _existing(existing, wf_id: str, name: str) -> bool:
+def _existing(existing, wf_id: str, name: str) -> Started:
     if existing and existing["name"] != name:
         raise WorkflowConflict(
             f"workflow_id: {wf_id!r} already belongs to the workflow {existing['name']!r}, not {name!r}"
         )
-    return False
+    return Started(wf_id)
 
 
 def _before_insert(conn, cur, wf_id: str, key: str, limit: int, on_conflict: str) -> None:

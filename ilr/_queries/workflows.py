@@ -115,8 +115,8 @@ DESCRIBE_ON_SELECT_WORKFLOWS_2 = "select id from ilr.workflows where parent_id =
 """Read from ilr.workflows (``_ops.reads.describe_on``)."""
 
 START_INSERT_WORKFLOWS = (
-    "insert into ilr.workflows (id, name, version, input, priority, concurrency_key, concurrency_limit) "
-    "values (%s, %s, %s, %s::jsonb, %s, %s, %s) on conflict (id) do nothing returning id"
+    "insert into ilr.workflows (id, name, version, input, priority, concurrency_key, concurrency_limit, "
+    "dedup_key) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_ops.runtime.Runtime.start``)."""
 
@@ -136,6 +136,15 @@ CANCEL_TREE_UPDATE_WORKFLOWS = (
 
 LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY = "select id, concurrency_key from ilr.workflows where id = %s for update"
 """Lock a workflow's row and read its concurrency key (``_ops.slots.revoke_lock_in``)."""
+
+DEDUP_LOCK = "select pg_advisory_xact_lock(1229738564, hashtext(%s))"
+"""Serialize the starts of one deduplication key (class 'ILRD'; ``_ops.starts.start_in``)."""
+
+DEDUP_FIND = (
+    "select id, name, created_at from ilr.workflows where dedup_key = %s "
+    "and created_at > now() - make_interval(secs => %s) order by created_at desc limit 1"
+)
+"""The newest workflow of a deduplication key started inside the window, in seconds (``_ops.starts.start_in``)."""
 
 PARENT_OF_SELECT_WORKFLOWS = "select parent_id, status, waiting from ilr.workflows where id = %s"
 """A workflow's parent and whether it is queued, read without a lock (``_ops.workflow_ops.cancel_in``)."""

@@ -1,4 +1,4 @@
-# Concurrency keys: the workflow columns, ilr.slots and its functions and triggers, from
+# Concurrency keys, ctx.lock and deduplication: the workflow columns, ilr.slots and its functions and triggers, from
 # ilr/sql/migrations/0016_concurrency_slots.sql.
 
 from django.db import migrations, models
@@ -32,6 +32,8 @@ class Migration(migrations.Migration):
                             "alter table ilr.workflows drop column if exists concurrency_limit; "
                             "alter table ilr.workflows drop column if exists concurrency_key; "
                             "alter table ilr.workflows drop column if exists holds_locks; "
+                            "drop index if exists ilr.wf_dedup; "
+                            "alter table ilr.workflows drop column if exists dedup_key; "
                             "alter table ilr.steps drop constraint if exists steps_kind_check; "
                             "alter table ilr.steps add constraint steps_kind_check check (kind in "
                             "('step','decide','effect','sleep','signal','patch','child'))")],
@@ -39,6 +41,7 @@ class Migration(migrations.Migration):
                 migrations.AddField("workflow", "concurrency_key", models.TextField(null=True)),
                 migrations.AddField("workflow", "concurrency_limit", models.SmallIntegerField(null=True)),
                 migrations.AddField("workflow", "holds_locks", models.BooleanField(default=False)),
+                migrations.AddField("workflow", "dedup_key", models.TextField(null=True)),
                 migrations.CreateModel(
                     name="Slot",
                     fields=[

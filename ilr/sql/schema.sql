@@ -42,6 +42,7 @@ create table if not exists ilr.workflows (
   concurrency_key text,                     -- its slots in ilr.slots (migration 0016)
   concurrency_limit smallint,
   holds_locks boolean not null default false, -- took a ctx.lock slot (migration 0016)
+  dedup_key text,                           -- rt.start(dedup_key=) (migration 0016)
   foreign key (name, version) references ilr.deployments,
   constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
   constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),
@@ -56,6 +57,8 @@ create index if not exists wf_due_priority on ilr.workflows (priority desc, avai
   where status in ('pending','sleeping') and priority <> 0;
 -- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).
 create index if not exists wf_running on ilr.workflows (id) where status = 'running';
+-- The newest workflow of a deduplication key (migration 0016).
+create index if not exists wf_dedup on ilr.workflows (dedup_key, created_at desc) where dedup_key is not null;
 alter table ilr.workflows set (fillfactor = 80);
 
 create table if not exists ilr.steps (

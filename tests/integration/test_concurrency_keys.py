@@ -171,3 +171,52 @@ def test_a_rule_that_is_not_a_concurrency_is_refused():
     with pytest.raises(InvalidInput) as err:
         workflow(name="not_a_rule", concurrency={"key": "k"})(lambda ctx, input: None)
     assert err.value.field == "concurrency"
+
+
+def test_a_second_start_inside_the_dedup_window_returns_the_first_and_says_so(rt):
+    first = rt.start("three_steps", "order-1", {}, dedup_key="order:1", dedup_window=60)
+    assert first == "order-1" and first.deduplicated is False
+    again = rt.start("three_steps", "order-1-retry", {}, dedup_key="order:1", dedup_window=60)
+    assert again == "order-1" and again.deduplicated is True
+    with pytest.raises(WorkflowNotFound):
+        rt.describe("order-1-retry")
+    same = rt.start("three_steps", "order-1", {}, dedup_key="order:1", dedup_window=60)
+    assert same == "order-1" and same.deduplicated is False  # the same id: idempotent, not a duplicate
+    other = rt.start("three_steps", "order-2", {}, dedup_key="order:2", dedup_window=60)
+    assert other == "order-2" and not other.deduplicated
+    assert rt.describe("order-1")["dedup_key"] == "order:1"
+
+
+def test_after_the_dedup_window_a_start_starts_a_new_workflow(rt):
+    from tests.support.waits import wait_for
+
+    assert not rt.start("three_steps", "tick-0", {}, dedup_key="tick", dedup_window=0.3).deduplicated
+    n = iter(range(1, 1000))
+    # Each try inside the window returns tick-0; the first one past it starts its own workflow.
+    started = wait_for(
+        lambda: (lambda s: s if not s.deduplicated else None)(
+            rt.start("three_steps", f"tick-{next(n)}", {}, dedup_key="tick", dedup_window=0.3)
+        ),
+        message="a start past the window",
+    )
+    assert started != "tick-0" and rt.describe(started)["status"] == "pending"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"dedup_key": "k"}, "dedup_window"),
+        ({"dedup_window": 5}, "dedup_key"),
+        ({"dedup_key": "", "dedup_window": 5}, "dedup_key"),
+        ({"dedup_key": 7, "dedup_window": 5}, "dedup_key"),
+        ({"dedup_key": "k", "dedup_window": 0}, "dedup_window"),
+        ({"dedup_key": "k", "dedup_window": 31 * 86400}, "dedup_window"),
+        ({"dedup_key": "k", "dedup_window": True}, "dedup_window"),
+    ],
+)
+def test_bad_dedup_input_is_refused_naming_the_field(rt, kwargs, field):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", "bad", {}, **kwargs)
+    assert err.value.field == field, err.value
+    with pytest.raises(WorkflowNotFound):
+        rt.describe("bad")

@@ -17,6 +17,11 @@ alter table ilr.workflows drop constraint if exists workflows_concurrency;
 alter table ilr.workflows add constraint workflows_concurrency check (
   (concurrency_key is null) = (concurrency_limit is null) and concurrency_limit between 1 and 1000);
 
+-- Deduplication (rt.start(dedup_key=, dedup_window=)): a start finds the newest workflow of its
+-- key started inside its window by this index, under an advisory lock on the key.
+alter table ilr.workflows add column if not exists dedup_key text;
+create index if not exists wf_dedup on ilr.workflows (dedup_key, created_at desc) where dedup_key is not null;
+
 create table if not exists ilr.slots (
   id bigserial primary key,
   key text not null,
