@@ -70,6 +70,8 @@ def check_key(key: Any) -> str:
         raise InvalidInput("concurrency_key", f"must be a str, got {type(key).__name__}")
     if not key or len(key) > MAX_KEY_LENGTH:
         raise InvalidInput("concurrency_key", f"must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}")
+    if key.startswith("queue:"):
+        raise InvalidInput("concurrency_key", f"keys starting with 'queue:' are the queues' own, got {key!r}")
     return key
 
 

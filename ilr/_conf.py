@@ -38,6 +38,10 @@ setting                    default                                         what 
                                                                            target's ``amount_field``) is at or
                                                                            above it needs two different approvers
                                                                            (the action's entry wins)
+``ILR_QUEUES``             ``None``: no queues                             ``{name: {"concurrency": n, "rate":
+                                                                           "100/m", "per_key_rate": "5/m"}}``:
+                                                                           queues of workflows with a global limit
+                                                                           and start rates (``ilr._queues``)
 =========================  ==============================================  ==========================================
 """
 
@@ -58,6 +62,7 @@ DEFAULTS: dict[str, Any] = {
     "BEFORE_CONNECT": None,
     "POOLER": None,
     "TWO_PERSON_CENTS": None,
+    "QUEUES": None,
 }
 
 
@@ -100,6 +105,10 @@ def setting_problems(name: str, value: Any) -> list[tuple[str, str]]:
             if problem:
                 out.append((f"{setting}[{key!r}]", problem))
         return out
+    if name == "QUEUES":
+        from ilr._queues import queue_problems
+
+        return queue_problems(value, setting)
     if name == "MAX_TAKEOVERS":
         ok = type(value) is int and value >= 0
         return [] if ok else [(setting, f"must be an int, 0 or more (takeovers before stuck), got {value!r}")]

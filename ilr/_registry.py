@@ -31,6 +31,8 @@ class WorkflowDefinition:
     """When true (the default), the input must be a JSON object."""
     concurrency: Concurrency | None = None
     """Its concurrency rule: each start takes a slot of its key, or waits (docs/protocol.md §5.4)."""
+    queue: str | None = None
+    """Its queue of ILR_QUEUES (global limit, rates; the workers that serve it), or None."""
 
     @property
     def code_sha256(self) -> str:
@@ -56,6 +58,7 @@ def workflow(
     *,
     input_object: bool = True,
     concurrency: Concurrency | None = None,
+    queue: str | None = None,
 ):
     """Register a workflow function ``fn(ctx, input)`` under (name, version).
 
@@ -65,13 +68,16 @@ def workflow(
         input_object: require the input to be a JSON object (dict). Default True.
         concurrency: a ``Concurrency`` rule: at most ``limit`` runs per key at once, a start
             past it queues (or what ``on_conflict`` says). Default None (no key).
+        queue: a queue of ``ILR_QUEUES``: its concurrency limit and rates apply to every start,
+            and ``ilr_worker --queue`` picks it. Checked at each start (settings may load later).
 
     Returns:
         A decorator that returns the function unchanged, with ``__ilr_workflow__`` set.
 
     Raises:
         InvalidInput: name or version empty, the same (name, version) registered twice by
-            two different functions, or ``concurrency`` not a Concurrency.
+            two different functions, ``concurrency`` not a Concurrency, or ``queue`` not a
+            non-empty str.
     """
 
     def decorate(fn):
@@ -80,7 +86,9 @@ def workflow(
             raise InvalidInput("name", "a workflow needs a non-empty name and version")
         if concurrency is not None and not isinstance(concurrency, Concurrency):
             raise InvalidInput("concurrency", f"must be an ilr.Concurrency, got {type(concurrency).__name__}")
-        definition = WorkflowDefinition(wf_name, str(version), fn, input_object, concurrency)
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise InvalidInput("queue", f"must be a queue name of ILR_QUEUES (a non-empty str), got {queue!r}")
+        definition = WorkflowDefinition(wf_name, str(version), fn, input_object, concurrency, queue)
         existing = _REGISTRY.get((wf_name, definition.version))
         if existing and existing.fn.__qualname__ != fn.__qualname__:
             raise InvalidInput("name", f"{definition.key} is already registered by {existing.fn.__qualname__}")

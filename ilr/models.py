@@ -103,6 +103,9 @@ class Workflow(ReadOnlyModel):
     concurrency_limit = models.SmallIntegerField(null=True)
     holds_locks = models.BooleanField(default=False)
     dedup_key = models.TextField(null=True)
+    queue = models.TextField(null=True)
+    queue_limit = models.SmallIntegerField(null=True)
+    queue_rates = models.JSONField(null=True)
     result = models.JSONField(null=True)
     error = models.JSONField(null=True)
     parent_id = models.TextField(null=True)
@@ -195,6 +198,7 @@ class Slot(ReadOnlyModel):
     acquired_at = models.DateTimeField(null=True)
     released_at = models.DateTimeField(null=True)
     released_why = models.TextField(null=True)
+    not_before = models.DateTimeField(null=True)
 
     class Meta:
         managed = False

@@ -35,7 +35,7 @@ from ilr._errors import (
     Suspend,
 )
 from ilr._ops.deployments import check_input_shape, resolve_version_on
-from ilr._ops.slots import concurrency_for
+from ilr._ops.slots import concurrency_for, queue_for
 from ilr._queries.misc import NOW_FROM_DB_SELECT_SQL
 
 
@@ -109,6 +109,7 @@ class WorkflowContext(EffectCalls, Versioning):
             raise InvalidInput("version" if version is not None else "name", str(exc)) from None
         check_input_shape(name, resolved, input)
         key, limit, _ = concurrency_for(name, resolved, input)
+        queue = queue_for(name, resolved)
         output = {"child_id": child_id, "name": name, "version": resolved}
         store.start_child(
             self._conn,
@@ -123,6 +124,7 @@ class WorkflowContext(EffectCalls, Versioning):
             fingerprint=fingerprint,
             concurrency_key=key,
             concurrency_limit=limit,
+            queue=queue,
         )
         return child_id
 

@@ -281,6 +281,7 @@ def start_child(
     fingerprint: str | None = None,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
+    queue: tuple[str | None, int | None, str | None] = (None, None, None),
 ) -> None:
     """``ctx.child``'s write: the parent's ``child`` step row and the child's workflow row
     (``parent_id`` set) in one fenced transaction (docs/protocol.md §5.3). A cancel already
@@ -292,6 +293,7 @@ def start_child(
         fingerprint: the child id when the workflow chose it, else None.
         concurrency_key, concurrency_limit: the child's key and limit, or None (its insert
             trigger takes a slot or queues it; docs/protocol.md §5.4).
+        queue: the child's (queue, queue_limit, queue_rates JSON), or Nones.
         output_json: the step output ({"child_id", "name", "version"}).
 
     Raises:
@@ -314,6 +316,7 @@ def start_child(
                 fence["cancel_requested_at"],
                 concurrency_key,
                 concurrency_limit,
+                *queue,
             ),
         ).fetchone()
         if inserted is None:
@@ -446,6 +449,9 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
                 wf["priority"],
                 wf["concurrency_key"],
                 wf["concurrency_limit"],
+                wf["queue"],
+                wf["queue_limit"],
+                json.dumps(wf["queue_rates"]) if wf["queue_rates"] is not None else None,
             ),
         ).fetchone()
         if inserted is None:

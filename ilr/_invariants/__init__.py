@@ -43,6 +43,7 @@ from ilr._invariants.receipts import (
 from ilr._invariants.slots import (
     no_run_without_slot,
     no_stranded_waiter,
+    rate_respected,
     slot_fifo,
     slot_mutex,
     slot_released_at_end,
@@ -102,6 +103,7 @@ INVARIANTS: dict[str, Check] = {
     "SlotReleasedAtEnd": slot_released_at_end,
     "NoStrandedWaiter": no_stranded_waiter,
     "SlotFifo": slot_fifo,
+    "RateRespected": rate_respected,
 }
 """Every invariant with a code check (docs/protocol.md §11), by its exact name."""
 

@@ -53,30 +53,73 @@ def slot_mutex(s: Snapshot) -> list:
     return out
 
 
+def _run_keys(wf: dict) -> list[str]:
+    """The keys a workflow holds to run: its concurrency key, its limited or rated queue's key."""
+    keys = [wf["concurrency_key"]] if wf.get("concurrency_key") is not None else []
+    if wf.get("queue_limit") is not None:
+        keys.append("queue:" + wf["queue"])
+    return keys
+
+
 def no_run_without_slot(s: Snapshot) -> list:
-    """Every worker claim of a workflow with a concurrency key falls inside an interval in which
-    that workflow held a slot of its key (synthetic owners, ``$``-named, excepted): a queued
-    workflow never starts."""
-    held: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    """Every worker claim of a workflow with a concurrency key or a limited or rated queue falls
+    inside an interval in which the workflow held a slot of each of those keys, and not before
+    the rates let it start (its ``not_before``); synthetic owners (``$``-named) excepted: a
+    queued or rate-delayed workflow never starts early."""
+    held: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    not_before: dict[str, float] = {}
     for r in s.slots:
         if r["acquired_ts"] is not None:
-            held[r["workflow_id"]].append((r["acquired_ts"], r["released_ts"] if r["released_ts"] is not None else INF))
+            end = r["released_ts"] if r["released_ts"] is not None else INF
+            held[(r["workflow_id"], r["key"])].append((r["acquired_ts"], end))
+        if r.get("not_before_ts") is not None:
+            not_before[r["workflow_id"]] = max(not_before.get(r["workflow_id"], -INF), r["not_before_ts"])
     out = []
     for c in s.claims:
         wf = s.workflows.get(c["workflow_id"])
-        if wf is None or wf.get("concurrency_key") is None or str(c.get("owner") or "").startswith("$"):
+        if wf is None or str(c.get("owner") or "").startswith("$"):
             continue
-        if not any(a <= c["ts"] <= b for a, b in held.get(c["workflow_id"], [])):
-            out.append(
-                violation(
-                    workflow_id=c["workflow_id"],
-                    epoch=c["epoch"],
-                    owner=c["owner"],
-                    claimed_at=c["claimed_at"],
-                    key=wf["concurrency_key"],
-                    held=held.get(c["workflow_id"], []),
+        for key in _run_keys(wf):
+            intervals = held.get((c["workflow_id"], key), [])
+            if not any(a <= c["ts"] <= b for a, b in intervals):
+                out.append(
+                    violation(
+                        workflow_id=c["workflow_id"],
+                        epoch=c["epoch"],
+                        owner=c["owner"],
+                        claimed_at=c["claimed_at"],
+                        key=key,
+                        held=intervals,
+                    )
                 )
+        if c["ts"] < not_before.get(c["workflow_id"], -INF):
+            out.append(
+                violation(workflow_id=c["workflow_id"], epoch=c["epoch"], claimed_at=c["claimed_at"], rate="early")
             )
+    return out
+
+
+def rate_respected(s: Snapshot) -> list:
+    """No key started more workflows in a period than its rate allows: for each start of a rated
+    queue (``rate``) or of a concurrency key under its queue's ``per_key_rate``, the starts of
+    that key whose not_before falls in [its not_before, + period) number at most the rate's n."""
+    by_key: dict[str, list[float]] = defaultdict(list)
+    rated = []
+    for r in s.slots:
+        if r.get("not_before_ts") is None:
+            continue
+        by_key[r["key"]].append(r["not_before_ts"])
+        wf = s.workflows.get(r["workflow_id"]) or {}
+        rates = wf.get("queue_rates") or {}
+        rate = rates.get("rate") if r["key"].startswith("queue:") else rates.get("per_key_rate")
+        if rate:
+            rated.append((r, rate))
+    out = []
+    for r, (n, period) in rated:
+        t = r["not_before_ts"]
+        inside = sum(1 for x in by_key[r["key"]] if t <= x < t + period)
+        if inside > n:
+            out.append(violation(key=r["key"], workflow_id=r["workflow_id"], starts=inside, rate=[n, period], from_=t))
     return out
 
 

@@ -34,7 +34,7 @@ from ilr._ops.deployments import (
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
 from ilr._ops.reads import describe_on, list_query, outcome_on, wait_result
-from ilr._ops.slots import concurrency_for, describe_key, revoke_lock_in
+from ilr._ops.slots import concurrency_for, describe_key, queue_for, revoke_lock_in
 from ilr._ops.starts import check_dedup, check_priority, start_in
 from ilr._ops.workflow_ops import (
     CancelRequest,
@@ -109,6 +109,7 @@ class Runtime:
         on_conflict: str | None = None,
         dedup_key: str | None = None,
         dedup_window: float | None = None,
+        queue: str | None = None,
     ) -> str:
         """Start workflow ``name`` with id ``wf_id``; idempotent on the id.
 
@@ -132,6 +133,8 @@ class Runtime:
             dedup_key, dedup_window: with both (1 to 200 characters; seconds, at most 30
                 days), a start while a workflow of the same key started less than the window
                 ago (database clock) starts nothing and returns that workflow's id.
+            queue: a queue of ILR_QUEUES; default the workflow's. Its concurrency limit holds
+                like a key's, and its rates delay a start that would exceed them.
 
         Returns:
             wf_id, or the deduplicated workflow's id: a str whose ``deduplicated`` attribute
@@ -139,8 +142,8 @@ class Runtime:
 
         Raises:
             InvalidInput: bad id, input not plain JSON or not an object where one is required,
-                a retired version, a bad priority, key, limit, on_conflict, dedup_key or
-                dedup_window (each naming its field).
+                a retired version, a bad priority, key, limit, on_conflict, dedup_key,
+                dedup_window or an unknown queue (each naming its field).
             UnknownWorkflow: unknown name or version.
             WorkflowConflict: the id exists for another workflow name.
             ConcurrencyLimitReached: on_conflict "reject" and the key is full; nothing is
@@ -155,13 +158,14 @@ class Runtime:
         check_input_shape(name, version, input)
         key, limit, policy = concurrency_for(name, version, input, concurrency_key, concurrency_limit, on_conflict)
         dedup = check_dedup(dedup_key, dedup_window)
+        q = queue_for(name, version, queue)
         args = (wf_id, name, version, input_json)
         if key is None and dedup[0] is None:
             # One INSERT on the autocommit connection, no transaction round trips.
             with self._lock:
-                return start_in(self.connection(), *args, priority=priority)
+                return start_in(self.connection(), *args, priority=priority, queue=q)
         kw = {"key": key, "limit": limit, "on_conflict": policy, "dedup_key": dedup[0], "dedup_window": dedup[1]}
-        return self._tx(start_in, *args, priority=priority, **kw)
+        return self._tx(start_in, *args, priority=priority, queue=q, **kw)
 
     def revoke_lock(self, wf_id: str, key: str, *, by: str) -> dict:
         """Take a ``ctx.lock`` slot of ``key`` away from workflow ``wf_id`` (see

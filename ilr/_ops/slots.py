@@ -28,6 +28,7 @@ from ilr._queries.slots import (
     LOCK_RELEASE,
 )
 from ilr._queries.workflows import LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, WAKE_PARENT_UPDATE_WORKFLOWS
+from ilr._queues import rule_for
 
 
 def concurrency_for(
@@ -184,3 +185,22 @@ def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
     # dispatch that committed first is listed; one that comes after sees the slot gone.
     landing = [r["effect_id"] for r in cur.execute(DISPATCHED_OF_WORKFLOW, (wf_id,)).fetchall()]
     return {"released": released, "may_still_land": landing}
+
+
+def queue_for(name: str, version: str, queue: str | None = None) -> tuple[str | None, int | None, str | None]:
+    """The (queue, queue_limit, queue_rates JSON) of a start: ``queue`` when given, else the
+    workflow's registered queue, else none.
+
+    Raises:
+        InvalidInput: a queue not in ILR_QUEUES (field "queue").
+    """
+    if queue is None:
+        try:
+            queue = registry.get(name, version).queue
+        except UnknownWorkflow:
+            queue = None
+    if queue is None:
+        return None, None, None
+    rule = rule_for(queue)
+    rates = rule.rates
+    return rule.name, rule.slot_limit, codec.dumps(rates, "queue_rates") if rates else None

@@ -80,8 +80,12 @@ def start_in(
     on_conflict: str = "queue",
     dedup_key: str | None = None,
     dedup_window: float | None = None,
+    queue: tuple[str | None, int | None, str | None] = (None, None, None),
 ) -> Started:
     """Insert the workflow row inside the caller's transaction; idempotent on the id.
+
+    ``queue`` is (queue, queue_limit, queue_rates JSON) from ``_ops.slots.queue_for``: a queue
+    with a limit or a rate makes the insert trigger take a slot of its key too.
 
     With ``dedup_key``, under a lock on the key: the newest workflow of that key started less
     than ``dedup_window`` seconds ago (database clock) is returned instead, with
@@ -113,7 +117,7 @@ def start_in(
     if key is not None:
         _before_insert(conn, cur, wf_id, key, limit or 1, on_conflict)
     row = cur.execute(
-        START_INSERT_WORKFLOWS, (wf_id, name, version, input_json, priority, key, limit, dedup_key)
+        START_INSERT_WORKFLOWS, (wf_id, name, version, input_json, priority, key, limit, dedup_key, *queue)
     ).fetchone()
     if row is None:
         existing = cur.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()

@@ -18,7 +18,8 @@ LOAD_SELECT_SIGNALS = "select * from ilr.signals order by id"
 
 LOAD_SELECT_SLOTS = (
     "select *, extract(epoch from queued_at)::float8 as queued_ts, extract(epoch from acquired_at)::float8 "
-    "as acquired_ts, extract(epoch from released_at)::float8 as released_ts from ilr.slots order by id"
+    "as acquired_ts, extract(epoch from released_at)::float8 as released_ts, extract(epoch from not_before)::float8 "
+    "as not_before_ts from ilr.slots order by id"
 )
 """Read from ilr.slots (``_invariants.snapshot.Snapshot.load``)."""
 
@@ -33,7 +34,8 @@ LOAD_SET_SQL = "set transaction isolation level repeatable read, read only"
 
 LOAD_SELECT_WORKFLOWS = (
     "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, error, "
-    "forked_from, concurrency_key, concurrency_limit, extract(epoch from cancel_requested_at)::float8 as cancel_ts "
+    "forked_from, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, "
+    "extract(epoch from cancel_requested_at)::float8 as cancel_ts "
     "from ilr.workflows"
 )
 """Read from ilr.workflows (``_invariants.snapshot.Snapshot.load``)."""

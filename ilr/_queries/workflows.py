@@ -37,21 +37,22 @@ CONTINUE_AS_NEW_UPDATE_WORKFLOWS = (
 
 START_CHILD_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at, "
-    "concurrency_key, concurrency_limit) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) "
-    "on conflict (id) do nothing returning id"
+    "concurrency_key, concurrency_limit, queue, queue_limit, queue_rates) values (%s, %s, %s, %s::jsonb, "
+    "%s, %s, %s, %s, %s, %s, %s::jsonb) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_db.store.start_child``)."""
 
 CONTINUE_AS_NEW_SELECT_WORKFLOWS = (
-    "select id, name, version, parent_id, continued_from, priority, concurrency_key, concurrency_limit "
-    "from ilr.workflows where id = %s"
+    "select id, name, version, parent_id, continued_from, priority, concurrency_key, concurrency_limit, "
+    "queue, queue_limit, queue_rates from ilr.workflows where id = %s"
 )
 """Read from ilr.workflows (``_db.store.continue_as_new``)."""
 
 CONTINUE_AS_NEW_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, continued_from, "
-    "cancel_requested_at, priority, concurrency_key, concurrency_limit) values (%s, %s, %s, %s::jsonb, "
-    "%s, %s, %s, %s, %s, %s) on conflict (id) do nothing returning id"
+    "cancel_requested_at, priority, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates) "
+    "values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb) on conflict (id) do nothing "
+    "returning id"
 )
 """Insert into ilr.workflows (``_db.store.continue_as_new``)."""
 
@@ -116,7 +117,8 @@ DESCRIBE_ON_SELECT_WORKFLOWS_2 = "select id from ilr.workflows where parent_id =
 
 START_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, priority, concurrency_key, concurrency_limit, "
-    "dedup_key) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s) on conflict (id) do nothing returning id"
+    "dedup_key, queue, queue_limit, queue_rates) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, "
+    "%s::jsonb) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_ops.runtime.Runtime.start``)."""
 
@@ -183,8 +185,9 @@ FORK_IN_SELECT_WORKFLOWS = "select id, name, version from ilr.workflows where id
 
 FORK_IN_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, forked_from, epoch, priority, concurrency_key, "
-    "concurrency_limit) select %s, name, version, input, id, 1, priority, concurrency_key, concurrency_limit "
-    "from ilr.workflows where id = %s on conflict (id) do nothing returning id"
+    "concurrency_limit, queue, queue_limit, queue_rates) select %s, name, version, input, id, 1, priority, "
+    "concurrency_key, concurrency_limit, queue, queue_limit, queue_rates from ilr.workflows where id = %s "
+    "on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_ops.workflow_ops.fork_in``)."""
 

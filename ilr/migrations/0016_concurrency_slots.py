@@ -1,4 +1,4 @@
-# Concurrency keys, ctx.lock and deduplication: the workflow columns, ilr.slots and its functions and triggers, from
+# Flow control (concurrency keys, queues, ctx.lock, deduplication): the workflow columns, ilr.slots and its functions and triggers, from
 # ilr/sql/migrations/0016_concurrency_slots.sql.
 
 from django.db import migrations, models
@@ -24,7 +24,8 @@ class Migration(migrations.Migration):
                             "drop function if exists ilr.slot_unlock(text, text, text); "
                             "drop function if exists ilr.slot_take(text, text, smallint, smallint); "
                             "drop function if exists ilr.slot_release(text, text); "
-                            "drop function if exists ilr.slot_acquire(text, text, smallint, smallint); "
+                            "drop function if exists ilr.slot_acquire(text); "
+                            "drop function if exists ilr.rate_next(text, jsonb); "
                             "drop function if exists ilr.slot_admit(text, smallint); "
                             "drop function if exists ilr.slot_lock(text); "
                             "drop table if exists ilr.slots; "
@@ -33,6 +34,10 @@ class Migration(migrations.Migration):
                             "alter table ilr.workflows drop column if exists concurrency_key; "
                             "alter table ilr.workflows drop column if exists holds_locks; "
                             "drop index if exists ilr.wf_dedup; "
+                            "alter table ilr.workflows drop constraint if exists workflows_queue; "
+                            "alter table ilr.workflows drop column if exists queue; "
+                            "alter table ilr.workflows drop column if exists queue_limit; "
+                            "alter table ilr.workflows drop column if exists queue_rates; "
                             "alter table ilr.workflows drop column if exists dedup_key; "
                             "alter table ilr.steps drop constraint if exists steps_kind_check; "
                             "alter table ilr.steps add constraint steps_kind_check check (kind in "
@@ -42,6 +47,9 @@ class Migration(migrations.Migration):
                 migrations.AddField("workflow", "concurrency_limit", models.SmallIntegerField(null=True)),
                 migrations.AddField("workflow", "holds_locks", models.BooleanField(default=False)),
                 migrations.AddField("workflow", "dedup_key", models.TextField(null=True)),
+                migrations.AddField("workflow", "queue", models.TextField(null=True)),
+                migrations.AddField("workflow", "queue_limit", models.SmallIntegerField(null=True)),
+                migrations.AddField("workflow", "queue_rates", models.JSONField(null=True)),
                 migrations.CreateModel(
                     name="Slot",
                     fields=[
@@ -57,6 +65,7 @@ class Migration(migrations.Migration):
                         ("acquired_at", models.DateTimeField(null=True)),
                         ("released_at", models.DateTimeField(null=True)),
                         ("released_why", models.TextField(null=True)),
+                        ("not_before", models.DateTimeField(null=True)),
                     ],
                     options={"db_table": 'ilr"."slots', "managed": False},
                 ),

@@ -41,6 +41,9 @@ create table if not exists ilr.workflows (
   priority smallint not null default 0,     -- higher is claimed first among due rows (migration 0015)
   concurrency_key text,                     -- its slots in ilr.slots (migration 0016)
   concurrency_limit smallint,
+  queue text,                               -- its ILR_QUEUES queue, and the rule the start read (migration 0016)
+  queue_limit smallint,
+  queue_rates jsonb,
   holds_locks boolean not null default false, -- took a ctx.lock slot (migration 0016)
   dedup_key text,                           -- rt.start(dedup_key=) (migration 0016)
   foreign key (name, version) references ilr.deployments,
@@ -48,7 +51,8 @@ create table if not exists ilr.workflows (
   constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),
   constraint workflows_priority_range check (priority between -100 and 100),
   constraint workflows_concurrency check (
-    (concurrency_key is null) = (concurrency_limit is null) and concurrency_limit between 1 and 1000)
+    (concurrency_key is null) = (concurrency_limit is null) and concurrency_limit between 1 and 1000),
+  constraint workflows_queue check ((queue_limit is null or queue is not null) and queue_limit between 1 and 1000)
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
 -- Due rows of another priority than 0, highest first (migration 0015): the claim scans it before
@@ -303,9 +307,9 @@ create index if not exists approval_requests_pending on ilr.approval_requests (r
 create index if not exists approval_requests_by_grant on ilr.approval_requests (grant_id)
   where grant_id is not null;
 
--- Concurrency keys (docs/protocol.md §5.4, migration 0016): a workflow started with a concurrency
--- key holds one of the key's `limit` slots from its start (or admission) until it ends in any way;
--- ilr.slots keeps every holder and waiter, released rows included.
+-- Flow control (docs/protocol.md §5.4, migration 0016): concurrency keys, queues and ctx.lock.
+-- A workflow holds a slot of each of its keys from its start (or admission) until it completes,
+-- fails or is cancelled; ilr.slots keeps every holder and waiter, released rows included.
 create table if not exists ilr.slots (
   id bigserial primary key,
   key text not null,
@@ -316,7 +320,8 @@ create table if not exists ilr.slots (
   queued_at timestamptz not null,          -- when it asked (clock_timestamp() under the key's lock)
   acquired_at timestamptz,                  -- when it became a holder (start, admission or carry)
   released_at timestamptz,                  -- null while live (holding or waiting)
-  released_why text,                        -- the workflow's end status, 'continued', 'cancelled'
+  released_why text,                        -- the workflow's end status, 'continued', 'unlocked', 'revoked by ...'
+  not_before timestamptz,                   -- a start's slot of a rated queue or key: when the rate let it run
   constraint slots_slot_no check (slot_no between 0 and slot_limit - 1),
   constraint slots_holder_acquired check ((slot_no is null) = (acquired_at is null)),
   constraint slots_released_why check ((released_at is null) = (released_why is null))
@@ -332,6 +337,8 @@ create index if not exists slots_waiting on ilr.slots (key, priority desc, queue
 -- A key's and a workflow's history, for the admin and describe() (released rows too).
 create index if not exists slots_key on ilr.slots (key, queued_at);
 create index if not exists slots_workflow on ilr.slots (workflow_id);
+-- A key's rate log: its starts' not_before, newest first.
+create index if not exists slots_rate on ilr.slots (key, not_before desc) where not_before is not null;
 
 -- Times: queued_at, acquired_at and released_at are clock_timestamp() read under the key's lock, so they
 -- order the holders of a key as the lock did (now(), the transaction's start, may precede a wait
@@ -348,17 +355,18 @@ create or replace function ilr.slot_lock(k text) returns void language sql volat
   $$ select pg_advisory_xact_lock(1229738579, hashtext(k)) $$;
 
 -- Admit the first waiter of key k that fits slot n, under ilr.slot_lock(k): FIFO by priority
--- (higher first), then queue time. The waiter's workflow row becomes due (its NOTIFY wakes a
--- worker). SKIP LOCKED: a waiter whose row another transaction holds is being cancelled (its
--- row is locked before the key, the lock order everywhere), so it is passed over instead of
--- waited for, which could deadlock; ilr.slot_admit_waiters() repairs the rare cancel that then
--- rolls back.
+-- (higher first), then queue time. A workflow queued at its start goes on to its next key
+-- (ilr.slot_acquire: its queue's, then the rates), and becomes due when it holds them all; a
+-- ctx.lock waiter becomes due at once. SKIP LOCKED: a waiter whose row another transaction holds
+-- is being cancelled (its row is locked before the key, the lock order everywhere), so it is
+-- passed over instead of waited for, which could deadlock; ilr.slot_admit_waiters() repairs the
+-- rare cancel that then rolls back.
 create or replace function ilr.slot_admit(k text, n smallint) returns text language plpgsql as $$
 declare
   w record;
   t timestamptz;
 begin
-  select s.id, s.workflow_id into w
+  select s.id, s.workflow_id, f.concurrency_key, f.queue into w
     from ilr.slots s join ilr.workflows f on f.id = s.workflow_id
    where s.key = k and s.released_at is null and s.slot_no is null and s.slot_limit > n
    order by s.priority desc, s.queued_at, s.id
@@ -369,11 +377,15 @@ begin
   end if;
   t := clock_timestamp();
   update ilr.slots set slot_no = n, acquired_at = t where id = w.id;
-  update ilr.workflows set available_at = t, waiting = null, updated_at = now()
-   where id = w.workflow_id;
-  -- available_at is later than this transaction's now(), so workflows_claimable stays silent:
-  -- wake the workers here.
-  perform pg_notify('ilr_claimable', '');
+  if k = w.concurrency_key or k = 'queue:' || w.queue then
+    perform ilr.slot_acquire(w.workflow_id);
+  else
+    update ilr.workflows set available_at = t, waiting = null, updated_at = now()
+     where id = w.workflow_id;
+    -- available_at is later than this transaction's now(), so workflows_claimable stays
+    -- silent: wake the workers here.
+    perform pg_notify('ilr_claimable', '');
+  end if;
   return w.workflow_id;
 end $$;
 
@@ -386,11 +398,14 @@ declare
   n smallint;
   t timestamptz;
 begin
-  perform ilr.slot_lock(k);
+  -- A live row of wf for k changes only under wf's row lock, which every caller holds (the
+  -- insert, the fence, the admission's FOR UPDATE): read it without k's lock, so an admission
+  -- into the queue's key never takes the concurrency key's lock after it (lock order).
   select slot_no into n from ilr.slots where workflow_id = wf and key = k and released_at is null;
   if found then
     return n;
   end if;
+  perform ilr.slot_lock(k);
   select g.s into n
     from generate_series(0, lim - 1) as g(s)
    where not exists (select 1 from ilr.slots
@@ -412,26 +427,64 @@ begin
   return n;
 end $$;
 
--- A new workflow's slot (start, child, fork): taken, and the workflow is due from its
--- acquired_at; or queued: the workflow stays pending with available_at 'infinity' and waiting
--- {"kind": "slot", "key": k}, so no claim takes it until a release admits it.
-create or replace function ilr.slot_acquire(wf text, k text, lim smallint, prio smallint)
-returns smallint language plpgsql as $$
+-- When the rate (n starts per p seconds) lets the next start of key k run: the n-th newest
+-- not_before of k plus p, or -infinity (no rate, or fewer than n starts). Under k's lock.
+create or replace function ilr.rate_next(k text, rate jsonb) returns timestamptz language sql stable as $$
+  select coalesce(
+    (select s.not_before + make_interval(secs => (rate->>1)::float8)
+       from ilr.slots s
+      where rate is not null and s.key = k and s.not_before is not null
+      order by s.not_before desc
+     offset (rate->>0)::int - 1 limit 1),
+    '-infinity')
+$$;
+
+-- Take the slots a workflow needs before it runs, in lock order (its concurrency key, then its
+-- queue's key), from the first it does not hold yet: at a start (child, fork), and when a
+-- release admits it into one. Queued for one: the workflow stays pending with available_at
+-- 'infinity' and waiting {"kind": "slot", "key": k}, so no claim takes it until a release
+-- admits it. Holding all: its start time is the first the rates allow (queue's rate, the key's
+-- per_key_rate; recorded as not_before on both rows, the rates' log), and it is due then.
+-- Returns true when it holds them all.
+create or replace function ilr.slot_acquire(wf text) returns boolean language plpgsql as $$
 declare
-  n smallint;
+  w record;
+  k text;
+  lim smallint;
+  t timestamptz;
+  nb timestamptz;
 begin
-  n := ilr.slot_take(wf, k, lim, prio);
-  if n is null then
-    update ilr.workflows set available_at = 'infinity', updated_at = now(),
-           waiting = jsonb_build_object('kind', 'slot', 'key', k)
-     where id = wf;
-  else
-    update ilr.workflows
-       set available_at = (select acquired_at from ilr.slots
-                            where workflow_id = wf and key = k and released_at is null)
-     where id = wf;
+  select id, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, priority into w
+    from ilr.workflows where id = wf;
+  for k, lim in select * from (values (w.concurrency_key, w.concurrency_limit),
+                                       ('queue:' || w.queue, w.queue_limit)) as v(k, lim)
+                 where v.k is not null and v.lim is not null loop
+    if ilr.slot_take(wf, k, lim, w.priority) is null then
+      update ilr.workflows set available_at = 'infinity', updated_at = now(),
+             waiting = jsonb_build_object('kind', 'slot', 'key', k)
+       where id = wf;
+      return false;
+    end if;
+  end loop;
+  t := clock_timestamp();
+  nb := greatest(t,
+                 ilr.rate_next('queue:' || w.queue, w.queue_rates->'rate'),
+                 ilr.rate_next(w.concurrency_key, case when w.concurrency_key is not null
+                                                       then w.queue_rates->'per_key_rate' end));
+  if w.queue_rates is not null then
+    update ilr.slots set not_before = nb
+     where workflow_id = wf and released_at is null
+       and key in (w.concurrency_key, 'queue:' || w.queue);
   end if;
-  return n;
+  update ilr.workflows
+     set available_at = nb, updated_at = now(),
+         waiting = case when nb > t then jsonb_build_object('kind', 'rate', 'until', nb) end
+   where id = wf;
+  -- available_at is later than this transaction's now(), so workflows_claimable stays silent.
+  if nb = t then
+    perform pg_notify('ilr_claimable', '');
+  end if;
+  return true;
 end $$;
 
 -- Release workflow wf's live row for key k (why: 'unlocked' at a ctx.lock block's end,
@@ -456,14 +509,17 @@ end $$;
 
 -- Release every live row of workflow wf (why: its end status, or 'cancelled' for a waiter) and
 -- admit a waiter into each freed slot, in one transaction with the write that ended it. Keys in
--- order, so two releases never wait on each other's key locks crosswise.
+-- lock order (its concurrency key, its queue's, then ctx.lock keys by name), the order in which
+-- every acquire takes them, so no two transactions wait on each other's key locks crosswise.
 create or replace function ilr.slot_release(wf text, why text) returns void language plpgsql as $$
 declare
   k text;
   r record;
 begin
-  for k in select distinct key from ilr.slots
-            where workflow_id = wf and released_at is null order by key loop
+  for k in select s.key from ilr.slots s join ilr.workflows w on w.id = s.workflow_id
+            where s.workflow_id = wf and s.released_at is null
+            order by s.key is distinct from w.concurrency_key, s.key is distinct from 'queue:' || w.queue,
+                     s.key loop
     perform ilr.slot_lock(k);
     for r in update ilr.slots set released_at = clock_timestamp(), released_why = why
               where workflow_id = wf and key = k and released_at is null
@@ -475,8 +531,8 @@ begin
   end loop;
 end $$;
 
--- Continue-as-new: the successor takes over its predecessor's live row of the run's key k, slot
--- number kept, in the transaction that inserts it (the predecessor's interval ends when the
+-- Continue-as-new: the successor takes over its predecessor's live row of key k (its concurrency
+-- key or its queue's; the trigger calls this for each), slot number kept, in the transaction that inserts it (the predecessor's interval ends when the
 -- successor's begins). ctx.lock slots are not carried: the run left its blocks, and its status
 -- change to 'continued' releases them.
 create or replace function ilr.slot_carry(from_wf text, to_wf text, k text) returns void language plpgsql as $$
@@ -492,6 +548,7 @@ begin
     insert into ilr.slots (key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at)
     values (r.key, to_wf, r.slot_limit, r.slot_no, r.priority, r.queued_at,
             case when r.slot_no is null then null else t end);
+    -- not_before stays on the predecessor's row: the chain started once, under the rates.
     update ilr.workflows set available_at = greatest(available_at, t) where id = to_wf;
   end loop;
 end $$;
@@ -523,31 +580,36 @@ begin
 end $$;
 
 -- The triggers: every path that inserts a workflow (start, child, fork, continue-as-new) or ends
--- one (the fenced end, a cancelled waiter) acquires or releases here, so no path can forget. They fire only for rows with a key (the WHEN clause costs the others nothing).
+-- one (the fenced end, a cancelled waiter) acquires or releases here, so no path can forget.
+-- They fire only for rows with a key, a limited or rated queue, or a ctx.lock slot (the WHEN
+-- clause costs the others nothing).
 create or replace function ilr.workflows_slots() returns trigger language plpgsql as $$
 begin
   if tg_op = 'INSERT' then
     if new.continued_from is not null then
       perform ilr.slot_carry(new.continued_from, new.id, new.concurrency_key);
+      perform ilr.slot_carry(new.continued_from, new.id, 'queue:' || new.queue);
     else
-      perform ilr.slot_acquire(new.id, new.concurrency_key, new.concurrency_limit, new.priority);
+      perform ilr.slot_acquire(new.id);
     end if;
   elsif new.status in ('completed', 'failed', 'cancelled') then
     -- Stuck is not among them: a stuck workflow waits for a person to resume it, and a resumed
     -- run replays from its history, which says it holds its slots; so it keeps them.
     perform ilr.slot_release(new.id, new.status);
   elsif new.status = 'continued' then
+    -- The run left its ctx.lock blocks; the successor's insert carries the run's own slots.
     perform ilr.slot_unlock(new.id, s.key, 'continued')
        from ilr.slots s
       where s.workflow_id = new.id and s.released_at is null
-        and s.key is distinct from new.concurrency_key
+        and s.key is distinct from new.concurrency_key and s.key is distinct from 'queue:' || new.queue
       order by s.key;
   end if;
   return null;
 end $$;
 create or replace trigger workflows_slots_insert after insert on ilr.workflows
-  for each row when (new.concurrency_key is not null)
+  for each row when (new.concurrency_key is not null or new.queue_limit is not null)
   execute function ilr.workflows_slots();
 create or replace trigger workflows_slots_status after update of status on ilr.workflows
-  for each row when ((new.concurrency_key is not null or new.holds_locks) and old.status is distinct from new.status)
+  for each row when ((new.concurrency_key is not null or new.queue_limit is not null or new.holds_locks)
+                     and old.status is distinct from new.status)
   execute function ilr.workflows_slots();
