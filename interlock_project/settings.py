@@ -134,6 +134,10 @@ ILR_DATA_DIR = DATA_DIR
 # workflow stuck instead of running it again.
 ILR_MAX_TAKEOVERS = env.int("ILR_MAX_TAKEOVERS", default=5)
 
+# Queues of workflows (docs/guides/concurrency.md): {name: {"concurrency": n, "rate": "100/m",
+# "per_key_rate": "5/m"}}, as JSON in the environment; None: no queues.
+ILR_QUEUES = env.json("ILR_QUEUES", default=None)
+
 # Seconds between a worker's refreshes of its ilr.worker_deployments rows (which live worker
 # serves each version); None: max(lease_ttl, 5 s). `ilr_worker --deployment-refresh` overrides.
 ILR_DEPLOYMENT_REFRESH = env.float("ILR_DEPLOYMENT_REFRESH", default=None)

@@ -136,7 +136,7 @@ def test_a_worker_serves_only_its_queues(rt, workers):
     assert rt.describe("plain-wf")["status"] == "pending"  # not a task: this worker leaves it
     bad = workers.start("bad", args=("--queue", "nope"))
     assert bad.wait(60) == 2
-    assert "--queue: 'nope' is not a queue" in workers.log("bad")
+    assert "--queue: 'nope' is neither a queue of ILR_QUEUES" in workers.log("bad")
 
 
 def test_a_worker_sigkilled_after_an_attempt_recorded_does_not_run_it_again(rt, workers):

@@ -483,3 +483,39 @@ def locked(ctx, input):
     if input.get("wait_after"):
         ctx.wait_signal("done")
     return outcome
+
+
+# -- queues (issue 42): ILR_QUEUES comes from the test (settings and the workers' environment) --------
+
+TEST_QUEUES = {
+    "two_at_a_time": {"concurrency": 2},
+    "three_per_second": {"rate": "3/s"},
+    "two_per_second_per_key": {"per_key_rate": "2/s"},
+}
+"""The queues the tests below run in (ILR_QUEUES)."""
+
+
+@workflow(
+    name="in_two_at_a_time",
+    version="1",
+    queue="two_at_a_time",
+    concurrency=Concurrency(key=lambda input: input.get("account"), limit=1),
+)
+def in_two_at_a_time(ctx, input):
+    """A critical step in a queue of concurrency 2, under an optional account key."""
+    return ctx.step("work", critical, ctx.workflow_id, input.get("seconds", 0.1))
+
+
+@workflow(name="in_three_per_second", version="1", queue="three_per_second")
+def in_three_per_second(ctx, input):
+    return ctx.step("work", invoke, ctx.workflow_id, "work")
+
+
+@workflow(
+    name="in_two_per_second_per_key",
+    version="1",
+    queue="two_per_second_per_key",
+    concurrency=Concurrency(key=lambda input: input["account"], limit=10),
+)
+def in_two_per_second_per_key(ctx, input):
+    return ctx.step("work", invoke, ctx.workflow_id, "work")

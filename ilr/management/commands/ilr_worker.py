@@ -46,8 +46,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--queue",
             default="",
-            help="comma list of Django task queues to serve (ilr.tasks: their task:<queue> workflows); "
-            "with --only, both; default all",
+            help="comma list of queues to serve: ILR_QUEUES queues (the workflows declared in them) "
+            "and Django task queues (ilr.tasks: their task:<queue> workflows); with --only, both; default all",
         )
         parser.add_argument(
             "--import", dest="imports", action="append", default=[], help="extra module defining workflows (repeatable)"
@@ -162,19 +162,30 @@ class Command(BaseCommand):
 
     @staticmethod
     def _task_queues(queue: str) -> list:
-        """The task:<queue> definitions of the --queue names (ilr.tasks), each configured in TASKS."""
+        """The definitions the --queue names serve: the workflows declared in each ILR_QUEUES
+        queue, and each Django task queue's task:<queue> workflow (ilr.tasks)."""
+        from ilr._queues import rules
         from ilr._tasks.workflow import TASK_WORKFLOW_VERSION, workflow_name
 
+        queues = rules()
         out = []
         for item in (q.strip() for q in queue.split(",")):
             if not item:
                 continue
+            found = [d for d in registry.all_definitions() if d.queue == item]
             try:
-                out.append(registry.get(workflow_name(item), TASK_WORKFLOW_VERSION))
+                found.append(registry.get(workflow_name(item), TASK_WORKFLOW_VERSION))
             except UnknownWorkflow:
+                pass
+            if not found and item not in queues:
                 raise CommandError(
-                    f"--queue: {item!r} is not a queue of an ilr.tasks.InterlockBackend in TASKS", returncode=2
-                ) from None
+                    f"--queue: {item!r} is neither a queue of ILR_QUEUES nor a queue of an "
+                    "ilr.tasks.InterlockBackend in TASKS",
+                    returncode=2,
+                )
+            if not found:
+                raise CommandError(f"--queue: no registered workflow is declared in queue {item!r}", returncode=2)
+            out.extend(found)
         if not out:
             raise CommandError(f"--queue: {queue!r} names no queue", returncode=2)
         return out

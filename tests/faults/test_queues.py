@@ -1,0 +1,158 @@
+"""Queues (issue 42) on the real thing: ILR_QUEUES' global concurrency limit across three
+worker subprocesses, a start rate, a per-key rate, ``ilr_worker --queue``, and bad input. The
+database's own record (ilr.slots, ilr.claims) is what is checked, and at teardown the whole
+invariants registry holds (SlotMutex and RateRespected among them)."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from ilr import InvalidInput, WorkflowNotFound
+from tests.support.flows import TEST_QUEUES
+from tests.support.waits import wait_for
+
+QUEUES_ENV = {"ILR_QUEUES": json.dumps(TEST_QUEUES)}
+
+
+@pytest.fixture
+def queues(settings):
+    """ILR_QUEUES for this process (rt.start reads it) and for the workers (QUEUES_ENV)."""
+    settings.ILR_QUEUES = TEST_QUEUES
+    return QUEUES_ENV
+
+
+def most_at_once(spans: list[tuple]) -> int:
+    """The most intervals that overlap at one instant."""
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans], key=lambda e: (e[0], e[1]))
+    now = peak = 0
+    for _, step in events:
+        now += step
+        peak = max(peak, now)
+    return peak
+
+
+def scheduled(rt, key: str, prefix: str) -> list[float]:
+    """The start times the rate gave (ilr.slots.not_before) of ``key``'s starts, in order."""
+    rows = (
+        rt.connection()
+        .execute(
+            "select extract(epoch from not_before)::float8 as t from ilr.slots "
+            "where key = %s and workflow_id like %s and not_before is not null order by 1",
+            (key, prefix + "%"),
+        )
+        .fetchall()
+    )
+    return [r["t"] for r in rows]
+
+
+def at_most_per_second(times: list[float], n: int) -> bool:
+    return all(sum(1 for t in times if s <= t < s + 1.0) <= n for s in times)
+
+
+def first_claims(rt, prefix: str) -> list[float]:
+    rows = (
+        rt.connection()
+        .execute(
+            "select extract(epoch from min(claimed_at))::float8 as t from ilr.claims "
+            "where workflow_id like %s group by workflow_id order by 1",
+            (prefix + "%",),
+        )
+        .fetchall()
+    )
+    return [r["t"] for r in rows]
+
+
+def test_three_workers_run_at_most_two_of_a_queue_at_once(rt, workers, queues):
+    """Twelve slots on three workers, a queue of concurrency 2, twelve workflows (over three
+    account keys): never more than two bodies at once, two reached, and ilr.slots' record of
+    the queue's key never shows a third holder."""
+    for i in range(3):
+        workers.start(f"w{i}", concurrency=4, env=queues)
+    ids = [f"two-{i:02d}" for i in range(12)]
+    for i, wf in enumerate(ids):
+        rt.start("in_two_at_a_time", wf, {"account": f"acct:{i % 3}", "seconds": 0.15})
+    for wf in ids:
+        rt.result(wf, timeout=120)
+    rows = (
+        rt.connection()
+        .execute("select workflow_id, name, at from public.test_invocations where name in ('enter', 'leave')")
+        .fetchall()
+    )
+    by_wf: dict[str, dict] = defaultdict(dict)
+    for r in rows:
+        by_wf[r["workflow_id"]].setdefault(r["name"], r["at"])
+    assert most_at_once([(v["enter"], v["leave"]) for v in by_wf.values()]) == 2
+    held = (
+        rt.connection()
+        .execute(
+            "select extract(epoch from acquired_at)::float8 as a, extract(epoch from released_at)::float8 as b "
+            "from ilr.slots where key = 'queue:two_at_a_time' and acquired_at is not null"
+        )
+        .fetchall()
+    )
+    assert len(held) == 12 and most_at_once([(r["a"], r["b"]) for r in held]) == 2
+    assert rt.describe("two-00")["queue"] == "two_at_a_time" and rt.describe("two-00")["queue_limit"] == 2
+
+
+def test_a_rated_queue_starts_at_most_its_rate_per_period(rt, workers, queues):
+    """Nine workflows started at once in a queue of 3 per second: the times the rate gives them
+    (not_before) spread over three seconds, never four inside one second; each is claimed at
+    or after its time, and a delayed one says why it waits."""
+    workers.start("w1", concurrency=8, env=queues)
+    for i in range(9):
+        rt.start("in_three_per_second", f"rate-{i}", {})
+    waiting = [rt.describe(f"rate-{i}")["waiting"] for i in range(9)]
+    assert sum(1 for w in waiting if (w or {}).get("kind") == "rate") == 6
+    for i in range(9):
+        rt.result(f"rate-{i}", timeout=60)
+    times = scheduled(rt, "queue:three_per_second", "rate-")
+    assert len(times) == 9 and at_most_per_second(times, 3) and times[-1] - times[0] >= 2.0
+    # Each start came at or after its time (NoRunWithoutSlot checks it at teardown too).
+    starts = first_claims(rt, "rate-")
+    assert len(starts) == 9 and starts[0] >= times[0] and starts[-1] >= times[-1]
+
+
+def test_a_per_key_rate_limits_each_key_alone(rt, workers, queues):
+    """Two per second per account: six starts of account A spread over three seconds while
+    account B's two start at once."""
+    workers.start("w1", concurrency=8, env=queues)
+    for i in range(6):
+        rt.start("in_two_per_second_per_key", f"pk-a-{i}", {"account": "acct:A"})
+    for i in range(2):
+        rt.start("in_two_per_second_per_key", f"pk-b-{i}", {"account": "acct:B"})
+    for wf in [f"pk-a-{i}" for i in range(6)] + [f"pk-b-{i}" for i in range(2)]:
+        rt.result(wf, timeout=60)
+    a, b = scheduled(rt, "acct:A", "pk-a-"), scheduled(rt, "acct:B", "pk-b-")
+    assert len(a) == 6 and at_most_per_second(a, 2) and a[-1] - a[0] >= 2.0
+    assert len(b) == 2 and b[-1] - b[0] < 1.0
+
+
+def test_a_worker_serves_only_the_queues_it_is_given(rt, workers, queues):
+    workers.start("q-only", env=queues, args=("--queue", "three_per_second"))
+    rt.start("in_three_per_second", "served", {})
+    rt.start("three_steps", "not-served", {})
+    rt.result("served", timeout=30)
+    assert rt.describe("not-served")["status"] == "pending"
+    assert "in_three_per_second@1" in wait_for(lambda: workers.log("q-only"), message="the worker's start line")
+    bad = workers.start("bad", env=queues, args=("--queue", "nope"))
+    assert bad.wait(30) == 2
+    assert "--queue: 'nope' is neither a queue of ILR_QUEUES" in workers.log("bad")
+
+
+def test_an_unknown_queue_is_refused_naming_the_field(rt, queues):
+    with pytest.raises(InvalidInput) as err:
+        rt.start("three_steps", "bad", {}, queue="nope")
+    assert err.value.field == "queue" and "not a queue of ILR_QUEUES" in err.value.rule
+    assert "two_at_a_time" in err.value.rule  # the known ones are named
+    with pytest.raises(WorkflowNotFound):
+        rt.describe("bad")
+
+
+def test_a_queue_removed_from_the_settings_refuses_its_workflows_starts(rt, settings):
+    settings.ILR_QUEUES = None
+    with pytest.raises(InvalidInput) as err:
+        rt.start("in_three_per_second", "orphan", {})
+    assert err.value.field == "queue" and "known: none" in err.value.rule
