@@ -15,7 +15,7 @@ code:class @!@!@`` blocks), so it never depends on TLC's human-readable layout.
 
 Every result is a model check for the stated constants, not a proof of the Python or SQL.
 
-How one check runs.  A check names a module (Runtime or Signals), a config file under spec/, the
+How one check runs.  A check names a module (Runtime, Signals or Slots), a config file under spec/, the
 constants it overrides (the tier of a sweep, or the smaller constants of ``--quick``) and the
 invariants or properties to check.  The runner writes the effective config into a scratch
 directory under .data/tlc/ next to a copy of the module and runs TLC there.  TLC stops at the
@@ -35,6 +35,7 @@ from prove.tlc.markdown import suite_markdown
 from prove.tlc.plan import (
     BASE_CONSTANTS,
     BROKEN,
+    BROKEN_MODULE,
     FINDINGS_TRACES,
     LIVENESS,
     MODES,
@@ -42,6 +43,10 @@ from prove.tlc.plan import (
     RESULTS_DIR,
     SAFETY,
     SIGNALS,
+    SLOTS,
+    SLOTS_CASES,
+    SLOTS_LIVENESS,
+    SLOTS_WITNESSES,
     SPEC_DIR,
     TIERS,
     WORK_DIR,
@@ -62,6 +67,7 @@ from prove.tlc.values import flatten, parse_value, render
 __all__ = [
     "BASE_CONSTANTS",
     "BROKEN",
+    "BROKEN_MODULE",
     "FINDINGS_TRACES",
     "LIVENESS",
     "MODES",
@@ -69,6 +75,10 @@ __all__ = [
     "RESULTS_DIR",
     "SAFETY",
     "SIGNALS",
+    "SLOTS",
+    "SLOTS_CASES",
+    "SLOTS_LIVENESS",
+    "SLOTS_WITNESSES",
     "SPEC_DIR",
     "TIERS",
     "WORK_DIR",

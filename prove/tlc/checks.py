@@ -11,6 +11,7 @@ from typing import Any
 
 from prove.tlc.plan import (
     BROKEN,
+    BROKEN_MODULE,
     LIVENESS,
     MODE_CFG,
     MODES,
@@ -19,6 +20,10 @@ from prove.tlc.plan import (
     SAFETY,
     SIGNALS,
     SIGNALS_WITNESSES,
+    SLOTS,
+    SLOTS_CASES,
+    SLOTS_LIVENESS,
+    SLOTS_WITNESSES,
     SPEC_DIR,
     TEMPORAL_GROUP_TIERS,
     TEMPORAL_GROUPS,
@@ -97,7 +102,7 @@ class Check:
     """One thing to check: a module and config, constant overrides, what to check, and why."""
 
     id: str
-    kind: str  # mode | broken | control | assumption | liveness | signals | witness
+    kind: str  # mode | broken | control | assumption | liveness | signals | slots | witness | sanity
     module: str
     cfg: str  # path relative to spec/
     overrides: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -200,11 +205,12 @@ def build_checks(quick: bool) -> list[Check]:
     """Every check of the profile, in the order they run (cheap, decisive ones first).
 
     The quick profile (CI) keeps what must never regress: every broken config, the interlock
-    mode at every tier, Signals.tla and the interlock liveness properties.
+    mode at every tier, Signals.tla, everything of Slots.tla (small: its controls and witnesses
+    too) and the interlock liveness properties.
     """
     checks: list[Check] = []
     for name, invariants in BROKEN.items():
-        module = "Signals" if name == "WakeOnlyIfSleeping" else "Runtime"
+        module = BROKEN_MODULE.get(name, "Runtime")
         checks.append(
             Check(
                 id=f"broken/{name}",
@@ -216,9 +222,9 @@ def build_checks(quick: bool) -> list[Check]:
                 title=name,
             )
         )
-    if not quick:
-        for name, invariants in BROKEN.items():
-            module = "Signals" if name == "WakeOnlyIfSleeping" else "Runtime"
+    for name, invariants in BROKEN.items():
+        module = BROKEN_MODULE.get(name, "Runtime")
+        if not quick or module == "Slots":
             checks.append(
                 Check(
                     id=f"control/{name}",
@@ -242,6 +248,7 @@ def build_checks(quick: bool) -> list[Check]:
             title="Signals.tla",
         )
     )
+    checks += slots_checks()
     if not quick:
         checks.append(
             Check(
@@ -354,6 +361,75 @@ def build_checks(quick: bool) -> list[Check]:
     return checks
 
 
+def slots_checks() -> list[Check]:
+    """Slots.tla's checks (the same in both profiles): the invariants and witnesses at each
+    limit case, WaiterEventuallyRuns under LiveSpec, and two runs that must violate it: Spec
+    without fairness, and LiveSpec with the start's key lock dropped (a stranded waiter)."""
+    checks: list[Check] = []
+    for case, constants in SLOTS_CASES.items():
+        limit = constants["Limit"]
+        checks.append(
+            Check(
+                id=f"slots/{case}",
+                kind="slots",
+                module="Slots",
+                cfg="Slots.cfg",
+                overrides=dict(constants),
+                invariants=list(SLOTS),
+                must_hold=list(SLOTS),
+                title=f"Slots.tla, Limit {limit}",
+            )
+        )
+        checks.append(
+            Check(
+                id=f"slots/{case}/witness",
+                kind="witness",
+                module="Slots",
+                cfg="Slots.cfg",
+                overrides=dict(constants),
+                invariants=list(SLOTS_WITNESSES[case]),
+                must_violate=list(SLOTS_WITNESSES[case]),
+                title=f"Slots.tla reachability, Limit {limit}",
+            )
+        )
+    checks.append(
+        Check(
+            id="slots/liveness",
+            kind="slots",
+            module="Slots",
+            cfg="SlotsLive.cfg",
+            properties=list(SLOTS_LIVENESS),
+            must_hold=list(SLOTS_LIVENESS),
+            title="Slots.tla liveness (LiveSpec, URGENT)",
+        )
+    )
+    checks.append(
+        Check(
+            id="slots/liveness-without-fairness",
+            kind="sanity",
+            module="Slots",
+            cfg="SlotsLive.cfg",
+            overrides={"SPECIFICATION": "Spec"},
+            properties=list(SLOTS_LIVENESS),
+            must_violate=list(SLOTS_LIVENESS),
+            title="Slots.tla: Spec without fairness must violate WaiterEventuallyRuns",
+        )
+    )
+    checks.append(
+        Check(
+            id="slots/liveness/SlotAcquireWithoutKeyLock",
+            kind="slots",
+            module="Slots",
+            cfg="SlotsLive.cfg",
+            overrides={"BROKEN": '"acquire_without_key_lock"'},
+            properties=list(SLOTS_LIVENESS),
+            must_violate=list(SLOTS_LIVENESS),
+            title="Slots.tla liveness, the start without the key lock: must violate WaiterEventuallyRuns",
+        )
+    )
+    return checks
+
+
 def filter_witnesses(check: Check, constants: dict[str, str]) -> None:
     """Drop witnesses that the check's own constants make unreachable by construction.
 
@@ -368,10 +444,10 @@ def filter_witnesses(check: Check, constants: dict[str, str]) -> None:
 
 
 def quick_overrides(check: Check) -> dict[str, str]:
-    """The quick profile's constants for a check: broken configs and Signals keep their own
+    """The quick profile's constants for a check: broken configs, Signals and Slots keep their own
     (they are small), liveness keeps its long clock but one crash, the rest MaxClock 7 and one
     crash."""
-    if check.kind in ("broken", "control") or check.module == "Signals":
+    if check.kind in ("broken", "control") or check.module in ("Signals", "Slots"):
         return {}
     if check.kind == "liveness":
         return {"MaxCrashes": "1"}

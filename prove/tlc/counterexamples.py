@@ -91,11 +91,13 @@ def _mode_counterexamples(suite: Suite) -> list[str]:
 
 
 def _check_counterexamples(suite: Suite) -> list[str]:
-    """The counterexamples of the broken configs and the assumption toggles."""
+    """The counterexamples of the broken configs, the assumption toggles and Slots.tla's
+    liveness checks that must be violated."""
     out: list[str] = []
     w = out.append
     for r in suite.results:
-        if r.check.kind in ("broken", "assumption"):
+        slots_violation = r.check.module == "Slots" and r.check.kind in ("slots", "sanity")
+        if r.check.kind in ("broken", "assumption") or slots_violation:
             for name, steps in r.traces.items():
                 if r.check.kind == "assumption":
                     others = [

@@ -155,6 +155,14 @@ BROKEN_READING = {
     "window is processed after the target forgot the key.",
     "WakeOnlyIfSleeping": "the mailbox is read empty, the signal commits while the row is "
     "running (so it does not wake it), and the suspend sleeps forever.",
+    "SlotReleaseNotFenced": "a worker whose lease lapsed returns from its body and releases the "
+    "slot unfenced, admitting the waiter while its workflow is still running; the workflow is "
+    "taken over and both run step bodies under current claims with Limit 1.",
+    "SlotAcquireWithoutKeyLock": "a start reads the slot full, the holder ends and admits nobody, "
+    "and the start then inserts its waiter behind a free slot; two starts that read a free slot "
+    "both become holders.",
+    "SlotCancelWithoutKeyLock": "a cancel reads a waiter, a release admits it, and the cancel "
+    "deletes its row, now a holder's: the slot is lost and the next waiter is stranded.",
 }
 
 

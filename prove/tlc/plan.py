@@ -40,6 +40,12 @@ SAFETY = [
 ]
 LIVENESS = ["Termination", "EffectResolved"]
 SIGNALS = ["TimerNotEarly", "SignalExactlyOnceConsumed", "NoLostWakeup"]
+#: Slots.tla (concurrency slots, docs/protocol.md §14): the invariants that must hold at every
+#: limit case, named as the registry's rows in docs/protocol.md §11.
+SLOTS = ["SlotMutex", "NoRunWithoutSlot", "NoStrandedWaiter", "SlotFifo"]
+SLOTS_LIVENESS = ["WaiterEventuallyRuns"]
+#: The limit cases Slots.cfg runs at (one key, three workflows).
+SLOTS_CASES = {"l1": {"Limit": "1"}, "l2": {"Limit": "2"}}
 MODES = ["interlock", "temporal_idem", "temporal_precheck"]
 MODE_CFG = {
     "interlock": None,  # one config per tier, TIER_CFG
@@ -135,10 +141,25 @@ BROKEN = {
     "ThinDedupMargin": ["EffectAtMostOnceTier12"],
     "WakeOnlyIfSleeping": ["NoLostWakeup"],
     "UnjournaledResend": ["EverySendJournaled"],
+    # Slots.tla.  SlotBodiesMutex is SlotMutex's second half on its own, so that its trace (two
+    # workflows in a step body under current claims, Limit 1) is reported too.
+    "SlotReleaseNotFenced": ["SlotMutex", "SlotBodiesMutex", "NoRunWithoutSlot"],
+    "SlotAcquireWithoutKeyLock": ["NoStrandedWaiter", "SlotMutex", "SlotFifo"],
+    "SlotCancelWithoutKeyLock": ["NoStrandedWaiter"],
+}
+#: The module of each broken config that is not Runtime.tla's.
+BROKEN_MODULE = {
+    "WakeOnlyIfSleeping": "Signals",
+    "SlotReleaseNotFenced": "Slots",
+    "SlotAcquireWithoutKeyLock": "Slots",
+    "SlotCancelWithoutKeyLock": "Slots",
 }
 BROKEN_SOURCE = {
     "NoLocalLeaseCheck": "finding: the local lease (docs/protocol.md §14)",
     "ThinDedupMargin": "finding: the dedup margin (docs/protocol.md §14)",
+    "SlotReleaseNotFenced": "slots: why the release is in the fenced end (docs/protocol.md §14)",
+    "SlotAcquireWithoutKeyLock": "slots: why the start takes the key lock (docs/protocol.md §14)",
+    "SlotCancelWithoutKeyLock": "slots: why a waiter's cancel takes the key lock (docs/protocol.md §14)",
 }
 
 #: The two findings' traces (docs/protocol.md §14), as the action sequence each broken config
@@ -200,6 +221,29 @@ WITNESSES = {
     "t3": ["Witness_Completed", "Witness_Takeover", "Witness_Ambiguous", "Witness_LateResult", "Witness_Cancelled"],
 }
 SIGNALS_WITNESSES = ["Witness_Completed", "Witness_Timeout", "Witness_BothConsumed", "Witness_WokenBySignal"]
+#: Slots.tla's witnesses per limit case.  At Limit 2 three workflows leave at most one waiter, so
+#: no waiter can be queued ahead of another (Witness_PrioJump is Limit 1's).
+SLOTS_WITNESSES = {
+    "l1": [
+        "Witness_Admitted",
+        "Witness_PrioJump",
+        "Witness_Takeover",
+        "Witness_StaleInBody",
+        "Witness_Carried",
+        "Witness_Cancelled",
+        "Witness_FullBodies",
+        "Witness_AllEnded",
+    ],
+    "l2": [
+        "Witness_Admitted",
+        "Witness_Takeover",
+        "Witness_StaleInBody",
+        "Witness_Carried",
+        "Witness_Cancelled",
+        "Witness_FullBodies",
+        "Witness_AllEnded",
+    ],
+}
 
 #: Constants the quick profile overrides (see :func:`quick_overrides`); the config files hold
 #: the full profile's values.

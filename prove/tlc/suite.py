@@ -91,7 +91,7 @@ def run_suite(quick: bool, only: str | None = None, log: Callable[[str], None] =
 
 def failures(suite: Suite) -> list[str]:
     """What makes the suite fail: a broken config that stops failing on a named invariant, an
-    interlock (or Signals, control or liveness) check that stops holding, a witness that
+    interlock (or Signals, Slots, control or liveness) check that stops holding, a witness that
     becomes unreachable, or TLC errors."""
     out = []
     for r in suite.results:

@@ -219,6 +219,15 @@ def annotate_trace(steps: list[TraceStep], workers: tuple[str, ...] = ("w1", "w2
             touched = sorted({w for c in step.changes for w in workers if re.match(rf"^(pc|lw|up|paused)\[{w}\]", c)})
             if len(touched) == 1:
                 step.label = f"{step.action}({touched[0]})"
+            elif not touched:
+                # Slots.tla's client steps (start, cancel): the one workflow whose row they wrote
+                ids = set()
+                for c in step.changes:
+                    m = re.match(r"^(?:slot|pend)\[(\d+)\]|^cpend: [+-](\d+)", c)
+                    if m:
+                        ids.add(m.group(1) or m.group(2))
+                if len(ids) == 1:
+                    step.label = f"{step.action}({ids.pop()})"
         prev = flat
 
 

