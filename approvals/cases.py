@@ -23,7 +23,7 @@ from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Out
 from django.utils import timezone
 
 from approvals.selectors import workflows
-from ilr.models import ApprovalRequest, Claim, Effect, JournalEntry, Signal, Step, Workflow
+from ilr.models import ApprovalRequest, Claim, Effect, JournalEntry, Signal, Slot, Step, Workflow
 
 CASES_PAGE_SIZE = 50
 
@@ -117,7 +117,7 @@ def counts() -> dict[str, int]:
 @dataclass
 class WorkflowDetail:
     """A workflow with its step timeline, signals, effects (each with ``refused``: see
-    ``refused``), children and claim history."""
+    ``refused``), children, claim history, and its concurrency keys and locks (``key_states``)."""
 
     workflow: Workflow
     steps: list[Step]
@@ -125,6 +125,7 @@ class WorkflowDetail:
     effects: list[Effect]
     children: list[dict]
     claims: list[Claim]
+    keys: list[dict]
 
 
 def workflow_detail(workflow_id: str) -> WorkflowDetail:
@@ -145,4 +146,29 @@ def workflow_detail(workflow_id: str) -> WorkflowDetail:
             Workflow.objects.filter(parent_id=workflow_id).order_by("created_at").values("id", "name", "status")
         ),
         claims=list(Claim.objects.filter(workflow_id=workflow_id).order_by("epoch")),
+        keys=key_states(workflow_id),
     )
+
+
+def key_states(workflow_id: str) -> list[dict]:
+    """The workflow's live slot rows: per key {"key", "holding" (its slot number or None),
+    "position" (1 = next, while it waits), "holders" (the workflows holding the key),
+    "waiting" (how many wait)}."""
+    out = []
+    for row in Slot.objects.filter(workflow_id=workflow_id, released_at__isnull=True).order_by("id"):
+        live = list(
+            Slot.objects.filter(key=row.key, released_at__isnull=True)
+            .order_by("-priority", "queued_at", "id")
+            .values("workflow_id", "slot_no")
+        )
+        waiters = [r["workflow_id"] for r in live if r["slot_no"] is None]
+        out.append(
+            {
+                "key": row.key,
+                "holding": row.slot_no,
+                "position": waiters.index(workflow_id) + 1 if workflow_id in waiters else None,
+                "holders": [r["workflow_id"] for r in live if r["slot_no"] is not None],
+                "waiting": len(waiters),
+            }
+        )
+    return out

@@ -398,3 +398,21 @@ def test_pages_stay_fast_with_10000_workflows(rt, alice):
         assert r.status_code == 200, (url, params)
         assert elapsed < 1.5, (url, params, elapsed)
     assert "bulk-4242" in text(admin.get(reverse("admin:ilr_workflow_changelist"), {"q": "bulk-4242"}))
+
+
+def test_the_case_page_says_which_key_a_workflow_holds_or_waits_for(rt, alice):
+    import tests.support.flows  # noqa: F401 - registers the keyed workflow
+
+    rt.start("keyed", "key-holder", {"account": "acct:5"})
+    rt.start("keyed", "key-waiter", {"account": "acct:5"})
+    import re
+
+    c = client_for(alice)
+
+    def page(wf_id: str) -> str:  # the page's words, without its tags
+        return re.sub(r"<[^>]+>", "", text(c.get(reverse("approvals:case", args=[wf_id]))))
+
+    waiter = page("key-waiter")
+    assert "acct:5: waiting, 1 in line, behind key-holder" in waiter
+    assert "when a slot of acct:5 frees" in waiter
+    assert "acct:5: holds slot 0; 1 waiting behind" in page("key-holder")
