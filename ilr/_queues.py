@@ -88,7 +88,7 @@ def queue_problems(value: Any, setting: str = "ILR_QUEUES") -> list[tuple[str, s
     for name, rule in value.items():
         where = f"{setting}[{name!r}]"
         if not isinstance(name, str) or not _NAME.match(name):
-            out.append((setting, f"a queue name is 1 to 100 letters, digits or _ . : -, got {name!r}"))
+            out.append((where, f"a queue name is 1 to 100 letters, digits or _ . : -, got {name!r}"))
             continue
         if not isinstance(rule, dict):
             out.append((where, f"must be a dict with concurrency, rate, per_key_rate, got {type(rule).__name__}"))
@@ -108,15 +108,14 @@ def queue_problems(value: Any, setting: str = "ILR_QUEUES") -> list[tuple[str, s
     return out
 
 
-def rules() -> dict[str, QueueRule]:
-    """The queues of ``ILR_QUEUES`` (a malformed entry is left out; ``manage.py check`` names it)."""
-    from ilr._conf import settings
-
-    value = settings.QUEUES or {}
+def rules(value: Any) -> dict[str, QueueRule]:
+    """The queues of ``value``, the ILR_QUEUES setting (``ilr._conf.settings.QUEUES``); a
+    malformed entry is left out (``manage.py check`` names it)."""
+    value = value or {}
     bad = {entry for entry, _ in queue_problems(value)}
     out = {}
     for name, rule in value.items() if isinstance(value, dict) else ():
-        if "ILR_QUEUES" in bad or any(b.startswith(f"ILR_QUEUES[{name!r}]") for b in bad):
+        if any(b.startswith(f"ILR_QUEUES[{name!r}]") for b in bad):
             continue
         out[name] = QueueRule(
             name,
@@ -127,13 +126,13 @@ def rules() -> dict[str, QueueRule]:
     return out
 
 
-def rule_for(name: Any) -> QueueRule:
-    """The rule of queue ``name``.
+def rule_for(name: Any, value: Any) -> QueueRule:
+    """The rule of queue ``name`` in ``value``, the ILR_QUEUES setting.
 
     Raises:
         InvalidInput: not a queue of ILR_QUEUES (field "queue").
     """
-    known = rules()
+    known = rules(value)
     if not isinstance(name, str) or name not in known:
         listed = ", ".join(sorted(known)) or "none"
         raise InvalidInput("queue", f"{name!r} is not a queue of ILR_QUEUES (known: {listed})")

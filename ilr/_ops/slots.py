@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from ilr import _codec as codec
 from ilr import _registry as registry
 from ilr._concurrency import check_key, check_limit, check_on_conflict
+from ilr._conf import settings
 from ilr._errors import InvalidInput, UnknownWorkflow, WorkflowNotFound
 from ilr._queries.slots import (
     DISPATCHED_OF_WORKFLOW,
@@ -201,6 +202,6 @@ def queue_for(name: str, version: str, queue: str | None = None) -> tuple[str | 
             queue = None
     if queue is None:
         return None, None, None
-    rule = rule_for(queue)
+    rule = rule_for(queue, settings.QUEUES)
     rates = rule.rates
     return rule.name, rule.slot_limit, codec.dumps(rates, "queue_rates") if rates else None

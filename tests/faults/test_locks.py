@@ -1,7 +1,7 @@
 """``ctx.lock`` on the real thing (issue 42): a durable lock around part of a workflow, raced by
 worker subprocesses, held through sleeps and waits without a worker, released at the block's
 end, on a failure inside it, on cancel and on the workflow's end, and re-checked by a gated
-effect inside it after a revoke. Workflow: tests.support.flows.locked."""
+effect inside it after a revoke. Workflow: tests.support.flows_flow_control.locked."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import pytest
 
 from ilr import InvalidInput, WorkflowFailed
 from tests.support.db import invocations
+from tests.support.overlap import assert_one_at_a_time
 from tests.support.refund_harness import refund_env
 from tests.support.waits import wait_for
-
-from .test_concurrency_keys import assert_one_at_a_time
 
 
 def lock_state(rt, key):

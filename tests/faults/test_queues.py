@@ -11,7 +11,7 @@ from collections import defaultdict
 import pytest
 
 from ilr import InvalidInput, WorkflowNotFound
-from tests.support.flows import TEST_QUEUES
+from tests.support.flows_flow_control import TEST_QUEUES
 from tests.support.waits import wait_for
 
 QUEUES_ENV = {"ILR_QUEUES": json.dumps(TEST_QUEUES)}

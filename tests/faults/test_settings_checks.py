@@ -94,3 +94,19 @@ def test_a_request_under_a_bad_rule_names_the_setting_not_a_type_error(settings)
     with pytest.raises(InvalidInput) as err:
         two_person_threshold(None, "ledger-credits", "credit")
     assert err.value.field == "ILR_TWO_PERSON_CENTS['credit']" and "integer of cents" in err.value.rule
+
+
+def test_a_malformed_queue_is_named_entry_by_entry():
+    """ILR_QUEUES with a limit of 0, a rate that is no rate and an unknown rule: ilr.E002 for
+    each, naming the entry and the rule; a good one passes."""
+    bad = {"payouts": {"concurrency": 0, "rate": "fast", "burst": 3}, "ok": {"rate": "5/10s"}}
+    proc = manage({"ILR_QUEUES": bad}, "check")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "ILR_QUEUES['payouts']['concurrency']: must be an int from 1 to 1000, got 0" in out, out
+    assert "ILR_QUEUES['payouts']['rate']: a rate is '<starts>/<unit>'" in out, out
+    assert "ILR_QUEUES['payouts']['burst']: is not a queue rule" in out, out
+    assert "ILR_QUEUES['ok']" not in out, out
+    good = {"payouts": {"concurrency": 10, "rate": "100/m", "per_key_rate": "5/minute"}}
+    proc = manage({"ILR_QUEUES": good}, "check", "--fail-level", "WARNING")
+    assert proc.returncode == 0 and "no issues" in proc.stdout, proc.stdout + proc.stderr

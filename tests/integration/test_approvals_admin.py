@@ -94,8 +94,6 @@ def test_admin_ilr_tables_are_read_only(rt):
 
 def test_admin_shows_who_holds_a_key_and_who_waits(rt):
     """The slots list and a queued workflow's page: its key, its place, the holder."""
-    import tests.support.flows  # noqa: F401 - registers the keyed workflow
-
     rt.start("keyed", "k-hold", {"account": "acct:9"})
     rt.start("keyed", "k-wait", {"account": "acct:9"})
     c = client_for(User.objects.create_superuser("root", password="pw"))

@@ -401,8 +401,6 @@ def test_pages_stay_fast_with_10000_workflows(rt, alice):
 
 
 def test_the_case_page_says_which_key_a_workflow_holds_or_waits_for(rt, alice):
-    import tests.support.flows  # noqa: F401 - registers the keyed workflow
-
     rt.start("keyed", "key-holder", {"account": "acct:5"})
     rt.start("keyed", "key-waiter", {"account": "acct:5"})
     import re

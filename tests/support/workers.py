@@ -50,6 +50,8 @@ class WorkerProcs:
             worker_id,
             "--import",
             "tests.support.flows",
+            "--import",
+            "tests.support.flows_flow_control",
             "--lease-ttl",
             str(lease_ttl),
             "--poll",

@@ -164,10 +164,11 @@ class Command(BaseCommand):
     def _task_queues(queue: str) -> list:
         """The definitions the --queue names serve: the workflows declared in each ILR_QUEUES
         queue, and each Django task queue's task:<queue> workflow (ilr.tasks)."""
+        from ilr._conf import settings
         from ilr._queues import rules
         from ilr._tasks.workflow import TASK_WORKFLOW_VERSION, workflow_name
 
-        queues = rules()
+        queues = rules(settings.QUEUES)
         out = []
         for item in (q.strip() for q in queue.split(",")):
             if not item:
