@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models import BooleanField, Case, Exists, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Cast, Now
 
-from ilr import ACTIVE, drain_report_in, unserved_on
+from ilr import ACTIVE, drain_report_in, queues_on, unserved_on
 from ilr.models import Deployment, Effect, WorkerDeployment, Workflow
 
 QUEUE_PAGE_SIZE = 20
@@ -57,6 +57,13 @@ def unserved() -> list[dict]:
     [{"name", "version", "due", "last_seen"}]."""
     connection.ensure_connection()
     return unserved_on(connection.connection)
+
+
+def queues() -> list[dict]:
+    """Every queue of ILR_QUEUES with its rule, how many hold a slot and wait, and recent starts
+    (``rt.queues()``'s SQL)."""
+    connection.ensure_connection()
+    return queues_on(connection.connection)
 
 
 # -- ambiguous effects ---------------------------------------------------------------------------

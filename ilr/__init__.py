@@ -46,6 +46,7 @@ from ilr._ops.approval_requests import Approval, approve_request_in, approver_id
 from ilr._ops.deployments import NO_WORKER_ROW, drain_report_in, retire_in, unserved_on
 from ilr._ops.grants import APPROVAL_REQUEST_SIGNAL_PREFIX, MAX_LIFETIME_S, grant_in, lifetime_seconds, revoke_in
 from ilr._ops.runtime import CancelRequest, Runtime, cancel_in, resume_in, signal_in
+from ilr._ops.slots import queues_on
 from ilr._registry import workflow
 from ilr._retry import RetryPolicy
 from ilr._statuses import ACTIVE, TERMINAL
@@ -87,6 +88,7 @@ __all__ = [
     "drain_report_in",
     "retire_in",
     "unserved_on",
+    "queues_on",
     # Approvals: identities, lifetimes, the request's signal
     "Approval",
     "approver_identity",

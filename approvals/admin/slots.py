@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from approvals import selectors
 from approvals.admin.common import ReadOnlyAdmin, indexed_search, link
 from ilr.models import Slot
 
@@ -53,6 +54,11 @@ class SlotAdmin(ReadOnlyAdmin):
     show_facets = admin.ShowFacets.NEVER
     fields = list_display
     readonly_fields = fields
+    change_list_template = "admin/approvals/slot_change_list.html"
+
+    def changelist_view(self, request, extra_context=None):
+        """The list, under each queue's rule and state (``rt.queues()``)."""
+        return super().changelist_view(request, {"queues": selectors.queues(), **(extra_context or {})})
 
     def get_search_results(self, request, queryset, search_term):
         """Exact key or workflow id (slots_key and slots_workflow serve them)."""

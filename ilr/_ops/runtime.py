@@ -34,7 +34,7 @@ from ilr._ops.deployments import (
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
 from ilr._ops.reads import describe_on, list_query, outcome_on, wait_result
-from ilr._ops.slots import concurrency_for, describe_key, queue_for, revoke_lock_in
+from ilr._ops.slots import concurrency_for, describe_key, queue_for, queues_on, revoke_lock_in
 from ilr._ops.starts import check_dedup, check_priority, start_in
 from ilr._ops.workflow_ops import (
     CancelRequest,
@@ -166,6 +166,12 @@ class Runtime:
                 return start_in(self.connection(), *args, priority=priority, queue=q)
         kw = {"key": key, "limit": limit, "on_conflict": policy, "dedup_key": dedup[0], "dedup_window": dedup[1]}
         return self._tx(start_in, *args, priority=priority, queue=q, **kw)
+
+    def queues(self) -> list[dict]:
+        """Every queue of ILR_QUEUES: its rule, how many of its workflows hold a slot, wait,
+        and started in the last rate period (see ``queues_on``)."""
+        with self._lock:
+            return queues_on(self.connection())
 
     def revoke_lock(self, wf_id: str, key: str, *, by: str) -> dict:
         """Take a ``ctx.lock`` slot of ``key`` away from workflow ``wf_id`` (see

@@ -23,13 +23,14 @@ from ilr._errors import InvalidInput, UnknownWorkflow, WorkflowNotFound
 from ilr._queries.slots import (
     DISPATCHED_OF_WORKFLOW,
     END_QUEUED,
-    KEYS_OVERVIEW,
     LIVE_SLOTS_OF_KEY,
     LIVE_SLOTS_OF_WORKFLOW,
     LOCK_RELEASE,
+    QUEUE_LIVE_COUNTS,
+    QUEUE_RECENT_STARTS,
 )
 from ilr._queries.workflows import LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, WAKE_PARENT_UPDATE_WORKFLOWS
-from ilr._queues import rule_for
+from ilr._queues import rule_for, rules
 
 
 def concurrency_for(
@@ -149,12 +150,40 @@ def describe_workflow(conn, wf_id: str) -> list[dict]:
     return out
 
 
-def keys_overview(conn, limit: int = 100) -> list[dict]:
-    """Every key with a live holder or waiter: {"key", "slot_limit", "holding", "waiting",
-    "oldest_waiting_since"}, keys with the most waiters first."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 10_000:
-        raise InvalidInput("limit", f"must be an integer from 1 to 10000, got {limit!r}")
-    return conn.cursor(row_factory=dict_row).execute(KEYS_OVERVIEW, (limit,)).fetchall()
+def queues_on(conn) -> list[dict]:
+    """Every queue of ILR_QUEUES with its rule and its state now, on ``conn`` (a psycopg
+    connection; the admin passes Django's).
+
+    Returns:
+        per queue, by name: {"queue", "concurrency", "rate", "per_key_rate" (as configured),
+        "holding" (workflows holding a slot of its key: running, sleeping, or delayed by the
+        rate), "waiting" (queued for one), "oldest_waiting_since", "started_last_period"
+        (starts the rate let run in the last rate period, or None without a rate)}.
+    """
+    queues = rules(settings.QUEUES)
+    cur = conn.cursor(row_factory=dict_row)
+    live = {r["key"]: r for r in cur.execute(QUEUE_LIVE_COUNTS, ([q.key for q in queues.values()],)).fetchall()}
+    out = []
+    for name in sorted(queues):
+        rule = queues[name]
+        row = live.get(rule.key, {})
+        recent = None
+        if rule.rate:
+            recent = cur.execute(QUEUE_RECENT_STARTS, (rule.key, rule.rate[1])).fetchone()["n"]
+        configured = (settings.QUEUES or {}).get(name, {})
+        out.append(
+            {
+                "queue": name,
+                "concurrency": rule.concurrency,
+                "rate": configured.get("rate"),
+                "per_key_rate": configured.get("per_key_rate"),
+                "holding": row.get("holding", 0),
+                "waiting": row.get("waiting", 0),
+                "oldest_waiting_since": row.get("oldest_waiting_since"),
+                "started_last_period": recent,
+            }
+        )
+    return out
 
 
 def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:

@@ -44,15 +44,21 @@ releases its place in the queue (``_ops.slots.end_queued``)."""
 ADMIT_WAITERS = "select ilr.slot_admit_waiters() as workflow_id"
 """Admit waiters into free slots of every key (``_worker``'s backstop); returns who was admitted."""
 
-KEYS_OVERVIEW = """
-select key, max(slot_limit) as slot_limit,
-       count(*) filter (where slot_no is not null) as holding,
+QUEUE_LIVE_COUNTS = """
+select key, count(*) filter (where slot_no is not null) as holding,
        count(*) filter (where slot_no is null) as waiting,
        min(queued_at) filter (where slot_no is null) as oldest_waiting_since
-  from ilr.slots where released_at is null
- group by key order by waiting desc, key limit %s
+  from ilr.slots where released_at is null and key = any(%s::text[])
+ group by key
 """
-"""Every key with a live row: its holders and waiters counted (``Runtime.concurrency_keys``)."""
+"""Per queue key: its live holders (running, or admitted and waiting for their own turn to run),
+its waiters and the oldest one's queue time (``_ops.slots.queues_on``)."""
+
+QUEUE_RECENT_STARTS = (
+    "select count(*) as n from ilr.slots where key = %s and not_before > now() - make_interval(secs => %s) "
+    "and not_before <= now()"
+)
+"""How many starts of a key the rate let run in the last period, in seconds (``_ops.slots.queues_on``)."""
 
 # -- ctx.lock (a durable lock inside a workflow) ------------------------------------------------
 

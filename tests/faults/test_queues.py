@@ -74,6 +74,8 @@ def test_three_workers_run_at_most_two_of_a_queue_at_once(rt, workers, queues):
     ids = [f"two-{i:02d}" for i in range(12)]
     for i, wf in enumerate(ids):
         rt.start("in_two_at_a_time", wf, {"account": f"acct:{i % 3}", "seconds": 0.15})
+    busy = {q["queue"]: q for q in rt.queues()}["two_at_a_time"]
+    assert busy["holding"] == 2 and busy["waiting"] >= 1 and busy["concurrency"] == 2
     for wf in ids:
         rt.result(wf, timeout=120)
     rows = (
@@ -95,6 +97,8 @@ def test_three_workers_run_at_most_two_of_a_queue_at_once(rt, workers, queues):
     )
     assert len(held) == 12 and most_at_once([(r["a"], r["b"]) for r in held]) == 2
     assert rt.describe("two-00")["queue"] == "two_at_a_time" and rt.describe("two-00")["queue_limit"] == 2
+    assert [q["queue"] for q in rt.queues()] == sorted(TEST_QUEUES)
+    assert {q["queue"]: (q["holding"], q["waiting"]) for q in rt.queues()}["two_at_a_time"] == (0, 0)
 
 
 def test_a_rated_queue_starts_at_most_its_rate_per_period(rt, workers, queues):
@@ -106,6 +110,9 @@ def test_a_rated_queue_starts_at_most_its_rate_per_period(rt, workers, queues):
         rt.start("in_three_per_second", f"rate-{i}", {})
     waiting = [rt.describe(f"rate-{i}")["waiting"] for i in range(9)]
     assert sum(1 for w in waiting if (w or {}).get("kind") == "rate") == 6
+    (three,) = [q for q in rt.queues() if q["queue"] == "three_per_second"]
+    assert three["rate"] == "3/s" and three["concurrency"] is None and three["waiting"] == 0
+    assert three["holding"] == 9 and three["started_last_period"] <= 3
     for i in range(9):
         rt.result(f"rate-{i}", timeout=60)
     times = scheduled(rt, "queue:three_per_second", "rate-")

@@ -107,6 +107,20 @@ def test_admin_shows_who_holds_a_key_and_who_waits(rt):
     assert c.get(reverse("admin:ilr_slot_add")).status_code == 403
 
 
+def test_admin_slots_page_shows_each_queue_with_its_rule_and_depth(rt, settings):
+    settings.ILR_QUEUES = {"two_at_a_time": {"concurrency": 2}, "three_per_second": {"rate": "3/s"}}
+    for i in range(3):
+        rt.start("in_two_at_a_time", f"q-{i}", {})
+    c = client_for(User.objects.create_superuser("root", password="pw"))
+    body = text(c.get(reverse("admin:ilr_slot_changelist")))
+    import re
+
+    row = re.search(r"<tr><td><a [^>]*>two_at_a_time</a></td>(.*?)</tr>", body, re.S).group(1)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[:5] == ["2", "—", "—", "2", "1"], cells  # concurrency, rate, per key, holding, waiting
+    assert ">three_per_second</a>" in body and "3/s" in body
+
+
 def test_admin_grant_create_needs_permission_and_records_the_user(rt):
     c = admin_client()
     before = counts(rt)

@@ -51,6 +51,7 @@ PUBLIC_NAMES = {
     "drain_report_in",
     "retire_in",
     "unserved_on",
+    "queues_on",
     # Approvals
     "Approval",
     "approver_identity",
