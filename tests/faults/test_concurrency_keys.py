@@ -152,9 +152,9 @@ def test_the_slot_is_carried_through_sleeps_and_continue_as_new(rt, workers):
     assert_one_at_a_time(rt, {"chain": "acct:5", "after": "acct:5"})
 
 
-def test_a_database_restart_with_holders_and_waiters_loses_no_slot(rt, workers):
-    """The database stops (fast) and starts with one holder sleeping on a signal and two
-    workflows queued behind it: afterwards each runs in turn, one at a time."""
+def test_a_database_crash_with_holders_and_waiters_loses_no_slot(rt, workers):
+    """The database crashes (stop -m immediate) and starts with one holder sleeping on a signal
+    and two workflows queued behind it: afterwards each runs in turn, one at a time."""
     cluster = embedded_cluster_or_skip()
     workers.start("A", lease_ttl=5, poll=0.5)
     rt.start("keyed", "d1", {"account": "acct:6", "wait_signal": True})
@@ -165,8 +165,7 @@ def test_a_database_restart_with_holders_and_waiters_loses_no_slot(rt, workers):
     from django.db import connections
 
     connections.close_all()
-    cluster.stop()
-    cluster.start()
+    cluster.restart_immediate()  # a real crash: no checkpoint, WAL replay on start
     assert [w["workflow_id"] for w in rt.concurrency("acct:6")["waiting"]] == ["d2", "d3"]
     rt.signal("d1", "go")
     for wf in ("d1", "d2", "d3"):
