@@ -22,7 +22,7 @@ from ilr import _db as db
 from ilr._db import batch
 from ilr._errors import Fenced, InvalidInput, SignalTimeout, Suspend
 from ilr._queries.misc import SUSPEND_SELECT_SQL, WAIT_CHILD_SELECT_SQL
-from ilr._queries.signals import SUSPEND_LOCK_SIGNALS, SUSPEND_UPDATE_SIGNALS
+from ilr._queries.signals import MOVE_TO_SUCCESSOR, SUSPEND_LOCK_SIGNALS, SUSPEND_UPDATE_SIGNALS
 from ilr._queries.workflows import (
     ANCESTORS_SQL,
     CHILD_ROW,
@@ -414,7 +414,8 @@ def wait_child(
 
 def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
     """``ctx.continue_as_new``'s write (docs/protocol.md §5.3): in one fenced transaction, mark this
-    run ``continued`` (result {"continued_as": successor}) and insert the successor ``<id>#<n>``
+    run ``continued`` (result {"continued_as": successor}), hand its unconsumed signals to the
+    successor, and insert the successor ``<id>#<n>``
     (same name and version, ``continued_from`` this id, the same parent, a requested cancel carried
     over, the same priority and concurrency key, whose slot the insert trigger carries over);
     wake a parent waiting on this run.
@@ -460,6 +461,10 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
             CONTINUE_AS_NEW_UPDATE_WORKFLOWS,
             (json.dumps({"continued_as": succ}), run.workflow_id),
         )
+        # Signals this run had not consumed are the successor's now, in order, once each: the
+        # fence holds this run's row, so signal_in (which locks the row first) either inserted
+        # them before (moved here) or waits and follows the chain to the successor.
+        cur.execute(MOVE_TO_SUCCESSOR, (succ, run.workflow_id))
         if wf["parent_id"]:
             wake_parent(cur, wf["parent_id"], run.workflow_id)
     run.released = True

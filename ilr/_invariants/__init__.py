@@ -58,6 +58,7 @@ from ilr._invariants.steps import (
 )
 from ilr._invariants.timers import (
     no_lost_wakeup,
+    no_signal_left_behind,
     signal_exactly_once_consumed,
     timer_not_early,
 )
@@ -95,6 +96,7 @@ INVARIANTS: dict[str, Check] = {
     "TimerNotEarly": timer_not_early,
     "SignalExactlyOnceConsumed": signal_exactly_once_consumed,
     "NoLostWakeup": no_lost_wakeup,
+    "NoSignalLeftBehind": no_signal_left_behind,
     "VersionPinned": version_pinned,
     "NonDeterminismLoud": non_determinism_loud,
     "ForkNeverResends": fork_never_resends,

@@ -87,3 +87,14 @@ def no_lost_wakeup(s: Snapshot) -> list:
         ):
             out.append(violation(workflow_id=wf["id"], waiting=w))
     return out
+
+
+def no_signal_left_behind(s: Snapshot) -> list:
+    """No unconsumed signal belongs to a run that continued as new: continue-as-new hands them
+    to the successor, and a signal sent after the switch goes to the current run."""
+    status = {wf["id"]: wf["status"] for wf in s.workflows.values()}
+    return [
+        violation(signal_id=sig["id"], workflow_id=sig["workflow_id"], name=sig["name"])
+        for sig in s.signals
+        if sig["consumed_seq"] is None and status.get(sig["workflow_id"]) == "continued"
+    ]

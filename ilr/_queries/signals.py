@@ -31,3 +31,7 @@ SIGNAL_IN_INSERT_SIGNALS = (
     "insert into ilr.signals (workflow_id, name, payload, sender) values (%s, %s, %s::jsonb, %s) returning id"
 )
 """Insert into ilr.signals (``_ops.workflow_ops.signal_in``)."""
+
+MOVE_TO_SUCCESSOR = "update ilr.signals set workflow_id = %s where workflow_id = %s and consumed_seq is null"
+"""Hand a run's unconsumed signals to its successor, ids (their order) kept, in the
+continue-as-new transaction (``_db.store.continue_as_new``)."""

@@ -129,3 +129,18 @@ def test_cancel_and_signal_reach_the_current_run_of_a_chain(rt, workers):
         rt.result("cc", timeout=30)
     assert err.value.status == "cancelled" and err.value.workflow_id == "cc#1"
     assert statuses(rt, ["cc", "cc#1"]) == {"cc": "continued", "cc#1": "cancelled"}
+
+
+def test_signals_not_yet_consumed_move_to_the_successor_in_order(rt, workers):
+    """Three credits arrive before the first run consumes any. Each run takes one and continues
+    as new: the two it did not take move to its successor, in order, once each, and the chain
+    sums all three (the second stayed on the old run, and its successor waited forever)."""
+    rt.start("credit_server", "credits", {"expect": 3})
+    for amount in (1, 10, 100):
+        rt.signal("credits", "credit", {"amount": amount})
+    workers.start("A")
+    assert rt.result("credits", timeout=30) == {"total": 111, "runs": 3}
+    first, second = rt.describe("credits"), rt.describe("credits#1")
+    assert [s["payload"] for s in first["signals"]] == [{"amount": 1}]
+    assert [s["payload"] for s in second["signals"]] == [{"amount": 10}]
+    assert [s["payload"] for s in rt.describe("credits#2")["signals"]] == [{"amount": 100}]

@@ -267,6 +267,10 @@ CORRUPTIONS = {
         ),
         c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'approve', '{}')"),
     ),
+    "NoSignalLeftBehind": lambda c, s: (
+        c.execute("update ilr.workflows set status = 'continued'"),
+        c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'credit', '{}')"),
+    ),
     "VersionPinned": lambda c, s: (
         c.execute("insert into ilr.deployments (name, version, code_sha256) values ('refund', '2', 'y')"),
         c.execute("update ilr.workflows set version = '2'"),

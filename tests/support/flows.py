@@ -408,3 +408,13 @@ def huge_answer(ctx, input):
     the status, effect id and the answer as the workflow sees it."""
     r = ctx.effect(HugeAnswer(input["size"]), key="huge", payload={"amount": 1}, grant=input["grant"])
     return {"status": r.status, "effect_id": r.effect_id, "result": r.result}
+
+
+@workflow(name="credit_server", version="1")
+def credit_server(ctx, input):
+    """Serves "credit" signals, one per run, continuing as new until ``expect`` are summed."""
+    got = ctx.wait_signal("credit")
+    total, n = input.get("total", 0) + got["amount"], input.get("n", 0) + 1
+    if n < input["expect"]:
+        ctx.continue_as_new({"total": total, "n": n, "expect": input["expect"]})
+    return {"total": total, "runs": n}
