@@ -328,3 +328,16 @@ def _slot(c, wf_id: str, *, queued: float, slot_no=None, acquired=None, released
         f"case when %s::float8 is null then null else 'completed' end, {nb})",
         (key, wf_id, slot_no, queued, *acq_args, *rel_args, released, *nb_args),
     )
+
+
+def test_every_invariant_has_a_corruption():
+    assert set(CORRUPTIONS) == set(INVARIANTS)
+
+
+@pytest.mark.parametrize("name", sorted(INVARIANTS))
+def test_check_reports_its_corruption(seeded, name):
+    conn, state = seeded
+    assert held(conn, state["evidence"], name) == []
+    CORRUPTIONS[name](conn, state)
+    found = held(conn, state["evidence"], name)
+    assert isinstance(found, list) and found, f"{name} did not report its corruption"
