@@ -45,6 +45,7 @@ from ilr._journal.receipts import verify as verify_receipt
 from ilr._ops.approval_requests import Approval, approve_request_in, approver_identity, reject_request_in
 from ilr._ops.deployments import NO_WORKER_ROW, drain_report_in, retire_in, unserved_on
 from ilr._ops.grants import APPROVAL_REQUEST_SIGNAL_PREFIX, MAX_LIFETIME_S, grant_in, lifetime_seconds, revoke_in
+from ilr._ops.lifecycle import TerminateRequest, terminate_in
 from ilr._ops.runtime import CancelRequest, Runtime, cancel_in, resume_in, signal_in
 from ilr._ops.slots import queues_on
 from ilr._registry import workflow
@@ -65,6 +66,7 @@ __all__ = [
     "Runtime",
     "Worker",
     "CancelRequest",
+    "TerminateRequest",
     "ACTIVE",
     "TERMINAL",
     # Gated effects and their targets
@@ -79,6 +81,7 @@ __all__ = [
     "connect",
     "signal_in",
     "cancel_in",
+    "terminate_in",
     "resume_in",
     "grant_in",
     "revoke_in",

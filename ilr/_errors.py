@@ -150,7 +150,7 @@ class SendInProgress(InterlockError):
 
 
 class WorkflowFailed(InterlockError):
-    """Runtime.result: the workflow ended failed, stuck or cancelled.
+    """Runtime.result: the workflow ended failed, stuck, cancelled or terminated.
 
     Attributes:
         status: the terminal status.

@@ -103,6 +103,7 @@ class Workflow(ReadOnlyModel):
     concurrency_limit = models.SmallIntegerField(null=True)
     holds_locks = models.BooleanField(default=False)
     dedup_key = models.TextField(null=True)
+    parent_close_policy = models.TextField(null=True)
     queue = models.TextField(null=True)
     queue_limit = models.SmallIntegerField(null=True)
     queue_rates = models.JSONField(null=True)

@@ -23,7 +23,7 @@ from ilr import _killpoints as killpoints
 from ilr._context.effects import EffectCalls
 from ilr._context.steps import Decision
 from ilr._context.versioning import Versioning
-from ilr._db import store
+from ilr._db import lineage, store
 from ilr._errors import (
     ChildFailed,
     ChildTimeout,
@@ -35,6 +35,7 @@ from ilr._errors import (
     Suspend,
 )
 from ilr._ops.deployments import check_input_shape, resolve_version_on
+from ilr._ops.lifecycle import check_parent_close_policy
 from ilr._ops.slots import concurrency_for, queue_for
 from ilr._queries.misc import NOW_FROM_DB_SELECT_SQL
 
@@ -60,20 +61,32 @@ class WorkflowContext(EffectCalls, Versioning):
 
     # -- children (docs/protocol.md §5.3) ---------------------------------------------------------
 
-    def child(self, name: str, input: Any = None, id: str | None = None, version: str | None = None) -> str:
+    def child(
+        self,
+        name: str,
+        input: Any = None,
+        id: str | None = None,
+        version: str | None = None,
+        parent_close_policy: str = "request_cancel",
+    ) -> str:
         """Start a child workflow (Temporal's ``start_child_workflow``; docs/protocol.md §5.3).
 
         The ``child`` step row and the child's workflow row (``parent_id`` = this workflow) are
         written in one fenced transaction: a crash leaves both or neither. Cancelling this
-        workflow cancels its running children; a child that outlives a parent that completed
-        keeps running (Temporal's ParentClosePolicy ABANDON). The child's version is resolved
-        once, at the frontier, and recorded.
+        workflow requests the cancel of its running children (but "abandon" ones). When this
+        workflow completes, fails, is cancelled or terminated, ``parent_close_policy`` says what
+        happens to the child if it still runs (docs/protocol.md §5.6). The child's version is
+        resolved once, at the frontier, and recorded.
 
         Args:
             name: the child's workflow name (registered or deployed).
             input: plain JSON; a JSON object unless the child says otherwise. Default {}.
             id: the child's workflow id; default ``"<this id>/<seq>"``.
             version: default the newest unretired deployment of ``name``.
+            parent_close_policy: "request_cancel" (default: its cancel is requested, so its
+                compensation runs and its pending approval requests are withdrawn; unlike
+                Temporal's default, terminate, which would skip both), "terminate", or
+                "abandon" (it keeps running).
 
         A child whose workflow declares a ``Concurrency`` rule (registered in this process)
         takes a slot of its key, or queues for one whatever the rule's ``on_conflict``: its
@@ -83,14 +96,16 @@ class WorkflowContext(EffectCalls, Versioning):
             the child's workflow id (pass it to ``wait_child``).
 
         Raises:
-            InvalidInput: a bad name, id or input; an unknown or retired version (field
-                "version"); an id that already exists, under another parent or this one
+            InvalidInput: a bad name, id, input or parent_close_policy; an unknown or retired
+                version (field "version"); an id that already exists, under another parent or this one
                 (field "id"). Nothing is written.
             Cancelled: a cancel is pending (delivered once).
         """
 
         if not isinstance(name, str) or not name:
             raise InvalidInput("name", "a child workflow needs a non-empty workflow name")
+        check_parent_close_policy(parent_close_policy)
+        self.started_children = True
         seq = self._next_seq()
         child_id = f"{self.workflow_id}/{seq}" if id is None else id
         codec.check_workflow_id(child_id, "id")
@@ -125,6 +140,7 @@ class WorkflowContext(EffectCalls, Versioning):
             concurrency_key=key,
             concurrency_limit=limit,
             queue=queue,
+            parent_close_policy=parent_close_policy,
         )
         return child_id
 
@@ -216,7 +232,7 @@ class WorkflowContext(EffectCalls, Versioning):
             self.nondeterminism = exc
             raise exc
         self._check_waiting(seq, "continue_as_new", "continue_as_new")
-        successor = store.continue_as_new(self._conn, self._run, input_json)
+        successor = lineage.continue_as_new(self._conn, self._run, input_json)
         self.suspended = True
         raise ContinuedAsNew(successor)
 

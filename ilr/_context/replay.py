@@ -51,6 +51,7 @@ class ReplayCursor:
         self._cancel_delivered = False
         self.last_approval: dict | None = None
         self.suspended = False
+        self.started_children = False  # a child step ran or replayed: the end applies their policies
         self.nondeterminism: NonDeterminism | None = None
         self.workflow_id = run.workflow_id
         self.name = run.name

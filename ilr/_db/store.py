@@ -22,13 +22,10 @@ from ilr import _db as db
 from ilr._db import batch
 from ilr._errors import Fenced, InvalidInput, SignalTimeout, Suspend
 from ilr._queries.misc import SUSPEND_SELECT_SQL, WAIT_CHILD_SELECT_SQL
-from ilr._queries.signals import MOVE_TO_SUCCESSOR, SUSPEND_LOCK_SIGNALS, SUSPEND_UPDATE_SIGNALS
+from ilr._queries.signals import SUSPEND_LOCK_SIGNALS, SUSPEND_UPDATE_SIGNALS
 from ilr._queries.workflows import (
     ANCESTORS_SQL,
     CHILD_ROW,
-    CONTINUE_AS_NEW_INSERT_WORKFLOWS,
-    CONTINUE_AS_NEW_SELECT_WORKFLOWS,
-    CONTINUE_AS_NEW_UPDATE_WORKFLOWS,
     FINISH_SQL,
     INSERT_STEP_SQL,
     INSERT_STEP_UPDATE_WORKFLOWS,
@@ -207,7 +204,8 @@ def insert_step(
         cur.execute(INSERT_STEP_UPDATE_WORKFLOWS, (run.workflow_id,))
 
 
-def _lock_parent(cur, run) -> None:
+def lock_parent(cur, run) -> None:
+    """Lock the run's parent's row, if it has one (lock order: parent, then child)."""
     # Lock order: the parent's row before the child's (module docstring).
     parent_id = getattr(run, "parent_id", None)
     if parent_id:
@@ -215,12 +213,19 @@ def _lock_parent(cur, run) -> None:
 
 
 def finish(
-    conn: db.Connection, run, status: str, *, result_json: str | None = None, error_json: str | None = None
+    conn: db.Connection,
+    run,
+    status: str,
+    *,
+    result_json: str | None = None,
+    error_json: str | None = None,
+    after=None,
 ) -> dict:
     """End the workflow with a terminal status, fenced (completed, failed, cancelled, stuck).
 
     A child's terminal write also wakes its parent when the parent waits on it; the parent's
-    row is locked first (lock order parent, then child; docs/protocol.md §5.3).
+    row is locked first (lock order parent, then child; docs/protocol.md §5.3). ``after(cur)``,
+    when given, runs in the same transaction after the end (the parent close policies).
 
     Returns:
         {"parent_id"} of the finished workflow.
@@ -229,7 +234,7 @@ def finish(
         Fenced: the claim is no longer current; nothing was written.
     """
     params = {"status": status, "result": result_json, "error": error_json, "wf": run.workflow_id, "epoch": run.epoch}
-    if not getattr(run, "parent_id", None):
+    if not getattr(run, "parent_id", None) and after is None:
         # No parent to lock or wake: the fenced UPDATE alone, one statement and one commit.
         row = batch.one(conn, FINISH_SQL, params).fetchone()
         if row is None:
@@ -237,12 +242,14 @@ def finish(
         return row
     with conn.transaction():
         cur = conn.cursor()
-        _lock_parent(cur, run)
+        lock_parent(cur, run)
         row = cur.execute(FINISH_SQL, params).fetchone()
         if row is None:
             raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before finishing")
         if row["parent_id"]:
             wake_parent(cur, row["parent_id"], run.workflow_id)
+        if after is not None:
+            after(cur)
     return row
 
 
@@ -282,6 +289,7 @@ def start_child(
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
     queue: tuple[str | None, int | None, str | None] = (None, None, None),
+    parent_close_policy: str = "request_cancel",
 ) -> None:
     """``ctx.child``'s write: the parent's ``child`` step row and the child's workflow row
     (``parent_id`` set) in one fenced transaction (docs/protocol.md §5.3). A cancel already
@@ -294,6 +302,7 @@ def start_child(
         concurrency_key, concurrency_limit: the child's key and limit, or None (its insert
             trigger takes a slot or queues it; docs/protocol.md §5.4).
         queue: the child's (queue, queue_limit, queue_rates JSON), or Nones.
+        parent_close_policy: what the parent's end does to the child (docs/protocol.md §5.6).
         output_json: the step output ({"child_id", "name", "version"}).
 
     Raises:
@@ -317,6 +326,7 @@ def start_child(
                 concurrency_key,
                 concurrency_limit,
                 *queue,
+                parent_close_policy,
             ),
         ).fetchone()
         if inserted is None:
@@ -412,65 +422,6 @@ def wait_child(
     raise Suspend()
 
 
-def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
-    """``ctx.continue_as_new``'s write (docs/protocol.md §5.3): in one fenced transaction, mark this
-    run ``continued`` (result {"continued_as": successor}), hand its unconsumed signals to the
-    successor, and insert the successor ``<id>#<n>``
-    (same name and version, ``continued_from`` this id, the same parent, a requested cancel carried
-    over, the same priority and concurrency key, whose slot the insert trigger carries over);
-    wake a parent waiting on this run.
-
-    Returns:
-        the successor's id.
-
-    Raises:
-        InvalidInput: the successor id exists or would exceed 200 characters (field
-            "continue_as_new"); nothing is written.
-        Fenced: the claim is no longer current; nothing was written.
-    """
-    with conn.transaction():
-        cur = conn.cursor()
-        _lock_parent(cur, run)
-        fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
-        wf = cur.execute(CONTINUE_AS_NEW_SELECT_WORKFLOWS, (run.workflow_id,)).fetchone()
-        assert wf is not None  # the fence above matched this row and holds its lock
-        succ = successor_id(wf["id"], wf["continued_from"])
-        if len(succ) > MAX_ID_LENGTH:
-            raise InvalidInput("continue_as_new", f"the successor id {succ!r} would exceed {MAX_ID_LENGTH} characters")
-        inserted = cur.execute(
-            CONTINUE_AS_NEW_INSERT_WORKFLOWS,
-            (
-                succ,
-                wf["name"],
-                wf["version"],
-                input_json,
-                wf["parent_id"],
-                wf["id"],
-                fence["cancel_requested_at"],
-                wf["priority"],
-                wf["concurrency_key"],
-                wf["concurrency_limit"],
-                wf["queue"],
-                wf["queue_limit"],
-                json.dumps(wf["queue_rates"]) if wf["queue_rates"] is not None else None,
-            ),
-        ).fetchone()
-        if inserted is None:
-            raise InvalidInput("continue_as_new", f"the successor id {succ!r} already exists")
-        cur.execute(
-            CONTINUE_AS_NEW_UPDATE_WORKFLOWS,
-            (json.dumps({"continued_as": succ}), run.workflow_id),
-        )
-        # Signals this run had not consumed are the successor's now, in order, once each: the
-        # fence holds this run's row, so signal_in (which locks the row first) either inserted
-        # them before (moved here) or waits and follows the chain to the successor.
-        cur.execute(MOVE_TO_SUCCESSOR, (succ, run.workflow_id))
-        if wf["parent_id"]:
-            wake_parent(cur, wf["parent_id"], run.workflow_id)
-    run.released = True
-    return succ
-
-
 def mark_stuck_unfenced(conn: db.Connection, run, error_json: str) -> bool:
     """Mark the workflow stuck after a swallowed Suspend (docs/protocol.md §4).
 
@@ -483,7 +434,7 @@ def mark_stuck_unfenced(conn: db.Connection, run, error_json: str) -> bool:
     """
     with conn.transaction():
         cur = conn.cursor()
-        _lock_parent(cur, run)
+        lock_parent(cur, run)
         row = cur.execute(
             MARK_STUCK_UNFENCED_UPDATE_WORKFLOWS,
             (error_json, run.workflow_id, run.epoch),

@@ -249,7 +249,7 @@ def _open_for_decision(conn, cur, request_id: str) -> dict:
     live = cur.execute(OPEN_FOR_DECISION_SELECT_SQL, (req["expires_at"],)).fetchone()["live"]
     if not live:
         raise ApprovalRefused(request_id, "pending", f"expired at {req['expires_at']:%Y-%m-%d %H:%M:%S %Z}")
-    if wf["status"] in ("completed", "failed", "cancelled", "stuck", "continued"):
+    if wf["status"] in ("completed", "failed", "cancelled", "stuck", "terminated", "continued"):
         raise ApprovalRefused(request_id, "pending", f"its workflow {req['workflow_id']} ended ({wf['status']})")
     if wf["cancel_requested_at"] is not None:
         raise ApprovalRefused(request_id, "pending", f"its workflow {req['workflow_id']} is being cancelled")

@@ -94,7 +94,7 @@ def wait_result(read, wf_id: str, timeout: float | None, poll: float) -> Any:
             raise WorkflowNotFound(current)
         if row["status"] == "completed":
             return row["result"]
-        if row["status"] in ("failed", "cancelled", "stuck"):
+        if row["status"] in ("failed", "cancelled", "stuck", "terminated"):
             raise WorkflowFailed(current, row["status"], row["error"])
         if successor is not None:
             current = successor["id"]

@@ -1,12 +1,7 @@
-"""The client: start, signal, cancel, resume, describe, list, result, and the version
-operations fork, migrate, drain_report, retire (docs/protocol.md §4, §5, §7).
-
-``Runtime`` is the facade. The transaction bodies it runs live beside the tables they write and
-run on any psycopg 3 connection, so admin actions and race tests share the runtime's exact SQL:
-``signal_in``, ``cancel_in``, ``resume_in``, ``fork_in`` in ``ilr.workflow_ops``; version
-resolution, ``migrate_in``, ``drain_report_in``, ``retire_in`` and the unserved read in
-``ilr.deployments``; grants, approvals and receipts in ``ilr.grants``,
-``ilr.approval_requests`` and ``ilr.receipts``; the reads ``describe`` and ``list`` in ``ilr._ops.reads``.
+"""The client ``Runtime``: start, signal, cancel, terminate, resume, describe, list, result, the
+version operations (docs/protocol.md §4, §5, §7) and the flow-control reads. It is a facade: the
+transaction bodies it runs (``*_in``) live beside the tables they write, in ``ilr._ops``, and run
+on any psycopg 3 connection, so admin actions and race tests share its exact SQL.
 """
 
 from __future__ import annotations
@@ -33,6 +28,7 @@ from ilr._ops.deployments import (
     unserved_on,
 )
 from ilr._ops.grants import approve_in, grant_in, revoke_in
+from ilr._ops.lifecycle import TerminateRequest, terminate_in
 from ilr._ops.reads import describe_on, list_query, outcome_on, wait_result
 from ilr._ops.slots import concurrency_for, describe_key, queue_for, queues_on, revoke_lock_in
 from ilr._ops.starts import check_dedup, check_priority, start_in
@@ -203,6 +199,12 @@ class Runtime:
         """Request cancellation; truthy when this call requested it, with the effects whose
         authorized sends may still land (see ``cancel_in`` and ``CancelRequest``)."""
         return self._tx(cancel_in, wf_id, by)
+
+    def terminate(self, wf_id: str, *, reason: str, by: str) -> TerminateRequest:
+        """End ``wf_id`` now, with no compensation (see ``terminate_in``): truthy when this call
+        ended it, with the effects whose authorized sends may still land and what its children's
+        parent close policies did."""
+        return self._tx(terminate_in, wf_id, reason, by)
 
     def resume(self, wf_id: str, *, by: str) -> dict:
         """Resume a stuck workflow on its own code and version (see ``resume_in``: what it keeps

@@ -76,3 +76,9 @@ LIST_APPROVAL_REQUESTS_SQL = (
     f"select {COLUMNS} from ilr.approval_requests where %s::text is null order by requested_at, id limit %s"
 )
 """Every approval request, oldest first; its first parameter is None (``_ops.approval_requests.list_in``)."""
+
+WITHDRAW_PENDING_OF_WORKFLOW = (
+    "update ilr.approval_requests set status = 'cancelled', decided_by = %s, reason = %s, "
+    "decided_at = clock_timestamp() where workflow_id = %s and status = 'pending' returning id"
+)
+"""Withdraw a terminated workflow's pending approval requests (``_ops.lifecycle.terminate_in``)."""

@@ -34,4 +34,4 @@ SIGNAL_IN_INSERT_SIGNALS = (
 
 MOVE_TO_SUCCESSOR = "update ilr.signals set workflow_id = %s where workflow_id = %s and consumed_seq is null"
 """Hand a run's unconsumed signals to its successor, ids (their order) kept, in the
-continue-as-new transaction (``_db.store.continue_as_new``)."""
+continue-as-new transaction (``_db.lineage.continue_as_new``)."""

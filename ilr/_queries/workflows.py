@@ -19,7 +19,7 @@ INSERT_STEP_UPDATE_WORKFLOWS = "update ilr.workflows set takeovers = 0 where id 
 """Set takeovers on ilr.workflows (``_db.store.insert_step``)."""
 
 LOCK_PARENT_LOCK_WORKFLOWS = "select 1 from ilr.workflows where id = %s for update"
-"""Lock and read rows of ilr.workflows (``_db.store._lock_parent``)."""
+"""Lock and read rows of ilr.workflows (``_db.store.lock_parent``)."""
 
 WAIT_CHILD_UPDATE_WORKFLOWS = (
     "update ilr.workflows set status = 'sleeping', owner = null, lease_expires_at = null, waiting = "
@@ -33,28 +33,28 @@ CONTINUE_AS_NEW_UPDATE_WORKFLOWS = (
     "update ilr.workflows set status = 'continued', result = %s::jsonb, owner = null, lease_expires_at = "
     "null, waiting = null, updated_at = now() where id = %s"
 )
-"""Set lease_expires_at, owner, result, status, updated_at, waiting on ilr.workflows (``_db.store.continue_as_new``)."""
+"""End the run continued: its result names the successor (``_db.lineage.continue_as_new``)."""
 
 START_CHILD_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at, "
-    "concurrency_key, concurrency_limit, queue, queue_limit, queue_rates) values (%s, %s, %s, %s::jsonb, "
-    "%s, %s, %s, %s, %s, %s, %s::jsonb) on conflict (id) do nothing returning id"
+    "concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, parent_close_policy) values (%s, "
+    "%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_db.store.start_child``)."""
 
 CONTINUE_AS_NEW_SELECT_WORKFLOWS = (
     "select id, name, version, parent_id, continued_from, priority, concurrency_key, concurrency_limit, "
-    "queue, queue_limit, queue_rates from ilr.workflows where id = %s"
+    "queue, queue_limit, queue_rates, parent_close_policy from ilr.workflows where id = %s"
 )
-"""Read from ilr.workflows (``_db.store.continue_as_new``)."""
+"""Read from ilr.workflows (``_db.lineage.continue_as_new``)."""
 
 CONTINUE_AS_NEW_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, continued_from, "
-    "cancel_requested_at, priority, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates) "
-    "values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb) on conflict (id) do nothing "
-    "returning id"
+    "cancel_requested_at, priority, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, "
+    "parent_close_policy) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) "
+    "on conflict (id) do nothing returning id"
 )
-"""Insert into ilr.workflows (``_db.store.continue_as_new``)."""
+"""Insert into ilr.workflows (``_db.lineage.continue_as_new``)."""
 
 MARK_STUCK_UNFENCED_UPDATE_WORKFLOWS = (
     "update ilr.workflows set status = 'stuck', error = %s::jsonb, owner = null, lease_expires_at = "
@@ -148,6 +148,19 @@ DEDUP_FIND = (
 )
 """The newest workflow of a deduplication key started inside the window, in seconds (``_ops.starts.start_in``)."""
 
+TERMINATE_UPDATE_WORKFLOWS = (
+    "update ilr.workflows set status = 'terminated', error = %s::jsonb, owner = null, lease_expires_at = null, "
+    "waiting = null, updated_at = now() where id = %s returning id, parent_id"
+)
+"""End a workflow terminated, unfenced: its worker's next fenced write finds it no longer running
+(``_ops.lifecycle.terminate_in``)."""
+
+ACTIVE_CHILDREN = (
+    "select id, parent_close_policy from ilr.workflows where parent_id = %s "
+    "and status in ('pending', 'running', 'sleeping') order by id"
+)
+"""A workflow's children that have not ended, with their parent close policies (``_ops.lifecycle``)."""
+
 PARENT_OF_SELECT_WORKFLOWS = "select parent_id, status, waiting from ilr.workflows where id = %s"
 """A workflow's parent and whether it is queued, read without a lock (``_ops.workflow_ops.cancel_in``)."""
 
@@ -164,8 +177,9 @@ CANCEL_IN_WITH_WORKFLOWS = (
 """Read and write ilr.workflows, ilr.effects (``_ops.workflow_ops.cancel_in``)."""
 
 CANCEL_TREE_SELECT_WORKFLOWS = (
-    "select id from ilr.workflows where parent_id = %s and status not in "
-    "('completed','failed','cancelled','stuck','continued') order by id"
+    "select id from ilr.workflows where parent_id = %s and parent_close_policy is distinct from 'abandon' "
+    "and status not in "
+    "('completed','failed','cancelled','stuck','continued','terminated') order by id"
 )
 """Read from ilr.workflows (``_ops.workflow_ops._cancel_tree``)."""
 

@@ -19,6 +19,7 @@ STATUS_OF = {
     "failed": "FAILED",
     "cancelled": "FAILED",
     "stuck": "FAILED",
+    "terminated": "FAILED",
 }
 """Django's TaskResultStatus of each workflow status a task can have."""
 
@@ -111,14 +112,14 @@ def read_result(cursor, result_id: str):
         workers.append(owner)  # the attempt under way
     errors = [TaskError(**a["error"]) for a in attempts if not a["ok"]]
     error = _json(error)
-    if status in ("cancelled", "stuck") or (status == "failed" and not errors):
+    if status in ("cancelled", "stuck", "terminated") or (status == "failed" and not errors):
         errors.append(
             TaskError(
                 exception_class_path=_ERROR_CLASS.get(str((error or {}).get("type")), "ilr.WorkflowFailed"),
                 traceback=(error or {}).get("traceback") or json.dumps(error),
             )
         )
-    finished = status in ("completed", "failed", "cancelled", "stuck")
+    finished = status in ("completed", "failed", "cancelled", "stuck", "terminated")
     task_result = new_result(
         task_of(input),
         wf_id,

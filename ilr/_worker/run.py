@@ -12,6 +12,7 @@ from ilr import _registry as registry
 from ilr._context.context import WorkflowContext, dumps_error
 from ilr._db import store
 from ilr._errors import Cancelled, Fenced, InvalidInput, Suspend
+from ilr._ops.lifecycle import close_children
 from ilr._queries.steps import RUN_WORKFLOW_SELECT_STEPS
 from ilr._worker.claims import Run
 
@@ -110,11 +111,11 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         if ctx.nondeterminism is not None:
             store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
         elif isinstance(exc, Cancelled):
-            store.finish(ctx._conn, run, "cancelled", error_json=dumps_error(exc))
+            _end(ctx, run, "cancelled", error_json=dumps_error(exc))
         elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
             raise
         else:
-            store.finish(ctx._conn, run, "failed", error_json=_failed_error(exc))
+            _end(ctx, run, "failed", error_json=_failed_error(exc))
         return
     if ctx.suspended:
         suspend_swallowed(ctx._conn, run, worker_id)
@@ -124,9 +125,19 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         try:
             result_json = codec.dumps(result, "result")
         except InvalidInput as exc:
-            store.finish(ctx._conn, run, "failed", error_json=dumps_error(exc))
+            _end(ctx, run, "failed", error_json=dumps_error(exc))
             return
-        store.finish(ctx._conn, run, "completed", result_json=result_json)
+        _end(ctx, run, "completed", result_json=result_json)
+
+
+def _end(ctx, run: Run, status: str, **kw) -> None:
+    """The workflow's end (completed, failed, cancelled), fenced; a workflow that started children
+    applies their parent close policies in the same transaction (docs/protocol.md §5.6)."""
+    after = None
+    if ctx.started_children:
+        by = f"$parent:{run.workflow_id}"
+        after = lambda cur: close_children(cur, run.workflow_id, by)  # noqa: E731
+    store.finish(ctx._conn, run, status, after=after, **kw)
 
 
 def suspend_swallowed(conn, run: Run, worker_id: str) -> None:

@@ -19,8 +19,8 @@ create table if not exists ilr.workflows (
   name text not null,
   version text not null,
   input jsonb not null,
-  status text not null default 'pending' check (status in
-    ('pending','running','sleeping','completed','failed','cancelled','stuck','continued')),
+  status text not null default 'pending' constraint workflows_status_check check (status in
+    ('pending','running','sleeping','completed','failed','cancelled','stuck','continued','terminated')),
   epoch bigint not null default 0,          -- fencing token, +1 on every claim
   owner text,
   lease_expires_at timestamptz,
@@ -46,13 +46,16 @@ create table if not exists ilr.workflows (
   queue_rates jsonb,
   holds_locks boolean not null default false, -- took a ctx.lock slot (migration 0016)
   dedup_key text,                           -- rt.start(dedup_key=) (migration 0016)
+  parent_close_policy text,                 -- a child's: what its parent's end does to it (migration 0017)
   foreign key (name, version) references ilr.deployments,
   constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
   constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),
   constraint workflows_priority_range check (priority between -100 and 100),
   constraint workflows_concurrency check (
     (concurrency_key is null) = (concurrency_limit is null) and concurrency_limit between 1 and 1000),
-  constraint workflows_queue check ((queue_limit is null or queue is not null) and queue_limit between 1 and 1000)
+  constraint workflows_queue check ((queue_limit is null or queue is not null) and queue_limit between 1 and 1000),
+  constraint workflows_parent_close_policy check (
+    parent_close_policy is null or (parent_close_policy in ('request_cancel', 'abandon', 'terminate') and parent_id is not null))
 );
 create index if not exists wf_due on ilr.workflows (available_at) where status in ('pending','sleeping');
 -- Due rows of another priority than 0, highest first (migration 0015): the claim scans it before
@@ -61,6 +64,8 @@ create index if not exists wf_due_priority on ilr.workflows (priority desc, avai
   where status in ('pending','sleeping') and priority <> 0;
 -- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).
 create index if not exists wf_running on ilr.workflows (id) where status = 'running';
+-- A workflow's children (migration 0017).
+create index if not exists wf_children on ilr.workflows (parent_id) where parent_id is not null;
 -- The newest workflow of a deduplication key (migration 0016).
 create index if not exists wf_dedup on ilr.workflows (dedup_key, created_at desc) where dedup_key is not null;
 alter table ilr.workflows set (fillfactor = 80);
@@ -592,7 +597,7 @@ begin
     else
       perform ilr.slot_acquire(new.id);
     end if;
-  elsif new.status in ('completed', 'failed', 'cancelled') then
+  elsif new.status in ('completed', 'failed', 'cancelled', 'terminated') then
     -- Stuck is not among them: a stuck workflow waits for a person to resume it, and a resumed
     -- run replays from its history, which says it holds its slots; so it keeps them.
     perform ilr.slot_release(new.id, new.status);

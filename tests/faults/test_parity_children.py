@@ -38,10 +38,10 @@ def test_child_completion_wakes_the_parent(rt, workers):
     child = rt.describe("p1/1")
     assert child["parent_id"] == "p1" and child["status"] == "completed" and child["version"] == "1"
 
-    # A timeout: the wait gives up (recorded), the child runs on.
-    rt.start("parent", "p2", {"child": {"seconds": 3600}, "timeout": 1})
+    # A timeout: the wait gives up (recorded); an "abandon" child runs on after its parent ends.
+    rt.start("parent", "p2", {"child": {"seconds": 3600}, "timeout": 1, "policy": "abandon"})
     assert rt.result("p2", timeout=30) == {"child": "p2/1", "timeout": True, "waited_on": "p2/1"}
-    assert rt.describe("p2/1")["status"] == "sleeping"
+    assert rt.describe("p2/1")["status"] == "sleeping" and rt.describe("p2/1")["parent_close_policy"] == "abandon"
 
     # A fork of the parent after the child started waits on the original's child.
     rt.fork("p1", 2, "p1-fork")

@@ -212,7 +212,12 @@ def child_ok(ctx, input):
 
 @workflow(name="parent", version="1")
 def parent(ctx, input):
-    kid = ctx.child(input.get("child_name", "child_ok"), input.get("child", {}), id=input.get("child_id"))
+    kid = ctx.child(
+        input.get("child_name", "child_ok"),
+        input.get("child", {}),
+        id=input.get("child_id"),
+        parent_close_policy=input.get("policy", "request_cancel"),
+    )
     try:
         out = ctx.wait_child(kid, timeout=input.get("timeout"))
     except ChildFailed as exc:

@@ -28,6 +28,7 @@ PUBLIC_NAMES = {
     "Runtime",
     "Worker",
     "CancelRequest",
+    "TerminateRequest",
     "ACTIVE",
     "TERMINAL",
     # Gated effects and targets
@@ -42,6 +43,7 @@ PUBLIC_NAMES = {
     "connect",
     "signal_in",
     "cancel_in",
+    "terminate_in",
     "resume_in",
     "grant_in",
     "revoke_in",
