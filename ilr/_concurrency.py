@@ -63,15 +63,16 @@ class Concurrency:
         return None if key is None else check_key(key)
 
 
-def check_key(key: Any) -> str:
-    """``key`` when it is a str of 1 to MAX_KEY_LENGTH characters; else InvalidInput naming
-    the field "concurrency_key"."""
+def check_key(key: Any, field: str = "concurrency_key", *, queue_keys: bool = False) -> str:
+    """``key`` when it is a str of 1 to MAX_KEY_LENGTH characters, not a queue's key
+    ("queue:<name>") unless ``queue_keys`` (a read may name one); else InvalidInput naming
+    ``field``."""
     if not isinstance(key, str):
-        raise InvalidInput("concurrency_key", f"must be a str, got {type(key).__name__}")
+        raise InvalidInput(field, f"must be a str, got {type(key).__name__}")
     if not key or len(key) > MAX_KEY_LENGTH:
-        raise InvalidInput("concurrency_key", f"must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}")
-    if key.startswith("queue:"):
-        raise InvalidInput("concurrency_key", f"keys starting with 'queue:' are the queues' own, got {key!r}")
+        raise InvalidInput(field, f"must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}")
+    if key.startswith("queue:") and not queue_keys:
+        raise InvalidInput(field, f"keys starting with 'queue:' are the queues' own, got {key!r}")
     return key
 
 

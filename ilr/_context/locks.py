@@ -46,7 +46,7 @@ class LockCalls(ReplayCursor):
                 block this code is already inside; nothing is written.
             Cancelled: a cancel is pending (delivered once, at entry).
         """
-        check_key(key)
+        check_key(key, "key")
         check_limit(limit)
         if key in self._held_locks:
             raise InvalidInput("key", f"this workflow is already inside a ctx.lock({key!r}) block")

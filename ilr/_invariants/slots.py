@@ -141,8 +141,15 @@ def slot_released_at_end(s: Snapshot) -> list:
 def no_stranded_waiter(s: Snapshot) -> list:
     """No workflow waits on a key while a slot it fits is free (a committed state never shows
     one, but for a cancel that rolled back after a release passed its waiter over, until a
-    worker's backstop admits it)."""
+    worker's backstop admits it); and no workflow waits for a key (``waiting.kind`` "slot" or
+    "lock", not due) without a live row queued for it, which no release would ever admit."""
     out = []
+    queued = {(r["workflow_id"], r["key"]) for r in s.slots if r["released_at"] is None and r["slot_no"] is None}
+    for wf in s.workflows.values():
+        w = wf.get("waiting") or {}
+        if wf["status"] in ("pending", "sleeping") and w.get("kind") in ("slot", "lock"):
+            if (wf["id"], w.get("key")) not in queued:
+                out.append(violation(key=w.get("key"), workflow_id=wf["id"], waiting=w, row="none"))
     for key, rows in _by_key(s).items():
         live = [r for r in rows if r["released_at"] is None]
         taken = {r["slot_no"] for r in live if r["slot_no"] is not None}

@@ -45,7 +45,8 @@ def describe_on(conn: db.Connection, wf_id: str) -> dict:
     wf["signals"] = conn.execute(DESCRIBE_ON_SELECT_SIGNALS, (wf_id,)).fetchall()
     wf["children"] = [r["id"] for r in conn.execute(DESCRIBE_ON_SELECT_WORKFLOWS_2, (wf_id,)).fetchall()]
     wf["last_error"] = (wf["waiting"] or {}).get("last_error")
-    wf["concurrency"] = describe_workflow(conn, wf_id) if wf["concurrency_key"] is not None else []
+    keyed = wf["concurrency_key"] is not None or wf["queue_limit"] is not None or wf["holds_locks"]
+    wf["concurrency"] = describe_workflow(conn, wf_id) if keyed else []
     # A failed workflow's traceback is kept in its error object; shown apart from it.
     wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
     return wf

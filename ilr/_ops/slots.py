@@ -107,7 +107,8 @@ def key_rows(conn, key: str) -> list[dict]:
 
 
 def describe_key(conn, key: str) -> dict:
-    """A key's holders and queue, as ``Runtime.concurrency`` returns it.
+    """A key's holders and queue, as ``Runtime.concurrency`` returns it; a queue's key
+    ("queue:<name>") too.
 
     Returns:
         {"key", "holders": [{workflow_id, slot_no, acquired_at}], "waiting": [{workflow_id,
@@ -116,7 +117,7 @@ def describe_key(conn, key: str) -> dict:
     Raises:
         InvalidInput: a bad key (field "concurrency_key").
     """
-    check_key(key)
+    check_key(key, queue_keys=True)
     rows = key_rows(conn, key)
     holders = [
         {"workflow_id": r["workflow_id"], "slot_no": r["slot_no"], "acquired_at": r["acquired_at"]}
@@ -193,7 +194,8 @@ def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
     not revocable (cancel the workflow instead).
 
     Returns:
-        {"released": whether it held the key, "may_still_land": ids of the effects whose sends
+        {"released": whether it held a slot of the key (a workflow waiting for one keeps its
+        place: False), "may_still_land": ids of the effects whose sends
         the workflow's dispatch authorized before this commit and that have not resolved}.
 
     Raises:
@@ -202,7 +204,7 @@ def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
         WorkflowNotFound: no workflow has this id.
     """
     codec.check_workflow_id(wf_id)
-    check_key(key)
+    check_key(key, "key")
     codec.check_who(by)
     cur = conn.cursor(row_factory=dict_row)
     wf = cur.execute(LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, (wf_id,)).fetchone()
@@ -210,7 +212,11 @@ def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
         raise WorkflowNotFound(wf_id)
     if wf["concurrency_key"] == key:
         raise InvalidInput("key", f"{key!r} is the workflow's own concurrency key: cancel the workflow to free it")
-    released = cur.execute(LOCK_RELEASE, (wf_id, key, f"revoked by {by}")).fetchone()["released"]
+    mine = [r for r in workflow_rows(conn, wf_id) if r["key"] == key]
+    released = False
+    # Only a holder's slot is taken away: a waiter keeps its place (its wait is not a grant).
+    if mine and mine[0]["slot_no"] is not None:
+        released = cur.execute(LOCK_RELEASE, (wf_id, key, f"revoked by {by}")).fetchone()["released"]
     # Read after the release, which waited for any T_dispatch holding the slot row FOR SHARE: a
     # dispatch that committed first is listed; one that comes after sees the slot gone.
     landing = [r["effect_id"] for r in cur.execute(DISPATCHED_OF_WORKFLOW, (wf_id,)).fetchall()]

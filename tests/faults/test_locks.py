@@ -118,6 +118,20 @@ def test_a_revoked_lock_refuses_the_effect_inside_the_block(rt, workers, tmp_pat
         assert rt.revoke_lock("lk1", "payouts", by="ops") == {"released": False, "may_still_land": []}
 
 
+def test_revoking_a_waiter_leaves_it_waiting_in_its_place(rt, workers):
+    """rt.revoke_lock on a workflow that waits for the lock takes nothing away: released is
+    False, it stays queued, and it takes the lock when the holder's block ends."""
+    workers.start("A")
+    rt.start("locked", "rv-hold", {"lock": "drawer", "wait_inside": True})
+    wait_for(lambda: rt.describe("rv-hold")["status"] == "sleeping", message="the holder waits inside")
+    rt.start("locked", "rv-wait", {"lock": "drawer"})
+    wait_for(lambda: lock_state(rt, "drawer") == (["rv-hold"], ["rv-wait"]), message="rv-wait waits")
+    assert rt.revoke_lock("rv-wait", "drawer", by="ops") == {"released": False, "may_still_land": []}
+    assert lock_state(rt, "drawer") == (["rv-hold"], ["rv-wait"])
+    rt.signal("rv-hold", "go")
+    assert rt.result("rv-wait", timeout=30) == {}
+
+
 def test_bad_lock_input_fails_the_call_naming_the_field(rt, workers):
     """An empty key, a limit of 0, or the workflow's own concurrency key: the call raises
     InvalidInput and nothing is written (here the workflow fails with it)."""
@@ -125,7 +139,7 @@ def test_bad_lock_input_fails_the_call_naming_the_field(rt, workers):
     rt.start("locked", "bad1", {"lock": ""})
     rt.start("locked", "bad2", {"lock": "x", "limit": 0})
     rt.start("locked", "bad3", {"lock": "own"}, concurrency_key="own")
-    for wf, field in (("bad1", "concurrency_key"), ("bad2", "limit"), ("bad3", "key")):
+    for wf, field in (("bad1", "key"), ("bad2", "limit"), ("bad3", "key")):
         with pytest.raises(WorkflowFailed) as err:
             rt.result(wf, timeout=30)
         assert err.value.error["type"] == "InvalidInput" and err.value.error.get("field") == field, err.value.error

@@ -220,3 +220,16 @@ def test_bad_dedup_input_is_refused_naming_the_field(rt, kwargs, field):
     assert err.value.field == field, err.value
     with pytest.raises(WorkflowNotFound):
         rt.describe("bad")
+
+
+def test_describe_shows_a_workflow_waiting_on_its_queue_behind_its_key(rt, settings):
+    """A workflow with a concurrency key and a queue: describe() lists both rows (it failed on
+    the queue's key), and rt.concurrency reads a queue's key too."""
+    settings.ILR_QUEUES = {"two_at_a_time": {"concurrency": 2}}
+    for wf, account in (("qa", "a"), ("qb", "b"), ("qc", "c")):
+        rt.start("in_two_at_a_time", wf, {"account": f"acct:{account}"})
+    rows = {r["key"]: r for r in rt.describe("qc")["concurrency"]}
+    assert rows["acct:c"]["state"] == "holding" and rows["queue:two_at_a_time"]["state"] == "queued"
+    assert rows["queue:two_at_a_time"]["holders"] == ["qa", "qb"] and rows["queue:two_at_a_time"]["position"] == 1
+    assert rt.describe("qc")["waiting"] == {"kind": "slot", "key": "queue:two_at_a_time"}
+    assert queue(rt, "queue:two_at_a_time") == ["qc"]
