@@ -120,3 +120,26 @@ def two_person_rules_name_a_target_or_action(app_configs=None, **kwargs) -> list
             )
         )
     return out
+
+
+@register()
+def declared_queues_are_configured(app_configs=None, **kwargs) -> list[CheckMessage]:
+    """ilr.W004 for each registered workflow whose ``queue`` is not in ``ILR_QUEUES``: every start
+    of it would be refused."""
+    from ilr import _registry as registry
+    from ilr._conf import settings
+    from ilr._queues import rules
+
+    known = rules(settings.QUEUES)
+    out: list[CheckMessage] = []
+    for d in registry.all_definitions():
+        if d.queue is not None and d.queue not in known:
+            out.append(
+                Warning(
+                    f"workflow {d.key} declares queue {d.queue!r}, which is not in ILR_QUEUES: every start "
+                    "of it is refused.",
+                    hint=f"Add {d.queue!r} to ILR_QUEUES, or fix the workflow's queue=.",
+                    id="ilr.W004",
+                )
+            )
+    return out

@@ -20,19 +20,13 @@ from ilr._errors import InvalidInput
 QUEUE_KEY_PREFIX = "queue:"
 """The prefix of a queue's concurrency key; user keys may not start with it."""
 
-_UNITS = {
-    "s": 1,
-    "sec": 1,
-    "second": 1,
-    "m": 60,
-    "min": 60,
-    "minute": 60,
-    "h": 3600,
-    "hour": 3600,
-    "d": 86400,
-    "day": 86400,
-}
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+?)s?\s*$")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_WORDS = {"sec": "s", "second": "s", "min": "m", "minute": "m", "hour": "h", "day": "d"}
+_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*([a-z]+)\s*$")
+MAX_RATE_STARTS = 1_000_000
+"""The most starts a rate may allow per period."""
+MAX_RATE_PERIOD = 366 * 86400.0
+"""The longest rate period, in seconds (a year)."""
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,100}$")
 
 
@@ -67,15 +61,28 @@ class QueueRule:
 
 
 def parse_rate(value: Any) -> tuple[int, float]:
-    """``"100/m"``, ``"5/10s"``, ``"1000/hour"`` as (starts, seconds).
+    """``"100/m"``, ``"5/10s"``, ``"1000/hour"``, ``"2/minutes"`` as (starts, seconds).
 
     Raises:
-        ValueError: not "<n>/<unit>" with n >= 1 and unit s, m, h or d (or second, minute, ...).
+        ValueError: not "<n>/<period><unit>" with n from 1 to 1,000,000, a period of 1 second
+            to 366 days, and a unit s, m, h, d (or second, minute, hour, day, sec, min, plural
+            allowed).
     """
     match = _RATE.match(value) if isinstance(value, str) else None
-    if not match or match.group(3) not in _UNITS or int(match.group(1)) < 1:
-        raise ValueError(f"a rate is '<starts>/<unit>' like '100/m' or '5/10s' (units s, m, h, d), got {value!r}")
-    return int(match.group(1)), float(int(match.group(2) or 1) * _UNITS[match.group(3)])
+    unit = None
+    if match:
+        word = match.group(3)
+        unit = word if word in _UNITS else _WORDS.get(word) or _WORDS.get(word[:-1] if word.endswith("s") else "")
+    rule = (
+        "a rate is '<starts>/<unit>' like '100/m' or '5/10s' (units s, m, h, d; a period of 1 s to "
+        f"366 days; 1 to {MAX_RATE_STARTS} starts), got {value!r}"
+    )
+    if not match or unit is None:
+        raise ValueError(rule)
+    starts, period = int(match.group(1)), float(int(match.group(2) or 1) * _UNITS[unit])
+    if not 1 <= starts <= MAX_RATE_STARTS or not 1 <= period <= MAX_RATE_PERIOD:
+        raise ValueError(rule)
+    return starts, period
 
 
 def queue_problems(value: Any, setting: str = "ILR_QUEUES") -> list[tuple[str, str]]:
@@ -133,6 +140,9 @@ def rule_for(name: Any, value: Any) -> QueueRule:
         InvalidInput: not a queue of ILR_QUEUES (field "queue").
     """
     known = rules(value)
+    if isinstance(name, str) and isinstance(value, dict) and name in value and name not in known:
+        problems = "; ".join(f"{entry}: {rule}" for entry, rule in queue_problems(value) if f"[{name!r}]" in entry)
+        raise InvalidInput("queue", f"{name!r} is in ILR_QUEUES but malformed ({problems})")
     if not isinstance(name, str) or name not in known:
         listed = ", ".join(sorted(known)) or "none"
         raise InvalidInput("queue", f"{name!r} is not a queue of ILR_QUEUES (known: {listed})")

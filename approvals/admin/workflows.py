@@ -105,6 +105,8 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
     def available(self, obj):
         """``available_at`` as text: 'never by itself' for 'infinity'."""
         text = getattr(obj, "available_at_text", None)
+        if text == "infinity" and (obj.waiting or {}).get("kind") in ("slot", "lock"):
+            return f"when a slot of {obj.waiting.get('key')} frees"
         return "never by itself (waits for a signal)" if text == "infinity" else text
 
     @admin.display(description="waiting on")

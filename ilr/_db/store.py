@@ -31,6 +31,7 @@ from ilr._queries.workflows import (
     INSERT_STEP_UPDATE_WORKFLOWS,
     LOCK_PARENT_LOCK_WORKFLOWS,
     MARK_STUCK_UNFENCED_UPDATE_WORKFLOWS,
+    PARENT_KEY_SELECT_WORKFLOWS,
     RECORD_STEP_SQL,
     START_CHILD_INSERT_WORKFLOWS,
     START_CHILD_SELECT_WORKFLOWS,
@@ -307,13 +308,25 @@ def start_child(
 
     Raises:
         InvalidInput: a workflow with ``child_id`` already exists (field "id"), under another
-            parent, this one, or none; the transaction rolls back, nothing is written.
+            parent, this one, or none; or the child's key is the parent's own (field
+            "concurrency_key": it would wait for its parent forever); the transaction rolls
+            back, nothing is written.
         Fenced: the claim is no longer current; nothing was written.
     """
     t0 = run.clock()
     with conn.transaction():
         cur = conn.cursor()
         fence = db.fence(cur, run.workflow_id, run.epoch, run.lease_ttl)
+        if concurrency_key is not None:
+            own = cur.execute(PARENT_KEY_SELECT_WORKFLOWS, (run.workflow_id,)).fetchone()
+            if own is not None and own["concurrency_key"] == concurrency_key:
+                # The parent holds its key until it ends and would wait on the child, which
+                # would wait for the key: neither would ever run again.
+                raise InvalidInput(
+                    "concurrency_key",
+                    f"the child would queue for {concurrency_key!r}, which its parent holds until it ends "
+                    "while it waits on the child; give the child another key, or none",
+                )
         inserted = cur.execute(
             START_CHILD_INSERT_WORKFLOWS,
             (

@@ -73,10 +73,10 @@ def concurrency_for(
 
 
 def end_queued(cur, wf_id: str, *, by: str | None, why: str) -> bool:
-    """End queued workflow ``wf_id`` cancelled, on a cursor of the caller's transaction, which
-    holds its row lock (and its parent's first, when it has one). It never ran, so there is
-    nothing to compensate; its status trigger drops it from the queue, and a parent waiting on
-    it wakes.
+    """End workflow ``wf_id``, queued for a key or delayed by a rate, cancelled, on a cursor of
+    the caller's transaction, which holds its row lock (and its parent's first, when it has
+    one). It never ran, so there is nothing to compensate; its status trigger releases its
+    slots and its place in a queue, and a parent waiting on it wakes.
 
     Returns:
         True when it was queued and is now cancelled.
@@ -91,8 +91,9 @@ def end_queued(cur, wf_id: str, *, by: str | None, why: str) -> bool:
 
 
 def is_queued(wf: dict) -> bool:
-    """Whether a workflow row waits for a slot (pending, ``waiting.kind`` "slot")."""
-    return wf.get("status") == "pending" and (wf.get("waiting") or {}).get("kind") == "slot"
+    """Whether a workflow row has not started: pending, waiting for a slot of a key or for the
+    time a rate gives it (``waiting.kind`` "slot" or "rate")."""
+    return wf.get("status") == "pending" and (wf.get("waiting") or {}).get("kind") in ("slot", "rate")
 
 
 def workflow_rows(conn, wf_id: str) -> list[dict]:

@@ -36,7 +36,7 @@ END_QUEUED = (
     "update ilr.workflows set status = 'cancelled', error = %s::jsonb, "
     "cancel_requested_at = coalesce(cancel_requested_at, now()), "
     "cancel_requested_by = coalesce(cancel_requested_by, %s), waiting = null, updated_at = now() "
-    "where id = %s and status = 'pending' and waiting->>'kind' = 'slot' returning id, parent_id"
+    "where id = %s and status = 'pending' and waiting->>'kind' in ('slot', 'rate') returning id, parent_id"
 )
 """End a queued workflow cancelled: it never ran, so nothing is compensated; its status trigger
 releases its place in the queue (``_ops.slots.end_queued``)."""

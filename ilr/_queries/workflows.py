@@ -63,6 +63,9 @@ MARK_STUCK_UNFENCED_UPDATE_WORKFLOWS = (
 )
 """Set error, lease_expires_at, owner, status, updated_at on ilr.workflows (``_db.store.mark_stuck_unfenced``)."""
 
+PARENT_KEY_SELECT_WORKFLOWS = "select concurrency_key from ilr.workflows where id = %s"
+"""A parent's own concurrency key, which its child may not ask for (``_db.store.start_child``)."""
+
 START_CHILD_SELECT_WORKFLOWS = "select name, parent_id from ilr.workflows where id = %s"
 """Read from ilr.workflows (``_db.store.start_child``)."""
 

@@ -189,3 +189,15 @@ def test_a_stuck_holder_keeps_its_key_until_it_is_resumed_and_ends(rt, workers):
     assert rt.result("stuck1", timeout=30) == "fixed"
     assert rt.result("next1", timeout=30) == {"account": "acct:7", "n": 0}
     assert rt.concurrency("acct:7") == {"key": "acct:7", "holders": [], "waiting": []}
+
+
+def test_a_child_asking_for_its_parents_own_key_is_refused_not_deadlocked(rt, workers):
+    """A parent holding acct:8 starts a keyed child for acct:8: the child would wait for the key
+    its parent holds while the parent waits on it. The start is refused, naming the field, and
+    the parent fails with it; nothing waits forever."""
+    workers.start("A")
+    rt.start("keyed_parent", "kp", {"child": {"account": "acct:8"}}, concurrency_key="acct:8")
+    with pytest.raises(WorkflowFailed) as err:
+        rt.result("kp", timeout=30)
+    assert err.value.error["type"] == "InvalidInput" and err.value.error["field"] == "concurrency_key"
+    assert rt.describe("kp")["children"] == []

@@ -104,6 +104,7 @@ def test_admin_shows_who_holds_a_key_and_who_waits(rt):
     assert "a slot of concurrency key acct:9" in text(c.get(reverse("admin:ilr_workflow_changelist")))
     page = text(c.get(reverse("admin:ilr_workflow_change", args=["k-wait"])))
     assert "queued" in page and "k-hold (holds)" in page
+    assert "when a slot of acct:9 frees" in page and "waits for a signal" not in page
     assert c.get(reverse("admin:ilr_slot_add")).status_code == 403
 
 

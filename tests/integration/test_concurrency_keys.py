@@ -233,3 +233,47 @@ def test_describe_shows_a_workflow_waiting_on_its_queue_behind_its_key(rt, setti
     assert rows["queue:two_at_a_time"]["holders"] == ["qa", "qb"] and rows["queue:two_at_a_time"]["position"] == 1
     assert rt.describe("qc")["waiting"] == {"kind": "slot", "key": "queue:two_at_a_time"}
     assert queue(rt, "queue:two_at_a_time") == ["qc"]
+
+
+def test_a_start_asking_another_limit_joins_under_the_keys_live_limit(rt):
+    """Two holders under limit 2, then a start asking limit 1 (a rule changed between deploys):
+    it queues under the key's limit, 2, instead of running beside them as a second 'limit 1'
+    holder; once the key drains, the next start's own limit applies."""
+    from ilr import _db as db
+    from ilr._invariants import check_all, violations
+
+    for wf, limit in (("m1", 2), ("m2", 2), ("m3", 1), ("m4", 3)):
+        rt.start("three_steps", wf, {}, concurrency_key="mx", concurrency_limit=limit)
+    assert holders(rt, "mx") == ["m1", "m2"] and queue(rt, "mx") == ["m3", "m4"]
+    with db.connect(rt._dsn or db.conninfo()) as conn:
+        assert violations(check_all(conn, names={"SlotMutex", "SlotFifo", "NoStrandedWaiter"})) == {}
+
+
+def test_cancelling_a_start_the_rate_delays_ends_it_before_it_runs(rt, settings):
+    """A start the queue's rate delays is cancelled: it ends at once, never claimed early to be
+    told (ilr_check reported that claim as a rate violation)."""
+    settings.ILR_QUEUES = {"three_per_second": {"rate": "3/s"}}
+    for i in range(4):
+        rt.start("in_three_per_second", f"rd-{i}", {})
+    assert rt.describe("rd-3")["waiting"]["kind"] == "rate"
+    assert rt.cancel("rd-3", by="ops")
+    ended = rt.describe("rd-3")
+    assert ended["status"] == "cancelled" and "cancelled while queued" in ended["error"]["message"]
+    assert [r["key"] for r in rt.describe("rd-2")["concurrency"]] == ["queue:three_per_second"]
+    assert rt.describe("rd-3")["concurrency"] == []
+
+
+def test_a_malformed_queue_and_an_unconfigured_declared_queue_are_named(rt, settings):
+    from ilr._checks import declared_queues_are_configured
+
+    settings.ILR_QUEUES = {"three_per_second": {"rate": "3/0s"}}
+    with pytest.raises(InvalidInput) as err:
+        rt.start("in_three_per_second", "mal", {})
+    assert err.value.field == "queue" and "'three_per_second' is in ILR_QUEUES but malformed" in err.value.rule
+    assert "ILR_QUEUES['three_per_second']['rate']" in err.value.rule
+    warned = {m.msg.split(" declares")[0] for m in declared_queues_are_configured() if m.id == "ilr.W004"}
+    assert {"workflow in_two_at_a_time@1", "workflow in_three_per_second@1"} <= warned
+    settings.ILR_QUEUES = {
+        q: {"concurrency": 1} for q in ("two_at_a_time", "three_per_second", "two_per_second_per_key")
+    }
+    assert declared_queues_are_configured() == []

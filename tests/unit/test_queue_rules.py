@@ -23,7 +23,10 @@ def test_rates_read_as_starts_per_seconds(text, rate):
     assert parse_rate(text) == rate
 
 
-@pytest.mark.parametrize("text", ["fast", "0/m", "5/", "/m", "5/fortnight", "-1/s", 5, None])
+@pytest.mark.parametrize(
+    "text",
+    ["fast", "0/m", "5/", "/m", "5/fortnight", "-1/s", 5, None, "5/0s", "100/ms", "5/10ms", "1/99999999d", "1/367d"],
+)
 def test_anything_else_is_not_a_rate(text):
     with pytest.raises(ValueError, match="a rate is"):
         parse_rate(text)
@@ -47,4 +50,7 @@ def test_malformed_entries_are_named_and_left_out():
     assert queue_problems([1]) == [("ILR_QUEUES", "must be None or a dict from queue name to its rule, got list")]
     with pytest.raises(InvalidInput) as err:
         rule_for("bad", value)
+    assert err.value.field == "queue" and "'bad' is in ILR_QUEUES but malformed" in err.value.rule
+    with pytest.raises(InvalidInput) as err:
+        rule_for("absent", value)
     assert err.value.field == "queue" and "known: good" in err.value.rule

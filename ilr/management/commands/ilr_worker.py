@@ -185,7 +185,12 @@ class Command(BaseCommand):
                     returncode=2,
                 )
             if not found:
-                raise CommandError(f"--queue: no registered workflow is declared in queue {item!r}", returncode=2)
+                raise CommandError(
+                    f"--queue: no registered workflow is declared in queue {item!r} (a worker serves the "
+                    f"workflows declared with @workflow(queue={item!r}); rt.start(queue=) puts a start under "
+                    "a queue's limits and rates, not in front of other workers)",
+                    returncode=2,
+                )
             out.extend(found)
         if not out:
             raise CommandError(f"--queue: {queue!r} names no queue", returncode=2)

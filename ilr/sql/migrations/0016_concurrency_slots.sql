@@ -120,6 +120,7 @@ create or replace function ilr.slot_take(wf text, k text, lim smallint, prio sma
 returns smallint language plpgsql as $$
 declare
   n smallint;
+  live smallint;
   t timestamptz;
 begin
   -- A live row of wf for k changes only under wf's row lock, which every caller holds (the
@@ -130,6 +131,12 @@ begin
     return n;
   end if;
   perform ilr.slot_lock(k);
+  -- A key's limit is the one its live rows have: a start that asks another (a rule changed
+  -- between deploys) joins under it, so one limit and one order hold for the key's rows.
+  select slot_limit into live from ilr.slots where key = k and released_at is null limit 1;
+  if found then
+    lim := live;
+  end if;
   select g.s into n
     from generate_series(0, lim - 1) as g(s)
    where not exists (select 1 from ilr.slots
