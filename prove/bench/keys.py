@@ -46,6 +46,8 @@ SHAPE = "bench_steps4"
 LIMIT = 1
 SLOT_INVARIANTS = ("SlotMutex", "NoRunWithoutSlot", "SlotReleasedAtEnd", "NoStrandedWaiter", "SlotFifo")
 TARGET_RATIO = 0.8
+TARGET_SHAPE = (5000, 50)
+"""The throughput target's N and keys (issue 42); at others the ratio is reported, not judged."""
 TARGET_LATENCY_P50_MS = 50.0
 
 # What a run keeps of run_runtime's figures (the latency samples and the refund shape's fields go).
@@ -104,7 +106,7 @@ def run(n: int, keys: int, workers: int, concurrency: int, rounds: int, command:
             say(f"  {fig['workflows_per_s']} wf/s" + (f"; {_keys_line(fig['keys'])}" if mode == "keyed" else ""))
         pair["ratio"] = round(pair["keyed"]["workflows_per_s"] / pair["unkeyed"]["workflows_per_s"], 3)
         report["rounds"].append(pair)
-    report["summary"] = summarize(report["rounds"])
+    report["summary"] = summarize(report["rounds"], applies=(n, keys) == TARGET_SHAPE)
     report["wall_s"] = round(time.monotonic() - started, 1)
     return report
 
@@ -200,8 +202,9 @@ def _quantiles(ms: list[float]) -> dict:
     }
 
 
-def summarize(rounds: list[dict]) -> dict:
-    """The medians over the rounds and the verdict on each of issue 42's targets."""
+def summarize(rounds: list[dict], applies: bool = True) -> dict:
+    """The medians over the rounds and the verdict on each of issue 42's targets (the throughput
+    ratio's ``met`` is None unless ``applies``: the run has the target's N and keys)."""
     keyed = round(statistics.median(r["keyed"]["workflows_per_s"] for r in rounds), 1)
     unkeyed = round(statistics.median(r["unkeyed"]["workflows_per_s"] for r in rounds), 1)
     ratio = round(keyed / unkeyed, 3)
@@ -221,7 +224,11 @@ def summarize(rounds: list[dict]) -> dict:
         "failed": failed,
         "slot_invariants_held": invariants_held,
         "targets": {
-            "throughput_ratio": {"measured": ratio, "target": f">= {TARGET_RATIO}", "met": ratio >= TARGET_RATIO},
+            "throughput_ratio": {
+                "measured": ratio,
+                "target": f">= {TARGET_RATIO} at {TARGET_SHAPE[0]} workflows over {TARGET_SHAPE[1]} keys",
+                "met": ratio >= TARGET_RATIO if applies else None,
+            },
             "waiter_start_p50_ms": {
                 "measured": p50,
                 "target": f"<= {TARGET_LATENCY_P50_MS:g}",

@@ -118,7 +118,9 @@ def _waits(w: dict) -> str:
     return ", ".join(f"{event} {n}" for event, n in w["by_wait"].items()) + f" (of {w['busy_backends']} busy)"
 
 
-def _verdict(met: bool) -> str:
+def _verdict(met: bool | None) -> str:
+    if met is None:
+        return "not judged: another N or number of keys"
     return "met" if met else "**not met**"
 
 

@@ -46,7 +46,7 @@ def test_bench_keys_tiny_run_reports_every_figure(tmp_path):
     s = report["summary"]
     assert s["ratio"] == r["ratio"] and s["max_holders_by_round"] == [1] and s["failed"] == 0
     assert s["latency_p50_ms_median"] == lat["p50_ms"] and s["targets"]["max_holders"]["met"]
-    assert s["targets"]["throughput_ratio"]["met"] == (s["ratio"] >= 0.8)
+    assert s["targets"]["throughput_ratio"]["met"] is None  # judged at 5000 workflows over 50 keys only
     md = (out / "keys_bench.md").read_text()
     assert report["command"] in md and "## Targets" in md and "| 1 | keyed |" in md and "5 of 5 held" in md
     after = committed.stat().st_mtime_ns if committed.exists() else None
