@@ -21,7 +21,14 @@ from demo.peers.targets_client import http_json
 from ilr import _db as db
 from prove.bench.core import ROOT, _pct
 from prove.bench.cpu_profile import start_profiler, stop_profiler
-from prove.bench.proc_stats import cpu_seconds, machine_cpu, peak_rss_mb, postgres_cpu_seconds
+from prove.bench.proc_stats import (
+    cluster_cpu_seconds,
+    cpu_seconds,
+    machine_cpu,
+    peak_rss_mb,
+    postgres_cpu_seconds,
+    postmaster_pid,
+)
 from prove.queries import (
     FULL_EFFECT_OUTPUTS,
     FULL_EFFECT_STATUS_COUNTS,
@@ -120,6 +127,8 @@ def run_runtime(
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             cpu0 = postgres_cpu_seconds()
             worker_cpu0 = sum(cpu_seconds(p.pid) for p in procs)  # start-up (imports) is not the run's cost
+            postmaster = postmaster_pid(conn)
+            own0 = cluster_cpu_seconds(postmaster) + cpu_seconds(os.getpid())
             machine0 = machine_cpu()
             profiler = start_profiler(procs[0].pid, profile_to) if profile_to else None
             t0 = time.monotonic()
@@ -138,6 +147,11 @@ def run_runtime(
             wall = time.monotonic() - t0
             cpu = postgres_cpu_seconds() - cpu0
             machine1 = machine_cpu()
+            # Everything else the machine ran meanwhile (other processes, other clusters): its busy
+            # CPU less this cluster's, the workers' and this process's.
+            own = cluster_cpu_seconds(postmaster) + cpu_seconds(os.getpid()) - own0
+            own += sum(cpu_seconds(p.pid) for p in procs) - worker_cpu0
+            other = (machine1[0] - machine0[0]) / os.sysconf("SC_CLK_TCK") - own
             if profiler is not None:
                 stop_profiler(profiler)
             failures = _failures(conn, shape)
@@ -183,6 +197,7 @@ def run_runtime(
         "worker_peak_rss_mb": round(rss, 1),
         "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
         "machine_busy_cores": round(busy, 2),
+        "other_busy_cores": round(other / wall, 2),
         "workflows_per_s_per_busy_core": round(n / wall / busy, 1) if busy else None,
         "heartbeats": sum(int(m[1]) for m in heartbeats if m),
         "worst_heartbeat_gap_s": max((float(m[2]) for m in heartbeats if m), default=None),

@@ -65,6 +65,7 @@ KEPT = (
     "postgres_cpu_s_per_workflow",
     "worker_cpu_s_per_workflow",
     "machine_busy_cores",
+    "other_busy_cores",
     "workflows_per_s_per_busy_core",
 )
 

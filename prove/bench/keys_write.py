@@ -68,8 +68,8 @@ def write(report: dict, out_dir: Path | None = None) -> Path:
         "## Rounds",
         "",
         "| round | run | wf/s | e2e p50 ms | e2e p99 ms | commits/wf | PG CPU ms/wf | worker CPU ms/wf | "
-        "busy cores | load after | ratio | workers' backends: what they wait on (mean backends) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "busy cores | other busy cores | load after | ratio | workers' backends: what they wait on (mean backends) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for k, r in enumerate(report["rounds"], 1):
         for mode in ("keyed", "unkeyed"):
@@ -77,13 +77,16 @@ def write(report: dict, out_dir: Path | None = None) -> Path:
             lines.append(
                 f"| {k} | {mode} | {f['workflows_per_s']} | {f['e2e_p50_ms']} | {f['e2e_p99_ms']} | "
                 f"{f['commits_per_workflow']} | {_ms(f['postgres_cpu_s_per_workflow'])} | "
-                f"{_ms(f['worker_cpu_s_per_workflow'])} | {f['machine_busy_cores']} | {_load(f['loadavg_after'])} | "
+                f"{_ms(f['worker_cpu_s_per_workflow'])} | {f['machine_busy_cores']} | {f['other_busy_cores']} | "
+                f"{_load(f['loadavg_after'])} | "
                 f"{r['ratio'] if mode == 'keyed' else ''} | {_waits(f['worker_waits'])} |"
             )
     lines += [
         "",
         "PG CPU counts every postgres process on the machine (/proc), busy cores the whole machine: both include "
-        "whatever else ran meanwhile (the load averages show it). e2e is each workflow's insert to its end on the "
+        "whatever else ran meanwhile. Other busy cores is that: the machine's busy CPU during the run less this "
+        "cluster's, the workers' and the bench process's, per second of the run. The load averages count the "
+        "bench's own processes too. e2e is each workflow's insert to its end on the "
         "database clock: a keyed workflow's includes its wait in its key's queue.",
         "",
         "The last column samples pg_stat_activity every 50 ms during each run: the workers' backends that are "

@@ -31,6 +31,7 @@ def test_bench_keys_tiny_run_reports_every_figure(tmp_path):
     (r,) = report["rounds"]
     for mode in ("keyed", "unkeyed"):
         assert r[mode]["n"] == 60 and r[mode]["failed"] == 0 and r[mode]["workflows_per_s"] > 0, r[mode]
+        assert r[mode]["other_busy_cores"] <= r[mode]["machine_busy_cores"] + 0.05, r[mode]  # a part of the whole
         assert r[mode]["worker_waits"]["samples"] > 0 and r[mode]["worker_waits"]["busy_backends"] > 0, r[mode]
     assert r["ratio"] == round(r["keyed"]["workflows_per_s"] / r["unkeyed"]["workflows_per_s"], 3)
     k = r["keyed"]["keys"]
