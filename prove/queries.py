@@ -56,6 +56,14 @@ CLAIM_RATE_FINISH = (
 FULL_START_WORKFLOW = "insert into ilr.workflows (id, name, version, input) values (%s, %s, '1', %s::jsonb)"
 """Start one workflow by inserting its row (``prove.bench.full_measure.run_runtime``)."""
 
+KEYS_START_WORKFLOW = (
+    "insert into ilr.workflows (id, name, version, input, concurrency_key, concurrency_limit) "
+    "values (%s, %s, '1', %s::jsonb, %s, %s)"
+)
+"""Start one workflow with a concurrency key and limit, or with neither (both null), by inserting
+its row: the columns ``Runtime.start`` writes, whose insert trigger takes a slot or queues
+(``prove.bench.full_measure.run_runtime`` for ``prove.bench.keys``)."""
+
 FULL_ENDED_COUNT = "select count(*) as c from ilr.workflows where status in ('completed','failed','stuck')"
 """How many workflows have ended (completed, failed or stuck) (``prove.bench.full_measure.run_runtime``)."""
 
@@ -199,6 +207,61 @@ RECORDS_CLAIMS = (
 """The given workflows' claims in order (``prove.peers.systems.RuntimeSystem.records``)."""
 
 
+# -- ilr.slots --------------------------------------------------------------------------------------
+
+KEYS_MAX_HOLDERS = """
+with ev as (
+  select key, acquired_at as t, 1 as d from ilr.slots where acquired_at is not null
+  union all
+  select key, released_at, -1 from ilr.slots where acquired_at is not null and released_at is not null),
+held as (
+  select key, sum(d) over (partition by key order by t, d rows unbounded preceding) as n from ev)
+select key, max(n)::int as max_holders,
+       (select max(slot_limit) from ilr.slots s where s.key = held.key)::int as slot_limit
+  from held group by key order by key
+"""
+"""Each key's most simultaneous holders, swept over its holding intervals [acquired_at,
+released_at) in time order, a release before an acquisition at the same instant; with its limit
+(``prove.bench.keys.key_figures``)."""
+
+KEYS_SLOT_COUNTS = (
+    "select count(*)::int as rows, count(*) filter (where acquired_at > queued_at)::int as admitted, "
+    "count(*) filter (where released_at is null)::int as live, count(distinct key)::int as keys from ilr.slots"
+)
+"""How many slot rows, how many of them were admitted from the queue, how many are still live
+(holding or waiting), over how many keys (``prove.bench.keys.key_figures``)."""
+
+KEYS_ADMISSIONS = """
+select extract(epoch from s.prev_released)::float8 as released,
+       extract(epoch from s.acquired_at)::float8 as acquired,
+       extract(epoch from (select min(c.claimed_at) from ilr.claims c
+                            where c.workflow_id = s.workflow_id))::float8 as claimed
+  from (select workflow_id, queued_at, acquired_at,
+               lag(released_at) over (partition by key, slot_no order by acquired_at) as prev_released
+          from ilr.slots where acquired_at is not null) s
+ where s.acquired_at > s.queued_at and s.prev_released is not null
+"""
+"""Each waiter admitted from the queue: the release of the slot's previous holder, its own
+acquisition and its first claim, in epoch seconds (``prove.bench.keys.key_figures``)."""
+
+KEYS_CLAIM_TIMES = "select extract(epoch from claimed_at)::float8 as t from ilr.claims order by claimed_at"
+"""Every claim's time in epoch seconds, in order: how many claims came between a waiter's
+admission and its own (``prove.bench.keys.key_figures``)."""
+
+KEYS_MAX_RUNNING = """
+with runs as (
+  select w.concurrency_key as key, min(c.claimed_at) as t0, w.updated_at as t1
+    from ilr.workflows w join ilr.claims c on c.workflow_id = w.id
+   where w.concurrency_key is not null and w.status in ('completed', 'failed', 'cancelled')
+   group by w.id),
+ev as (select key, t0 as t, 1 as d from runs union all select key, t1, -1 from runs),
+held as (select key, sum(d) over (partition by key order by t, d rows unbounded preceding) as n from ev)
+select coalesce(max(n), 0)::int as max_running from held
+"""
+"""The most workflows of one key that ran at once, from their own record: each from its first
+claim to its end (the ending write's updated_at), swept per key (``prove.bench.keys.key_figures``)."""
+
+
 # -- ilr.effects ------------------------------------------------------------------------------------
 
 FAILOVER_EFFECTS = "select effect_id, tier, state from ilr.effects order by effect_id"
@@ -311,6 +374,17 @@ SNAPSHOT_SQL = {
 }
 """Every row key of each table the failover run compares, one statement per table, read in one
 repeatable-read snapshot (``prove.harness.failover_checks.snapshot``)."""
+
+
+# -- PostgreSQL's statistics -------------------------------------------------------------------------
+
+KEYS_WORKER_WAITS = (
+    "select coalesce(wait_event_type || ':' || wait_event, 'CPU') as wait, count(*)::int as n "
+    "from pg_stat_activity where datname = %s and application_name like 'ilr-worker-%%' and state <> 'idle' "
+    "group by 1"
+)
+"""What the workers' busy backends of a database wait on now, by wait event ('CPU': none), counted
+(``prove.bench.keys.WaitSampler``)."""
 
 
 # -- bench_tasks (Django tasks on ilr.tasks) ------------------------------------------------------

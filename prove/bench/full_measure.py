@@ -21,7 +21,14 @@ from demo.peers.targets_client import http_json
 from ilr import _db as db
 from prove.bench.core import ROOT, _pct
 from prove.bench.cpu_profile import start_profiler, stop_profiler
-from prove.bench.proc_stats import cpu_seconds, machine_cpu, peak_rss_mb, postgres_cpu_seconds
+from prove.bench.proc_stats import (
+    cluster_cpu_seconds,
+    cpu_seconds,
+    machine_cpu,
+    peak_rss_mb,
+    postgres_cpu_seconds,
+    postmaster_pid,
+)
 from prove.queries import (
     FULL_EFFECT_OUTPUTS,
     FULL_EFFECT_STATUS_COUNTS,
@@ -29,6 +36,7 @@ from prove.queries import (
     FULL_ENDED_COUNT,
     FULL_NOT_COMPLETED,
     FULL_START_WORKFLOW,
+    KEYS_START_WORKFLOW,
     STEP_GAPS,
     TAKEOVER_COUNT,
     WORKFLOW_DURATIONS,
@@ -39,16 +47,21 @@ BENCH_DB = "ilr_bench"
 TARGET_DELAY_S = 0.020
 
 
-def fresh_db() -> str:
-    """The bench database (BENCH_DB) dropped, created and migrated; its conninfo."""
+def bench_dsn() -> str:
+    """The conninfo of the bench database (BENCH_DB) in the configured cluster."""
     base = db.conninfo()
     name = base.split("dbname=")[1].split()[0]
-    with db.connect(base) as conn:
+    return base.replace(f"dbname={name}", f"dbname={BENCH_DB}")
+
+
+def fresh_db() -> str:
+    """The bench database (BENCH_DB) dropped, created and migrated; its conninfo."""
+    with db.connect(db.conninfo()) as conn:
         conn.execute(f'drop database if exists "{BENCH_DB}" with (force)')
         conn.execute(f'create database "{BENCH_DB}"')
     env = {**os.environ, "ILR_DB_NAME": BENCH_DB}
     subprocess.run([sys.executable, str(ROOT / "manage.py"), "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    return base.replace(f"dbname={name}", f"dbname={BENCH_DB}")
+    return bench_dsn()
 
 
 BENCH_LEASE_TTL = 3.0
@@ -59,13 +72,22 @@ HEARTBEAT_LINE = re.compile(r"heartbeat: (\d+) beats, worst gap ([0-9.]+) s \(sc
 
 
 def run_runtime(
-    shape: str, n: int, workers: int, concurrency: int, env_extra: dict, inputs, profile_to: Path | None = None
+    shape: str,
+    n: int,
+    workers: int,
+    concurrency: int,
+    env_extra: dict,
+    inputs,
+    profile_to: Path | None = None,
+    key_of=None,
 ) -> dict:
     """N workflows of ``shape`` ("bench_steps4" or "bench_refund") over W worker subprocesses.
 
     ``inputs(i, grant_id)`` builds workflow i's input; the refund shape's policy grant is issued
     on the fresh database first. With ``profile_to``, py-spy samples the first worker while the
-    workflows run and writes its raw (collapsed) stacks there.
+    workflows run and writes its raw (collapsed) stacks there. With ``key_of``, workflow i starts
+    with concurrency key ``key_of(i)`` and limit 1 (none where it returns None): the same insert
+    for keyed and unkeyed runs (prove/bench/keys.py). The database stays until the next run.
     """
     dsn = fresh_db()
     grant = policy_grant(dsn) if shape == "bench_refund" else None
@@ -105,13 +127,19 @@ def run_runtime(
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             cpu0 = postgres_cpu_seconds()
             worker_cpu0 = sum(cpu_seconds(p.pid) for p in procs)  # start-up (imports) is not the run's cost
+            postmaster = postmaster_pid(conn)
+            own0 = cluster_cpu_seconds(postmaster) + cpu_seconds(os.getpid())
             machine0 = machine_cpu()
             profiler = start_profiler(procs[0].pid, profile_to) if profile_to else None
             t0 = time.monotonic()
             with conn.cursor() as cur:
-                cur.executemany(
-                    FULL_START_WORKFLOW, [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)]
-                )
+                if key_of is None:
+                    cur.executemany(
+                        FULL_START_WORKFLOW, [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant))) for i in range(n)]
+                    )
+                else:
+                    starts = [(f"{shape}-{i}", shape, json.dumps(inputs(i, grant)), key_of(i)) for i in range(n)]
+                    cur.executemany(KEYS_START_WORKFLOW, [(*s, None if s[3] is None else 1) for s in starts])
             while conn.execute(FULL_ENDED_COUNT).fetchone()["c"] < n:
                 if time.monotonic() - t0 > 900:
                     raise TimeoutError(f"{shape}: not finished in 900 s")
@@ -119,6 +147,11 @@ def run_runtime(
             wall = time.monotonic() - t0
             cpu = postgres_cpu_seconds() - cpu0
             machine1 = machine_cpu()
+            # Everything else the machine ran meanwhile (other processes, other clusters): its busy
+            # CPU less this cluster's, the workers' and this process's.
+            own = cluster_cpu_seconds(postmaster) + cpu_seconds(os.getpid()) - own0
+            own += sum(cpu_seconds(p.pid) for p in procs) - worker_cpu0
+            other = (machine1[0] - machine0[0]) / os.sysconf("SC_CLK_TCK") - own
             if profiler is not None:
                 stop_profiler(profiler)
             failures = _failures(conn, shape)
@@ -164,6 +197,7 @@ def run_runtime(
         "worker_peak_rss_mb": round(rss, 1),
         "worker_cpu_s_per_workflow": round(worker_cpu / n, 5),
         "machine_busy_cores": round(busy, 2),
+        "other_busy_cores": round(other / wall, 2),
         "workflows_per_s_per_busy_core": round(n / wall / busy, 1) if busy else None,
         "heartbeats": sum(int(m[1]) for m in heartbeats if m),
         "worst_heartbeat_gap_s": max((float(m[2]) for m in heartbeats if m), default=None),

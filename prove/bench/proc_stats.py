@@ -62,3 +62,16 @@ def cluster_cpu_seconds(postmaster_pid: int) -> float:
         if int(pid) == postmaster_pid or int(fields[1]) == postmaster_pid:
             total += (int(fields[11]) + int(fields[12])) / tick
     return total
+
+
+def postmaster_pid(conn) -> int:
+    """The pid of the postmaster of the cluster ``conn`` (a psycopg connection) is on: the parent of
+    its checkpointer, from /proc (the server must be on this machine)."""
+    from psycopg.rows import tuple_row
+
+    (checkpointer,) = (
+        conn.cursor(row_factory=tuple_row)
+        .execute("select pid from pg_stat_activity where backend_type = 'checkpointer'")
+        .fetchone()
+    )
+    return int(Path(f"/proc/{checkpointer}/stat").read_text().rsplit(")", 1)[1].split()[1])

@@ -19,7 +19,7 @@ import statistics
 import time
 
 from prove.bench.core import _pct
-from prove.bench.proc_stats import cluster_cpu_seconds, machine_cpu
+from prove.bench.proc_stats import cluster_cpu_seconds, machine_cpu, postmaster_pid
 from prove.bench.tasks_backends import Backend
 from prove.bench.tasks_workers import Workers
 
@@ -75,8 +75,7 @@ def measure(
 
     from prove.bench.cpu_profile import start_profiler, stop_profiler
 
-    (postmaster,) = mon.execute("select pid from pg_stat_activity where backend_type = 'checkpointer'").fetchone()
-    postmaster = _parent(postmaster)
+    postmaster = postmaster_pid(mon)
     task = backend.task()
     mon.execute(backend.reset_sql)
     total = 0
@@ -153,12 +152,6 @@ def measure(
             "bad_examples": batch["bad"] + low["bad"],
         },
     }
-
-
-def _parent(pid: int) -> int:
-    from pathlib import Path
-
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _cores() -> int:

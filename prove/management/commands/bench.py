@@ -1,7 +1,9 @@
 """``manage.py bench [--quick] [--n N] [--workers W] [--concurrency C] [--rounds R] [--out DIR]``: the benchmark of
 docs/protocol.md §16.7 (runtime vs the Temporal dev server vs the pgbench commit bound), written to
 results/runtime_bench.{md,json} (or DIR). ``--core`` runs only the three-step runtime benchmark
-(results/runtime_bench_core.*).
+(results/runtime_bench_core.*). ``--keys K`` runs only the concurrency-keys benchmark
+(prove/bench/keys.py: N workflows over K keys of limit 1 against the same N without keys, ``--rounds``
+pairs), written to results/keys_bench.{md,json} (or DIR).
 """
 
 from __future__ import annotations
@@ -28,10 +30,20 @@ class Command(BaseCommand):
         )
         parser.add_argument("--core", action="store_true", help="only the three-step runtime benchmark")
         parser.add_argument(
+            "--keys",
+            type=int,
+            default=None,
+            help="only the concurrency-keys benchmark: N workflows over this many keys (limit 1) against N "
+            "without keys, --rounds times each, alternating",
+        )
+        parser.add_argument(
             "--out", default=None, help="directory for runtime_bench.{md,json} and the PNG (default: results/)"
         )
 
-    def handle(self, *args, n, workers, concurrency, quick, core, rounds, out, **options):
+    def handle(self, *args, n, workers, concurrency, quick, core, keys, rounds, out, **options):
+        if keys is not None:
+            self._keys(n, keys, workers, concurrency, rounds, out)
+            return
         if core:
             from prove.bench.core import run_core, write_results
 
@@ -45,4 +57,26 @@ class Command(BaseCommand):
         self.stdout.write(
             f"ratio_vs_temporal {report['ratio_vs_temporal']}, ratio_vs_dbos {report['ratio_vs_dbos']}, "
             f"ratio_vs_commit_bound {report['ratio_vs_commit_bound']}"
+        )
+
+    def _keys(self, n: int, keys: int, workers: int, concurrency: int, rounds: int, out: str | None) -> None:
+        from prove.bench.keys import run
+        from prove.bench.keys_write import write
+
+        for flag, value in (("--n", n), ("--keys", keys), ("--workers", workers), ("--concurrency", concurrency)):
+            if value < 1:
+                raise CommandError(f"{flag} must be at least 1, got {value}")
+        if rounds < 1:
+            raise CommandError(f"--rounds must be at least 1, got {rounds}")
+        command = (
+            f"python manage.py bench --keys {keys} --n {n} --workers {workers} --concurrency {concurrency} "
+            f"--rounds {rounds}" + (f" --out {out}" if out else "")
+        )
+        report = run(n, keys, workers, concurrency, rounds, command, out=self.stdout)
+        path = write(report, Path(out) if out else None)
+        s = report["summary"]
+        self.stdout.write(
+            f"keyed {s['keyed_wf_s_median']} wf/s, unkeyed {s['unkeyed_wf_s_median']} wf/s, ratio {s['ratio']}; "
+            f"waiter start p50 {s['latency_p50_ms_median']} ms; max holders {max(s['max_holders_by_round'])}; "
+            f"wrote {path}"
         )
