@@ -139,9 +139,8 @@ def slot_released_at_end(s: Snapshot) -> list:
 
 
 def no_stranded_waiter(s: Snapshot) -> list:
-    """No workflow waits on a key while a slot it fits is free (a committed state never shows
-    one, but for a cancel that rolled back after a release passed its waiter over, until a
-    worker's backstop admits it); and no workflow waits for a key (``waiting.kind`` "slot" or
+    """No workflow waits on a key while a slot it fits is free (a release admits the first
+    waiter in its own transaction); and no workflow waits for a key (``waiting.kind`` "slot" or
     "lock", not due) without a live row queued for it, which no release would ever admit."""
     out = []
     queued = {(r["workflow_id"], r["key"]) for r in s.slots if r["released_at"] is None and r["slot_no"] is None}

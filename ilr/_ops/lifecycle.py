@@ -18,6 +18,7 @@ from psycopg.rows import dict_row
 from ilr import _codec as codec
 from ilr._codec import check_workflow_id
 from ilr._errors import InvalidInput
+from ilr._ops.slots import lock_keys_of
 from ilr._ops.workflow_ops import _cancel_tree, _lock_current_run, _lock_workflow
 from ilr._queries.approvals import WITHDRAW_PENDING_OF_WORKFLOW
 from ilr._queries.workflows import (
@@ -79,6 +80,7 @@ def terminate_in(conn, wf_id: str, reason: str, by: str) -> TerminateRequest:
     row = cur.execute(PARENT_OF_SELECT_WORKFLOWS, (wf_id,)).fetchone()
     if row is not None and row["parent_id"]:
         _lock_workflow(cur, row["parent_id"])  # parent first: the terminated child wakes it
+    lock_keys_of(cur, wf_id)  # its keys before its row: it may be queued (ilr._ops.slots)
     wf = _lock_current_run(cur, wf_id)
     children: dict[str, str] = {}
     if not _terminate_locked(cur, wf, reason, by, children):
@@ -109,6 +111,7 @@ def close_children(cur, parent_id: str, by: str, out: dict[str, str] | None = No
         if policy == "abandon":
             out[child["id"]] = "abandoned"
             continue
+        lock_keys_of(cur, child["id"])
         locked = _lock_current_run(cur, child["id"])
         if policy == "terminate":
             if _terminate_locked(cur, locked, f"its parent {parent_id} ended", by, out):

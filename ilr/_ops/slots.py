@@ -5,8 +5,10 @@ Acquire, release, admission and carry happen in the database (the triggers of mi
 in the transaction of the write that starts or ends a workflow; this module runs only what a
 start or a cancel adds around them.
 
-Lock order: workflow rows, then the key's lock (``ilr.slot_lock``), then, without waiting
-(SKIP LOCKED), the rows of queued workflows. Every path follows it, so none waits crosswise.
+Lock order: workflow rows, then the keys' locks (``ilr.slot_lock``: a concurrency key, then a
+queue's key, then ctx.lock keys by name), then the rows of queued workflows. A transaction that
+ends or cancels a workflow which may be queued takes its keys' locks before its row
+(``lock_keys_of``), so every path follows the order and none waits crosswise.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from ilr._errors import InvalidInput, UnknownWorkflow, WorkflowNotFound
 from ilr._queries.slots import (
     DISPATCHED_OF_WORKFLOW,
     END_QUEUED,
+    KEYS_OF_WORKFLOW,
     LIVE_SLOTS_OF_KEY,
     LIVE_SLOTS_OF_WORKFLOW,
+    LOCK_KEY,
     LOCK_RELEASE,
     QUEUE_LIVE_COUNTS,
     QUEUE_RECENT_STARTS,
@@ -88,6 +92,14 @@ def end_queued(cur, wf_id: str, *, by: str | None, why: str) -> bool:
     if row["parent_id"]:
         cur.execute(WAKE_PARENT_UPDATE_WORKFLOWS, (row["parent_id"], wf_id))
     return True
+
+
+def lock_keys_of(cur, wf_id: str) -> None:
+    """Take the locks of ``wf_id``'s live keys, in lock order, before locking its row: a
+    transaction that may end a queued workflow must not hold its row while it waits for a key
+    (an admission holds the key and waits for the row)."""
+    for row in cur.execute(KEYS_OF_WORKFLOW, (wf_id,)).fetchall():
+        cur.execute(LOCK_KEY, (row["key"],))
 
 
 def is_queued(wf: dict) -> bool:

@@ -18,7 +18,7 @@ from ilr import _codec as codec
 from ilr._codec import check_workflow_id
 from ilr._db.store import successor_id
 from ilr._errors import InvalidInput, WorkflowNotFound
-from ilr._ops.slots import end_queued, is_queued
+from ilr._ops.slots import end_queued, is_queued, lock_keys_of
 from ilr._queries.claims import FORK_IN_INSERT_CLAIMS
 from ilr._queries.signals import SIGNAL_IN_INSERT_SIGNALS
 from ilr._queries.steps import FORK_IN_INSERT_STEPS, FORK_IN_SELECT_STEPS
@@ -164,11 +164,14 @@ def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) 
 
 
 def _lock_parent_of_queued(cur, wf_id: str) -> None:
-    """Lock the parent of ``wf_id`` first when ``wf_id`` is queued for a concurrency key: its
-    cancel ends it at once and wakes the parent, and the lock order is parent, then child."""
+    """When ``wf_id`` is queued for a concurrency key (or delayed by a rate), lock what its cancel
+    will need before its row: its parent's row (the cancel ends it at once and wakes the parent;
+    parent, then child) and its keys (``lock_keys_of``)."""
     row = cur.execute(PARENT_OF_SELECT_WORKFLOWS, (wf_id,)).fetchone()
-    if row is not None and row["parent_id"] and is_queued(row):
-        _lock_workflow(cur, row["parent_id"])
+    if row is not None and is_queued(row):
+        if row["parent_id"]:
+            _lock_workflow(cur, row["parent_id"])
+        lock_keys_of(cur, wf_id)
 
 
 def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
@@ -189,6 +192,7 @@ def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
         (wf["id"],),
     ).fetchall()
     for child in children:
+        lock_keys_of(cur, child["id"])  # a queued child ends at once: its keys before its row
         _cancel_tree(cur, _lock_current_run(cur, child["id"]), by)
     return True
 

@@ -26,11 +26,18 @@ LOCK_KEY = "select ilr.slot_lock(%s)"
 LOCK_QUEUED_TOP_LEVEL = (
     "select s.workflow_id from ilr.slots s join ilr.workflows w on w.id = s.workflow_id "
     "where s.key = %s and s.released_at is null and s.slot_no is null and w.parent_id is null "
-    "order by s.queued_at, s.id for update of w skip locked"
+    "order by s.queued_at, s.id for update of w"
 )
-"""Lock the queued top-level workflows of a key, under its key lock (``_ops.slots``, replace_queued).
-SKIP LOCKED: a row another transaction holds is being cancelled; waiting for it could deadlock
-(that transaction locked the row first and waits for the key)."""
+"""Lock the queued top-level workflows of a key, under its key lock (``_ops.starts``, replace_queued):
+keys before waiters' rows, the lock order."""
+
+KEYS_OF_WORKFLOW = (
+    "select s.key from ilr.slots s join ilr.workflows w on w.id = s.workflow_id "
+    "where s.workflow_id = %s and s.released_at is null "
+    "order by s.key is distinct from w.concurrency_key, s.key is distinct from 'queue:' || w.queue, s.key"
+)
+"""A workflow's live keys in lock order: its concurrency key, its queue's, the others by name
+(``_ops.slots.lock_keys_of``)."""
 
 END_QUEUED = (
     "update ilr.workflows set status = 'cancelled', error = %s::jsonb, "
@@ -40,9 +47,6 @@ END_QUEUED = (
 )
 """End a queued workflow cancelled: it never ran, so nothing is compensated; its status trigger
 releases its place in the queue (``_ops.slots.end_queued``)."""
-
-ADMIT_WAITERS = "select ilr.slot_admit_waiters() as workflow_id"
-"""Admit waiters into free slots of every key (``_worker``'s backstop); returns who was admitted."""
 
 QUEUE_LIVE_COUNTS = """
 select key, count(*) filter (where slot_no is not null) as holding,

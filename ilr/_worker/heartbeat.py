@@ -1,6 +1,5 @@
 """A worker's heartbeat: renew the leases of the runs it holds every lease_ttl / 3 seconds, and
-its worker_deployments rows every deployment_refresh seconds (docs/protocol.md §3), when it
-also admits stranded waiters of concurrency keys (§5.4)."""
+its worker_deployments rows every deployment_refresh seconds (docs/protocol.md §3)."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ import psycopg
 from ilr import _db as db
 from ilr._queries.claims import HEARTBEAT_SQL
 from ilr._worker.deployments import refresh_deployments
-from ilr._worker.slots import admit_stranded
 
 log = logging.getLogger("ilr.worker")
 
@@ -35,7 +33,6 @@ def heartbeat_loop(worker: Any) -> None:
         if time.monotonic() >= next_seen:  # low frequency, beside the lease renewals
             next_seen = time.monotonic() + worker.deployment_refresh
             conn = refresh_deployments(conn, worker.dsn, worker._seen_params())
-            admit_stranded(conn, worker.worker_id)
         if time.monotonic() < next_beat:
             continue
         next_beat = time.monotonic() + interval

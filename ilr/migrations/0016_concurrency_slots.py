@@ -16,10 +16,13 @@ class Migration(migrations.Migration):
         migrations.SeparateDatabaseAndState(
             database_operations=[RunSQLFile(
                 "0016_concurrency_slots.sql",
-                reverse_sql="drop trigger if exists workflows_slots_insert on ilr.workflows; "
+                reverse_sql="drop trigger if exists workflows_claimable_insert on ilr.workflows; "
+                            "create or replace trigger workflows_claimable after insert or update of status, "
+                            "available_at on ilr.workflows for each row when (new.status in ('pending', "
+                            "'sleeping') and new.available_at <= now()) execute function ilr.notify_claimable(); "
+                            "drop trigger if exists workflows_slots_insert on ilr.workflows; "
                             "drop trigger if exists workflows_slots_status on ilr.workflows; "
                             "drop function if exists ilr.workflows_slots(); "
-                            "drop function if exists ilr.slot_admit_waiters(); "
                             "drop function if exists ilr.slot_carry(text, text, text); "
                             "drop function if exists ilr.slot_unlock(text, text, text); "
                             "drop function if exists ilr.slot_take(text, text, smallint, smallint); "
@@ -27,6 +30,7 @@ class Migration(migrations.Migration):
                             "drop function if exists ilr.slot_acquire(text); "
                             "drop function if exists ilr.rate_next(text, jsonb); "
                             "drop function if exists ilr.slot_admit(text, smallint); "
+                            "drop function if exists ilr.slot_notify(text); "
                             "drop function if exists ilr.slot_lock(text); "
                             "drop table if exists ilr.slots; "
                             "alter table ilr.workflows drop constraint if exists workflows_concurrency; "

@@ -62,3 +62,41 @@ def test_a_start_and_the_holders_end_racing_on_one_key_leave_the_slot_taken(rt, 
     with db.connect(clean_db) as conn:
         bad = violations(check_all(conn, names={"SlotMutex", "NoStrandedWaiter", "SlotFifo", "SlotReleasedAtEnd"}))
     assert bad == {}
+
+
+def test_a_signal_in_flight_to_the_first_waiter_does_not_cost_it_its_turn(rt, clean_db):
+    """B and C wait behind A. A signal to B holds B's row while A's end admits the next: the
+    admission waits for the signal's commit and admits B (it passed B over for C, and with no C
+    left the slot free beside B)."""
+    from ilr import signal_in
+
+    for wf in ("A", "B", "C"):
+        rt.start("keyed", wf, {"account": "acct:s"})
+    with db.connect(clean_db) as s, db.connect(clean_db) as r, db.connect(clean_db) as watch:
+        done = threading.Event()
+
+        def end_holder() -> None:
+            with r.transaction():
+                r.execute(END_HOLDER, ("A",))
+            done.set()
+
+        with s.transaction():
+            signal_in(s, "B", "note", {"n": 1})
+            t = threading.Thread(target=end_holder)
+            t.start()
+
+            def blocked() -> bool:
+                row = watch.execute(
+                    "select wait_event_type from pg_stat_activity where pid = %s", (r.info.backend_pid,)
+                ).fetchone()
+                return bool(row) and row["wait_event_type"] == "Lock"
+
+            wait_for(blocked, message="the admission waits for B's row")
+        t.join(30)
+        assert done.is_set()
+    state = rt.concurrency("acct:s")
+    assert [h["workflow_id"] for h in state["holders"]] == ["B"] and [w["workflow_id"] for w in state["waiting"]] == [
+        "C"
+    ]
+    with db.connect(clean_db) as conn:
+        assert violations(check_all(conn, names={"SlotFifo", "NoStrandedWaiter", "SlotMutex"})) == {}

@@ -81,10 +81,20 @@ create or replace function ilr.slot_lock(k text) returns void language sql volat
 -- Admit the first waiter of key k that fits slot n, under ilr.slot_lock(k): FIFO by priority
 -- (higher first), then queue time. A workflow queued at its start goes on to its next key
 -- (ilr.slot_acquire: its queue's, then the rates), and becomes due when it holds them all; a
--- ctx.lock waiter becomes due at once. SKIP LOCKED: a waiter whose row another transaction holds
--- is being cancelled (its row is locked before the key, the lock order everywhere), so it is
--- passed over instead of waited for, which could deadlock; ilr.slot_admit_waiters() repairs the
--- rare cancel that then rolls back.
+-- ctx.lock waiter becomes due at once. The waiter's row is locked, waiting for a transaction
+-- that holds it (a signal to it): no transaction that locks a waiter's row then waits for a
+-- key's lock, since a cancel or terminate of a queued workflow takes its keys' locks before its
+-- row (ilr._ops.slots.lock_keys_of), so this cannot deadlock, and the first waiter is never
+-- passed over. The NOTIFY is left out when the worker whose end released the slot serves the
+-- waiter's name and version (ilr.releaser): its claim loop runs right after that commit.
+create or replace function ilr.slot_notify(wf text) returns void language plpgsql as $$
+begin
+  if current_setting('ilr.releaser', true) is distinct from
+     (select name || '@' || version from ilr.workflows where id = wf) then
+    perform pg_notify('ilr_claimable', '');
+  end if;
+end $$;
+
 create or replace function ilr.slot_admit(k text, n smallint) returns text language plpgsql as $$
 declare
   w record;
@@ -95,7 +105,7 @@ begin
    where s.key = k and s.released_at is null and s.slot_no is null and s.slot_limit > n
    order by s.priority desc, s.queued_at, s.id
    limit 1
-   for update of f skip locked;
+   for update of f;
   if not found then
     return null;
   end if;
@@ -108,7 +118,7 @@ begin
      where id = w.workflow_id;
     -- available_at is later than this transaction's now(), so workflows_claimable stays
     -- silent: wake the workers here.
-    perform pg_notify('ilr_claimable', '');
+    perform ilr.slot_notify(w.workflow_id);
   end if;
   return w.workflow_id;
 end $$;
@@ -213,7 +223,7 @@ begin
    where id = wf;
   -- available_at is later than this transaction's now(), so workflows_claimable stays silent.
   if nb = t then
-    perform pg_notify('ilr_claimable', '');
+    perform ilr.slot_notify(wf);
   end if;
   return true;
 end $$;
@@ -284,32 +294,6 @@ begin
   end loop;
 end $$;
 
--- Admit waiters into free slots of every key that has both (a backstop a worker runs now and
--- then: only a cancel that rolled back after a release passed its waiter over leaves one).
--- Returns the workflows admitted.
-create or replace function ilr.slot_admit_waiters() returns setof text language plpgsql as $$
-declare
-  k text;
-  n smallint;
-  admitted text;
-begin
-  for k in select distinct key from ilr.slots
-            where released_at is null and slot_no is null order by key loop
-    perform ilr.slot_lock(k);
-    for n in select g.s::smallint
-               from generate_series(0, (select max(slot_limit) - 1 from ilr.slots
-                                         where key = k and released_at is null)) as g(s)
-              where not exists (select 1 from ilr.slots
-                                 where key = k and slot_no = g.s and released_at is null)
-              order by g.s loop
-      admitted := ilr.slot_admit(k, n);
-      if admitted is not null then
-        return next admitted;
-      end if;
-    end loop;
-  end loop;
-end $$;
-
 -- The triggers: every path that inserts a workflow (start, child, fork, continue-as-new) or ends
 -- one (the fenced end, a cancelled waiter) acquires or releases here, so no path can forget.
 -- They fire only for rows with a key, a limited or rated queue, or a ctx.lock slot (the WHEN
@@ -326,6 +310,9 @@ begin
   elsif new.status in ('completed', 'failed', 'cancelled') then
     -- Stuck is not among them: a stuck workflow waits for a person to resume it, and a resumed
     -- run replays from its history, which says it holds its slots; so it keeps them.
+    if old.status = 'running' then
+      perform set_config('ilr.releaser', new.name || '@' || new.version, true);
+    end if;
     perform ilr.slot_release(new.id, new.status);
   elsif new.status = 'continued' then
     -- The run left its ctx.lock blocks; the successor's insert carries the run's own slots.
@@ -344,3 +331,14 @@ create or replace trigger workflows_slots_status after update of status on ilr.w
   for each row when ((new.concurrency_key is not null or new.queue_limit is not null or new.holds_locks)
                      and old.status is distinct from new.status)
   execute function ilr.workflows_slots();
+
+-- A keyed or queued start announces itself from ilr.slot_acquire once it holds its slots (a
+-- queued one is not claimable): the insert's own NOTIFY is for the others only.
+drop trigger if exists workflows_claimable on ilr.workflows;
+create or replace trigger workflows_claimable after update of status, available_at on ilr.workflows
+  for each row when (new.status in ('pending', 'sleeping') and new.available_at <= now())
+  execute function ilr.notify_claimable();
+create or replace trigger workflows_claimable_insert after insert on ilr.workflows
+  for each row when (new.status in ('pending', 'sleeping') and new.available_at <= now()
+                     and new.concurrency_key is null and new.queue_limit is null)
+  execute function ilr.notify_claimable();

@@ -26,6 +26,9 @@ begin
   elsif new.status in ('completed', 'failed', 'cancelled', 'terminated') then
     -- Stuck is not among them: a stuck workflow waits for a person to resume it, and a resumed
     -- run replays from its history, which says it holds its slots; so it keeps them.
+    if old.status = 'running' then
+      perform set_config('ilr.releaser', new.name || '@' || new.version, true);
+    end if;
     perform ilr.slot_release(new.id, new.status);
   elsif new.status = 'continued' then
     -- The run left its ctx.lock blocks; the successor's insert carries the run's own slots.
