@@ -21,6 +21,9 @@ MAX_KEY_LENGTH = 200
 MAX_LIMIT = 1000
 """The largest slot count of one key."""
 
+QUEUE_KEY_PREFIX = "queue:"
+"""The prefix of a queue's concurrency key (``ilr._queues``); user keys may not start with it."""
+
 
 @dataclass(frozen=True)
 class Concurrency:
@@ -71,8 +74,8 @@ def check_key(key: Any, field: str = "concurrency_key", *, queue_keys: bool = Fa
         raise InvalidInput(field, f"must be a str, got {type(key).__name__}")
     if not key or len(key) > MAX_KEY_LENGTH:
         raise InvalidInput(field, f"must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}")
-    if key.startswith("queue:") and not queue_keys:
-        raise InvalidInput(field, f"keys starting with 'queue:' are the queues' own, got {key!r}")
+    if key.startswith(QUEUE_KEY_PREFIX) and not queue_keys:
+        raise InvalidInput(field, f"keys starting with {QUEUE_KEY_PREFIX!r} are the queues' own, got {key!r}")
     return key
 
 

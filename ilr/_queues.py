@@ -14,11 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ilr._concurrency import MAX_LIMIT
+from ilr._concurrency import MAX_LIMIT, QUEUE_KEY_PREFIX
 from ilr._errors import InvalidInput
-
-QUEUE_KEY_PREFIX = "queue:"
-"""The prefix of a queue's concurrency key; user keys may not start with it."""
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _WORDS = {"sec": "s", "second": "s", "min": "m", "minute": "m", "hour": "h", "day": "d"}

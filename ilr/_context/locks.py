@@ -20,11 +20,6 @@ from ilr._queries.slots import LOCKS_HELD_FOR_SHARE
 class LockCalls(ReplayCursor):
     """``ctx.lock``, and the keys of the blocks the workflow code is inside."""
 
-    @property
-    def _held_locks(self) -> list[str]:
-        held = self.__dict__.setdefault("_lock_stack", [])
-        return held
-
     @contextmanager
     def lock(self, key: str, limit: int = 1):
         """Hold a slot of ``key`` for the block: at most ``limit`` workflows are inside blocks

@@ -52,6 +52,7 @@ class ReplayCursor:
         self.last_approval: dict | None = None
         self.suspended = False
         self.started_children = False  # a child step ran or replayed: the end applies their policies
+        self._held_locks: list[str] = []  # the ctx.lock blocks the code is inside, innermost last
         self.nondeterminism: NonDeterminism | None = None
         self.workflow_id = run.workflow_id
         self.name = run.name

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ilr._concurrency import QUEUE_KEY_PREFIX
 from ilr._invariants.snapshot import Snapshot, violation
 from ilr._statuses import ACTIVE
 
@@ -57,7 +58,7 @@ def _run_keys(wf: dict) -> list[str]:
     """The keys a workflow holds to run: its concurrency key, its limited or rated queue's key."""
     keys = [wf["concurrency_key"]] if wf.get("concurrency_key") is not None else []
     if wf.get("queue_limit") is not None:
-        keys.append("queue:" + wf["queue"])
+        keys.append(QUEUE_KEY_PREFIX + wf["queue"])
     return keys
 
 
@@ -111,7 +112,7 @@ def rate_respected(s: Snapshot) -> list:
         by_key[r["key"]].append(r["not_before_ts"])
         wf = s.workflows.get(r["workflow_id"]) or {}
         rates = wf.get("queue_rates") or {}
-        rate = rates.get("rate") if r["key"].startswith("queue:") else rates.get("per_key_rate")
+        rate = rates.get("rate") if r["key"].startswith(QUEUE_KEY_PREFIX) else rates.get("per_key_rate")
         if rate:
             rated.append((r, rate))
     out = []
