@@ -1,5 +1,5 @@
 """The approvals app's model: the holder of the app's custom permissions (approve, revoke,
-reconcile, grant, cancel, resume, retire, review).
+reconcile, grant, cancel, resume, terminate, retire, review).
 
 Its table, ``approvals_approval``, is never written: approvals are recorded by the runtime, in
 ``ilr._ops.approval_requests.approvals`` (each approver's identity and time, the two-person rule's
@@ -43,6 +43,7 @@ class Approval(models.Model):
             ("grant", "Can create a policy grant"),
             ("cancel", "Can cancel a workflow"),
             ("resume", "Can resume a stuck workflow"),
+            ("terminate", "Can terminate a workflow (no compensation)"),
             ("retire", "Can retire a deployment version"),
         ]
         constraints = [

@@ -32,6 +32,7 @@ from ilr import (
     CancelRequest,
     DeploymentNotFound,
     InvalidInput,
+    TerminateRequest,
     approve_request_in,
     cancel_in,
     grant_in,
@@ -40,6 +41,7 @@ from ilr import (
     resume_in,
     retire_in,
     revoke_in,
+    terminate_in,
 )
 from ilr.models import ApprovalRequest, Deployment, Effect, Grant, Workflow
 
@@ -334,6 +336,38 @@ def workflow_cancel(*, user, workflow_id: str) -> CancelRequest:
             )
             _log(user, Workflow, workflow_id, workflow_id, CHANGE, f"Cancellation requested.{landing}")
     return requested
+
+
+def workflow_terminate(*, user, workflow_id: str, reason: str) -> TerminateRequest:
+    """End a workflow now through ``terminate_in`` (no compensation; by = the user), with a
+    LogEntry naming the reason, what its children's policies did and what may still land.
+
+    Returns:
+        the TerminateRequest: truthy when this call ended it (falsy when it had ended; then no
+        LogEntry is written: nothing changed).
+
+    Raises:
+        PermissionDenied: no approvals.terminate permission.
+        WorkflowNotFound: unknown workflow.
+        InvalidInput: an empty ``reason`` (field "reason"); nothing is written.
+    """
+    _require(user, "terminate")
+    with transaction.atomic():
+        ended = terminate_in(_ilr_conn(), workflow_id, reason, user.get_username())
+        if ended:
+            children = "; ".join(f"{child}: {what}" for child, what in ended.children.items())
+            landing = ", ".join(ended.may_still_land)
+            _log(
+                user,
+                Workflow,
+                workflow_id,
+                workflow_id,
+                CHANGE,
+                f"Terminated: {reason}."
+                + (f" Children: {children}." if children else "")
+                + (f" Sends authorized before it may still land: {landing}." if landing else ""),
+            )
+    return ended
 
 
 def workflow_resume(*, user, workflow_id: str) -> dict:

@@ -1,5 +1,5 @@
-"""The admin's writes, each an action with a confirmation page: cancel and resume workflows
-(``WorkflowActions``), revoke grants (``GrantActions``). The action redirects to the page with
+"""The admin's writes, each an action with a confirmation page: cancel, terminate and resume
+workflows (``WorkflowActions``), revoke grants (``GrantActions``). The action redirects to the page with
 the selected ids; the page shows what will happen and, on confirm, calls ``approvals.services``
 (the runtime's transaction body plus a LogEntry, in one transaction) once per row.
 
@@ -20,15 +20,20 @@ from approvals.admin.common import confirmed, page_context, selected_ids, to_con
 from ilr import GrantNotFound, InvalidInput
 from ilr.models import Effect, Grant, Step
 
-# -- workflows: cancel, resume -------------------------------------------------------------------
+# -- workflows: cancel, terminate, resume --------------------------------------------------------
 
 
 class WorkflowActions:
-    """Cancel (``cancel_in``) and resume stuck workflows (``resume_in``), for WorkflowAdmin."""
+    """Cancel (``cancel_in``), terminate (``terminate_in``) and resume stuck workflows
+    (``resume_in``), for WorkflowAdmin."""
 
     def has_cancel_permission(self, request):
         """approvals.cancel."""
         return request.user.has_perm("approvals.cancel")
+
+    def has_terminate_permission(self, request):
+        """approvals.terminate."""
+        return request.user.has_perm("approvals.terminate")
 
     def has_resume_permission(self, request):
         """approvals.resume."""
@@ -38,6 +43,11 @@ class WorkflowActions:
     def cancel_selected(self, request, queryset):
         """Go to the cancel confirmation page for the selected workflows."""
         return to_confirmation("admin:ilr_workflow_cancel", queryset)
+
+    @admin.action(permissions=["terminate"], description="Terminate selected workflows (no compensation)…")
+    def terminate_selected(self, request, queryset):
+        """Go to the terminate confirmation page for the selected workflows."""
+        return to_confirmation("admin:ilr_workflow_terminate", queryset)
 
     @admin.action(permissions=["resume"], description="Resume stuck workflows…")
     def resume_selected(self, request, queryset):
@@ -49,6 +59,7 @@ class WorkflowActions:
         wrap = self.admin_site.admin_view
         return [
             path("cancel/", wrap(self.cancel_view), name="ilr_workflow_cancel"),
+            path("terminate/", wrap(self.terminate_view), name="ilr_workflow_terminate"),
             path("resume/", wrap(self.resume_view), name="ilr_workflow_resume"),
         ] + super().get_urls()
 
@@ -66,6 +77,9 @@ class WorkflowActions:
             skipped = [r["id"] for r in rows if r["id"] not in done]
             if done:
                 messages.success(request, f"Cancellation requested for {', '.join(done)}.")
+            reached = [f"{c} ({what})" for answer in answers.values() for c, what in answer.children.items()]
+            if reached:
+                messages.info(request, f"Children reached: {', '.join(reached)}.")
             landing = [eid for answer in answers.values() for eid in answer.may_still_land]
             if landing:
                 # A cancel cannot recall a send already authorized; the operator must hear which.
@@ -82,6 +96,59 @@ class WorkflowActions:
         return TemplateResponse(
             request, "admin/approvals/confirm_cancel.html", page_context(self, request, "Cancel workflows?", rows=rows)
         )
+
+    def terminate_view(self, request):
+        """Confirm with a reason (required), then end each workflow through ``terminate_in``: no
+        compensation; each child handled by its parent close policy (shown before confirming)."""
+        if not self.has_terminate_permission(request):
+            raise PermissionDenied
+        ids = selected_ids(request)
+        rows = list(selectors.workflows().filter(id__in=ids).order_by("id").values("id", "name", "version", "status"))
+        if not rows:
+            raise Http404("no such workflows")
+        reason = request.POST.get("reason", "").strip() if request.method == "POST" else ""
+        problem = ""
+        if confirmed(request):
+            if not reason:
+                problem = "reason: say why the workflows are terminated (it is kept in each one's error)."
+            else:
+                return self._terminate(request, rows, reason)
+        children = list(
+            selectors.workflows()
+            .filter(parent_id__in=[r["id"] for r in rows], status__in=("pending", "running", "sleeping"))
+            .order_by("parent_id", "id")
+            .values("id", "parent_id", "status", "parent_close_policy")
+        )
+        return TemplateResponse(
+            request,
+            "admin/approvals/confirm_terminate.html",
+            page_context(
+                self, request, "Terminate workflows?", rows=rows, children=children, problem=problem, reason=reason
+            ),
+        )
+
+    def _terminate(self, request, rows, reason):
+        answers = {
+            r["id"]: services.workflow_terminate(user=request.user, workflow_id=r["id"], reason=reason) for r in rows
+        }
+        done = [wf_id for wf_id, answer in answers.items() if answer]
+        if done:
+            messages.success(request, f"Terminated {', '.join(done)}: no compensation ran.")
+        reached = [f"{c} ({what})" for answer in answers.values() for c, what in answer.children.items()]
+        if reached:
+            messages.info(request, f"Children by their parent close policies: {', '.join(reached)}.")
+        landing = [eid for answer in answers.values() for eid in answer.may_still_land]
+        if landing:
+            # A terminate cannot recall a send already authorized; the operator must hear which.
+            messages.warning(
+                request,
+                f"Sends authorized before the terminate may still land: {', '.join(landing)}. "
+                f"Their receipts will say what happened.",
+            )
+        skipped = [r["id"] for r in rows if r["id"] not in done]
+        if skipped:
+            messages.warning(request, f"Nothing to do for {', '.join(skipped)}: already ended.")
+        return HttpResponseRedirect(reverse("admin:ilr_workflow_changelist"))
 
     def resume_view(self, request):
         """Confirm (showing each workflow's error and kept steps), then resume each stuck one

@@ -39,7 +39,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
     search_help_text = "A workflow id, or the start of one."
     ordering = ("-created_at",)
     show_facets = admin.ShowFacets.NEVER  # per-filter counts would scan every workflow
-    actions = ["cancel_selected", "resume_selected"]
+    actions = ["cancel_selected", "terminate_selected", "resume_selected"]
     change_list_template = "admin/approvals/workflow_change_list.html"
     fieldsets = [
         (
@@ -193,11 +193,23 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
 
     @admin.display(description="children")
     def children_table(self, obj):
-        """Child workflows."""
-        rows = Workflow.objects.filter(parent_id=obj.id).order_by("created_at").values("id", "name", "status")
+        """Child workflows with their parent close policies (what this workflow's end does to them)."""
+        rows = (
+            Workflow.objects.filter(parent_id=obj.id)
+            .order_by("created_at")
+            .values("id", "name", "status", "parent_close_policy")
+        )
         return table(
-            ["child", "name", "status"],
-            [[link("admin:ilr_workflow_change", r["id"]), r["name"], r["status"]] for r in rows],
+            ["child", "name", "status", "parent close policy"],
+            [
+                [
+                    link("admin:ilr_workflow_change", r["id"]),
+                    r["name"],
+                    r["status"],
+                    r["parent_close_policy"] or "request_cancel",
+                ]
+                for r in rows
+            ],
         )
 
     @admin.display(description="steps")

@@ -35,7 +35,7 @@ from ilr._errors import (
     Suspend,
 )
 from ilr._ops.deployments import check_input_shape, resolve_version_on
-from ilr._ops.lifecycle import check_parent_close_policy
+from ilr._ops.lifecycle import check_parent_close_policy, close_children
 from ilr._ops.slots import concurrency_for, queue_for
 from ilr._queries.misc import NOW_FROM_DB_SELECT_SQL
 
@@ -232,9 +232,17 @@ class WorkflowContext(EffectCalls, Versioning):
             self.nondeterminism = exc
             raise exc
         self._check_waiting(seq, "continue_as_new", "continue_as_new")
-        successor = lineage.continue_as_new(self._conn, self._run, input_json)
+        successor = lineage.continue_as_new(self._conn, self._run, input_json, after=self._close_children())
         self.suspended = True
         raise ContinuedAsNew(successor)
+
+    def _close_children(self):
+        """What this run's end does to its children (their parent close policies), for the
+        transaction that ends it; None when it started none."""
+        if not self.started_children:
+            return None
+        wf_id = self._run.workflow_id
+        return lambda cur: close_children(cur, wf_id, f"$parent:{wf_id}")
 
     def now_from_db(self) -> str:
         """Not a durable call: the database clock now, for logs only (never branch on it)."""

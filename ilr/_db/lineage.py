@@ -16,13 +16,14 @@ from ilr._queries.workflows import (
 )
 
 
-def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
+def continue_as_new(conn: db.Connection, run, input_json: str, after=None) -> str:
     """``ctx.continue_as_new``'s write (docs/protocol.md §5.3): in one fenced transaction, mark this
     run ``continued`` (result {"continued_as": successor}), hand its unconsumed signals to the
     successor, and insert the successor ``<id>#<n>``
     (same name and version, ``continued_from`` this id, the same parent, a requested cancel carried
     over, the same priority and concurrency key, whose slot the insert trigger carries over);
-    wake a parent waiting on this run.
+    wake a parent waiting on this run; then ``after(cur)`` when given (the parent close policies of
+    this run's children: a run that continues as new closes, as in Temporal).
 
     Returns:
         the successor's id.
@@ -72,5 +73,7 @@ def continue_as_new(conn: db.Connection, run, input_json: str) -> str:
         cur.execute(MOVE_TO_SUCCESSOR, (succ, run.workflow_id))
         if wf["parent_id"]:
             wake_parent(cur, wf["parent_id"], run.workflow_id)
+        if after is not None:
+            after(cur)  # this run's row is locked (the fence): parent before children
     run.released = True
     return succ

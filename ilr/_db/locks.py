@@ -44,7 +44,8 @@ def take(conn: db.Connection, run, *, seq: int, name: str, key: str, limit: int)
         # Queued, in this transaction, under the key's lock: a release that commits after it
         # admits this workflow (and wakes it); one that committed before left the slot free.
         waiting = {"seq": seq, "kind": "lock", "name": name, "key": key}
-        cur.execute(SUSPEND_UPDATE_WORKFLOWS, (json.dumps(waiting), json.dumps(None), run.workflow_id))
+        unseen_cancel = fence["cancel_requested_at"] is not None and not run.cancel_requested  # as store.suspend
+        cur.execute(SUSPEND_UPDATE_WORKFLOWS, (json.dumps(waiting), unseen_cancel, json.dumps(None), run.workflow_id))
     run.released = True
     raise Suspend()
 

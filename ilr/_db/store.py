@@ -112,8 +112,9 @@ def suspend(
     timer, or release the row as sleeping.
 
     Because the fence locks the workflow row first, a concurrent signal_in or cancel_in either
-    committed before this transaction (and the mailbox read below sees its row) or waits for
-    the lock (and then finds the row sleeping and wakes it): no lost wakeup (NoLostWakeup).
+    committed before this transaction (the mailbox read below sees its signal; a cancel this
+    run has not seen makes the released row due now) or waits for the lock (and then finds the
+    row sleeping and wakes it): no lost wakeup (NoLostWakeup).
 
     Args:
         kind: "sleep", "signal" or "retry" (a retry records no step row, docs/protocol.md §4).
@@ -182,9 +183,15 @@ def suspend(
             waiting["attempt"] = attempt
         if last_error is not None:
             waiting["last_error"] = {"at": deadline["now"], **last_error}
+        # A cancel that committed while this run was running (after its claim or last fenced
+        # write) set cancel_requested_at but left available_at alone: the row was running. The
+        # fence above holds the row lock, so that cancel is visible here; release the row due now
+        # instead of at its deadline, so that the next claim delivers the cancel at this call
+        # (NoLostWakeup for cancels: a sleep of an hour or a wait forever would keep it).
+        unseen_cancel = fence["cancel_requested_at"] is not None and not run.cancel_requested
         cur.execute(
             SUSPEND_UPDATE_WORKFLOWS,
-            (json.dumps(waiting), json.dumps(until_json), run.workflow_id),
+            (json.dumps(waiting), unseen_cancel, json.dumps(until_json), run.workflow_id),
         )
     run.released = True
     raise Suspend()

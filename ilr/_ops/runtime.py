@@ -195,10 +195,11 @@ class Runtime:
         exactly as sent (default None, stored as JSON null). Returns the signal id."""
         return self._tx(signal_in, wf_id, name, payload, sender)
 
-    def cancel(self, wf_id: str, by: str | None = None) -> CancelRequest:
+    def cancel(self, wf_id: str, by: str | None = None, *, children: str = "tree") -> CancelRequest:
         """Request cancellation; truthy when this call requested it, with the effects whose
-        authorized sends may still land (see ``cancel_in`` and ``CancelRequest``)."""
-        return self._tx(cancel_in, wf_id, by)
+        authorized sends may still land and what it did to each running descendant
+        (``children``: "tree" or "policy"; see ``cancel_in`` and ``CancelRequest``)."""
+        return self._tx(cancel_in, wf_id, by, children)
 
     def terminate(self, wf_id: str, *, reason: str, by: str) -> TerminateRequest:
         """End ``wf_id`` now, with no compensation (see ``terminate_in``): truthy when this call

@@ -8,7 +8,7 @@ Lock order everywhere: workflow row, then effect row, then grant row.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -105,9 +105,16 @@ def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any
     return sig["id"]
 
 
+CANCEL_CHILDREN = ("tree", "policy")
+"""What ``cancel_in`` does to running children: "tree" requests the cancel of those whose parent
+close policy is "request_cancel" now (recursively) and leaves the others to their policies;
+"policy" leaves every child to its parent close policy, applied when the parent ends."""
+
+
 @dataclass(frozen=True)
 class CancelRequest:
-    """What a cancel did: whether it requested the cancel, and which sends may still land.
+    """What a cancel did: whether it requested the cancel, which sends may still land, and what
+    it did to the workflow's descendants.
 
     A cancel stops every send not yet authorized; it cannot recall one already authorized. A
     send whose T_dispatch (or recovery resend) committed before the cancel goes out, or was
@@ -119,39 +126,51 @@ class CancelRequest:
             already ended or a cancel was already requested. The object's truth value.
         may_still_land: ids of the effects in state dispatched under the workflow or its
             children (sorted): their sends were authorized before the cancel and may land.
+        children: {descendant id: "cancel requested" | "abandoned" | "at the parent's end:
+            <policy>"} for each running descendant the cancel reached.
     """
 
     requested: bool
     may_still_land: tuple[str, ...] = ()
+    children: dict[str, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return self.requested
 
 
-def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) -> CancelRequest:
+def cancel_in(
+    conn: psycopg.Connection[Any], wf_id: str, by: str | None = None, children: str = "tree"
+) -> CancelRequest:
     """Request cancellation of ``wf_id`` inside the caller's transaction.
 
     Sets cancel_requested_at and cancel_requested_by (``by``: who asks) once (the first cancel
     wins) and wakes a sleeping or pending workflow, so the Cancelled exception is delivered at
-    its next durable call. Running children are cancelled too (lock order parent, then
-    children), and a workflow that continued-as-new is cancelled in its current run. From the
-    commit on, T_dispatch refuses every non-compensation send (NoSendAfterCancel).
+    its next durable call. ``children`` (CANCEL_CHILDREN): "tree" (the default) also requests the
+    cancel of its running children whose parent close policy is "request_cancel" now (lock order
+    parent, then children); "policy" leaves every child to its policy, applied when the workflow
+    ends (a "terminate" child is always left to its parent's end). A workflow that
+    continued-as-new is cancelled in its current run. From the commit on, T_dispatch refuses
+    every non-compensation send (NoSendAfterCancel).
 
     Returns:
-        a CancelRequest: truthy when this call requested the cancel, and the effects whose
-        authorized sends may still land.
+        a CancelRequest: truthy when this call requested the cancel, the effects whose
+        authorized sends may still land, and what it did to each running descendant.
 
     Raises:
         WorkflowNotFound: no workflow has this id.
-        InvalidInput: a bad workflow id, or a ``by`` that does not name who cancels.
+        InvalidInput: a bad workflow id, a ``by`` that does not name who cancels, or a
+            ``children`` not in CANCEL_CHILDREN (each naming its field).
     """
     check_workflow_id(wf_id)
     if by is not None:
         codec.check_who(by)
+    if children not in CANCEL_CHILDREN:
+        raise InvalidInput("children", f"must be one of {', '.join(CANCEL_CHILDREN)}, got {children!r}")
     cur = conn.cursor(row_factory=dict_row)
     _lock_parent_of_queued(cur, wf_id)
     wf = _lock_current_run(cur, wf_id)
-    requested = _cancel_tree(cur, wf, by)
+    reached: dict[str, str] = {}
+    requested = _cancel_tree(cur, wf, by, reached, tree=children == "tree")
     # Read after the workflow rows are locked. T_dispatch's fence updates the same row first, so
     # a T_dispatch either committed before the lock was granted (its dispatched state is visible
     # to this later statement: READ COMMITTED) or waits for this commit and then refuses on
@@ -160,7 +179,7 @@ def cancel_in(conn: psycopg.Connection[Any], wf_id: str, by: str | None = None) 
         CANCEL_IN_WITH_WORKFLOWS,
         (wf["id"],),
     ).fetchall()
-    return CancelRequest(requested, tuple(r["effect_id"] for r in landing))
+    return CancelRequest(requested, tuple(r["effect_id"] for r in landing), reached if requested else {})
 
 
 def _lock_parent_of_queued(cur, wf_id: str) -> None:
@@ -174,8 +193,10 @@ def _lock_parent_of_queued(cur, wf_id: str) -> None:
         lock_keys_of(cur, wf_id)
 
 
-def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
-    """Cancel the locked workflow row ``wf`` and its running children; True when it requested.
+def _cancel_tree(cur, wf: dict, by: str | None, reached: dict[str, str] | None = None, tree: bool = True) -> bool:
+    """Cancel the locked workflow row ``wf``; with ``tree``, request the cancel of its running
+    children whose parent close policy is "request_cancel" too. True when it requested.
+    What was done to each running descendant goes into ``reached``.
 
     A workflow queued for a concurrency key never ran: it ends cancelled now (``end_queued``),
     so it never runs, not even its compensation (docs/protocol.md §5.4)."""
@@ -187,13 +208,16 @@ def _cancel_tree(cur, wf: dict, by: str | None) -> bool:
         CANCEL_TREE_UPDATE_WORKFLOWS,
         (by, wf["id"]),
     )
-    children = cur.execute(
-        CANCEL_TREE_SELECT_WORKFLOWS,
-        (wf["id"],),
-    ).fetchall()
-    for child in children:
-        lock_keys_of(cur, child["id"])  # a queued child ends at once: its keys before its row
-        _cancel_tree(cur, _lock_current_run(cur, child["id"]), by)
+    reached = {} if reached is None else reached
+    for child in cur.execute(CANCEL_TREE_SELECT_WORKFLOWS, (wf["id"],)).fetchall():
+        if tree and child["policy"] == "request_cancel":
+            lock_keys_of(cur, child["id"])  # a queued child ends at once: its keys before its row
+            if _cancel_tree(cur, _lock_current_run(cur, child["id"]), by, reached):
+                reached[child["id"]] = "cancel requested"
+        elif child["policy"] == "abandon":
+            reached[child["id"]] = "abandoned"
+        else:  # "terminate", or "policy" chosen: the parent's end applies the policy (close_children)
+            reached[child["id"]] = f"at the parent's end: {child['policy']}"
     return True
 
 

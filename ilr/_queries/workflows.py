@@ -10,10 +10,11 @@ WAKE_PARENT_UPDATE_WORKFLOWS = (
 
 SUSPEND_UPDATE_WORKFLOWS = (
     "update ilr.workflows set status = 'sleeping', owner = null, lease_expires_at = null, waiting = "
-    "%s::jsonb, available_at = coalesce((%s::jsonb #>> '{}')::timestamptz, 'infinity'), updated_at = "
-    "now() where id = %s"
+    "%s::jsonb, available_at = case when %s then now() "
+    "else coalesce((%s::jsonb #>> '{}')::timestamptz, 'infinity') end, updated_at = now() where id = %s"
 )
-"""Set available_at, lease_expires_at, owner, status, updated_at, waiting on ilr.workflows (``_db.store.suspend``)."""
+"""Release a workflow row as sleeping until its deadline (or 'infinity'), or due now when a cancel
+it has not seen is pending (``_db.store.suspend``)."""
 
 INSERT_STEP_UPDATE_WORKFLOWS = "update ilr.workflows set takeovers = 0 where id = %s"
 """Set takeovers on ilr.workflows (``_db.store.insert_step``)."""
@@ -180,11 +181,11 @@ CANCEL_IN_WITH_WORKFLOWS = (
 """Read and write ilr.workflows, ilr.effects (``_ops.workflow_ops.cancel_in``)."""
 
 CANCEL_TREE_SELECT_WORKFLOWS = (
-    "select id from ilr.workflows where parent_id = %s and parent_close_policy is distinct from 'abandon' "
-    "and status not in "
-    "('completed','failed','cancelled','stuck','continued','terminated') order by id"
+    "select id, coalesce(parent_close_policy, 'request_cancel') as policy from ilr.workflows where parent_id = %s "
+    "and status not in ('completed','failed','cancelled','stuck','continued','terminated') order by id"
 )
-"""Read from ilr.workflows (``_ops.workflow_ops._cancel_tree``)."""
+"""A cancelled workflow's children that have not ended, with their parent close policies
+(``_ops.workflow_ops._cancel_tree``)."""
 
 RESUME_IN_LOCK_WORKFLOWS = "select id, status, error from ilr.workflows where id = %s for update"
 """Lock and read rows of ilr.workflows (``_ops.workflow_ops.resume_in``)."""

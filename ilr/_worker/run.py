@@ -12,7 +12,6 @@ from ilr import _registry as registry
 from ilr._context.context import WorkflowContext, dumps_error
 from ilr._db import store
 from ilr._errors import Cancelled, Fenced, InvalidInput, Suspend
-from ilr._ops.lifecycle import close_children
 from ilr._queries.steps import RUN_WORKFLOW_SELECT_STEPS
 from ilr._worker.claims import Run
 
@@ -133,11 +132,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
 def _end(ctx, run: Run, status: str, **kw) -> None:
     """The workflow's end (completed, failed, cancelled), fenced; a workflow that started children
     applies their parent close policies in the same transaction (docs/protocol.md §5.6)."""
-    after = None
-    if ctx.started_children:
-        by = f"$parent:{run.workflow_id}"
-        after = lambda cur: close_children(cur, run.workflow_id, by)  # noqa: E731
-    store.finish(ctx._conn, run, status, after=after, **kw)
+    store.finish(ctx._conn, run, status, after=ctx._close_children(), **kw)
 
 
 def suspend_swallowed(conn, run: Run, worker_id: str) -> None:

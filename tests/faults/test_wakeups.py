@@ -83,3 +83,17 @@ def test_the_worker_reports_its_heartbeats_on_exit(rt, workers):
     beats, gap, schedule = int(line[1]), float(line[2]), float(line[3])
     assert beats >= 3 and schedule == 0.2
     assert schedule <= gap < 1.0
+
+
+def test_a_cancel_that_lands_while_the_workflow_runs_is_delivered_at_its_next_wait(rt, workers, tmp_path):
+    """The cancel commits while the run executes plain code after its claim; its next call
+    suspends (a wait forever). The suspend's fence sees the cancel the run has not seen and
+    releases the row due now, so the next claim delivers the Cancelled, instead of the row
+    sleeping forever with the cancel pending (it did before: NoLostWakeup for cancels)."""
+    workers.start("A")
+    go = tmp_path / "go"
+    rt.start("busy_then_wait", "cw", {"path": str(go)})
+    wait_for(lambda: rt.describe("cw")["status"] == "running", message="cw runs its plain code")
+    assert rt.cancel("cw", by="ops")
+    go.write_text("")
+    wait_for(lambda: rt.describe("cw")["status"] == "cancelled", timeout=20, message="cw is cancelled")

@@ -211,12 +211,51 @@ def test_admin_cancel_needs_permission_and_confirmation(rt):
     assert c.get(reverse("admin:ilr_workflow_cancel"), {"ids": "nope"}).status_code == 404
 
 
+def test_admin_terminate_needs_permission_a_reason_and_confirmation(rt):
+    """The page names each running child and its parent close policy; a confirm without a reason
+    changes nothing; with one, the workflow ends terminated, its pending approval request is
+    withdrawn (status cancelled), and one LogEntry names the reason."""
+    make_waiting(rt)
+    sql(
+        rt,
+        "insert into ilr.workflows (id, name, version, input, status, parent_id, parent_close_policy) "
+        "values ('case-1/1', 'refund', %s, '{}'::jsonb, 'sleeping', 'case-1', 'abandon')",
+        (REFUND_VERSION,),
+    )
+    page = reverse("admin:ilr_workflow_terminate")
+    c = admin_client()
+    assert c.get(page, {"ids": "case-1"}).status_code == 403
+    User.objects.get(username="ops").user_permissions.add(
+        Permission.objects.get(codename="terminate", content_type__app_label="approvals")
+    )
+    c = client_for(User.objects.get(username="ops"))
+    shown = text(c.get(page, {"ids": "case-1"}))
+    assert "Yes, terminate 1 workflow" in shown and "case-1/1" in shown and "abandon" in shown
+    before = counts(rt)
+    assert "reason: say why" in text(c.post(page, {"ids": "case-1", "confirm": "yes", "reason": "  "}))
+    assert counts(rt) == before and sql(rt, "select status from ilr.workflows where id = 'case-1'").fetchone() == {
+        "status": "sleeping"
+    }
+    c.post(page, {"ids": "case-1", "confirm": "yes", "reason": "duplicate case"})
+    row = sql(rt, "select status, error from ilr.workflows where id = 'case-1'").fetchone()
+    assert row["status"] == "terminated" and row["error"]["reason"] == "duplicate case"
+    assert row["error"]["by"] == "ops"
+    assert sql(rt, "select status from ilr.approval_requests where workflow_id = 'case-1'").fetchone() == {
+        "status": "cancelled"
+    }
+    assert sql(rt, "select status from ilr.workflows where id = 'case-1/1'").fetchone() == {"status": "sleeping"}
+    (entry,) = LogEntry.objects.all()
+    assert entry.change_message == "Terminated: duplicate case. Children: case-1/1: abandoned."
+    c.post(page, {"ids": "case-1", "confirm": "yes", "reason": "again"})  # ended: nothing to do, no entry
+    assert LogEntry.objects.count() == 1
+
+
 def test_admin_cancel_and_resume_pages_take_an_id_with_a_nul_as_no_such_workflow(rt):
     """A NUL cannot be in a workflow id (the database refuses it in text): such an id finds
     nothing (404), as on the revoke page, instead of a database error (500)."""
     make_waiting(rt)
-    c = admin_client("approvals.cancel", "approvals.resume")
-    for page in ("admin:ilr_workflow_cancel", "admin:ilr_workflow_resume"):
+    c = admin_client("approvals.cancel", "approvals.resume", "approvals.terminate")
+    for page in ("admin:ilr_workflow_cancel", "admin:ilr_workflow_resume", "admin:ilr_workflow_terminate"):
         assert c.get(reverse(page), {"ids": "a\x00b"}).status_code == 404, page
         assert c.get(reverse(page), {"ids": ["case-1", "a\x00b"]}).status_code == 200, page
 

@@ -225,8 +225,20 @@ def parent(ctx, input):
             raise
         return {"child": kid, "failed": exc.status, "error_type": (exc.error or {}).get("type")}
     except ChildTimeout as exc:
+        if input.get("fail_on_timeout"):
+            raise
         return {"child": kid, "timeout": True, "waited_on": exc.child_id}
     return {"child": kid, "result": out}
+
+
+@workflow(name="parent_continues", version="1")
+def parent_continues(ctx, input):
+    """The first run starts a sleeping child (input "policy") and continues as new; the next run
+    waits on a signal "done"."""
+    if not input.get("n"):
+        ctx.child("child_ok", {"seconds": 3600}, parent_close_policy=input.get("policy", "request_cancel"))
+        ctx.continue_as_new({**input, "n": 1})
+    return ctx.wait_signal("done")
 
 
 @workflow(name="counter", version="1")
@@ -293,6 +305,15 @@ def wait_for_file(path: str) -> str:
     while not os.path.exists(path):
         time.sleep(0.05)
     return path
+
+
+@workflow(name="busy_then_wait", version="1")
+def busy_then_wait(ctx, input):
+    """Plain code (no durable call) that blocks until the file input["path"] exists, then a wait
+    on "go" forever: a cancel that lands while it blocks meets no fenced write before the
+    suspend."""
+    wait_for_file(input["path"])
+    return ctx.wait_signal("go")
 
 
 @workflow(name="gated", version="1")
