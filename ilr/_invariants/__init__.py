@@ -57,6 +57,7 @@ from ilr._invariants.steps import (
     takeover_only_after_expiry,
 )
 from ilr._invariants.timers import (
+    no_cancel_left_asleep,
     no_lost_wakeup,
     no_signal_left_behind,
     signal_exactly_once_consumed,
@@ -96,6 +97,7 @@ INVARIANTS: dict[str, Check] = {
     "TimerNotEarly": timer_not_early,
     "SignalExactlyOnceConsumed": signal_exactly_once_consumed,
     "NoLostWakeup": no_lost_wakeup,
+    "NoCancelLeftAsleep": no_cancel_left_asleep,
     "NoSignalLeftBehind": no_signal_left_behind,
     "VersionPinned": version_pinned,
     "NonDeterminismLoud": non_determinism_loud,

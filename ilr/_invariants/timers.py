@@ -89,6 +89,21 @@ def no_lost_wakeup(s: Snapshot) -> list:
     return out
 
 
+def no_cancel_left_asleep(s: Snapshot) -> list:
+    """No workflow whose cancel is requested and not yet delivered (no step row with the error
+    type Cancelled) sleeps with a deadline later than its last write: a cancel makes a sleeping
+    row due now, and a suspend that meets a cancel its run has not seen releases the row due now."""
+    delivered = {st["workflow_id"] for st in s.steps if (st["error"] or {}).get("type") == "Cancelled"}
+    return [
+        violation(workflow_id=wf["id"], waiting=wf["waiting"], available_at=str(wf["available_at"]))
+        for wf in s.workflows.values()
+        if wf["status"] == "sleeping"
+        and wf["cancel_requested_at"] is not None
+        and wf["id"] not in delivered
+        and wf["available_at"] > wf["updated_at"]
+    ]
+
+
 def no_signal_left_behind(s: Snapshot) -> list:
     """No unconsumed signal belongs to a run that continued as new: continue-as-new hands them
     to the successor, and a signal sent after the switch goes to the current run."""

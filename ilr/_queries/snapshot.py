@@ -33,8 +33,8 @@ LOAD_SET_SQL = "set transaction isolation level repeatable read, read only"
 """Set (``_invariants.snapshot.Snapshot.load``)."""
 
 LOAD_SELECT_WORKFLOWS = (
-    "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, waiting, error, "
-    "forked_from, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, "
+    "select id, name, version, status, epoch, owner, cancel_requested_at, available_at, updated_at, waiting, "
+    "error, forked_from, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, "
     "extract(epoch from cancel_requested_at)::float8 as cancel_ts "
     "from ilr.workflows"
 )

@@ -267,6 +267,11 @@ CORRUPTIONS = {
         ),
         c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'approve', '{}')"),
     ),
+    "NoCancelLeftAsleep": lambda c, s: c.execute(
+        "update ilr.workflows set status = 'sleeping', cancel_requested_at = now() - interval '1 minute', "
+        "updated_at = now(), available_at = now() + interval '1 hour', "
+        'waiting = \'{"seq": 4, "kind": "sleep", "name": "sleep"}\''
+    ),
     "NoSignalLeftBehind": lambda c, s: (
         c.execute("update ilr.workflows set status = 'continued'"),
         c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'credit', '{}')"),
