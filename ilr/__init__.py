@@ -27,6 +27,7 @@ from ilr._errors import (
     EffectNotFound,
     Fenced,
     GrantNotFound,
+    HistoryLimitExceeded,
     InterlockError,
     InvalidInput,
     NonDeterminism,
@@ -46,6 +47,7 @@ from ilr._ops.approval_requests import Approval, approve_request_in, approver_id
 from ilr._ops.deployments import NO_WORKER_ROW, drain_report_in, retire_in, unserved_on
 from ilr._ops.grants import APPROVAL_REQUEST_SIGNAL_PREFIX, MAX_LIFETIME_S, grant_in, lifetime_seconds, revoke_in
 from ilr._ops.lifecycle import TerminateRequest, terminate_in
+from ilr._ops.reads import history_on
 from ilr._ops.runtime import CancelRequest, Runtime, cancel_in, resume_in, signal_in
 from ilr._ops.slots import queues_on
 from ilr._registry import workflow
@@ -92,6 +94,7 @@ __all__ = [
     "retire_in",
     "unserved_on",
     "queues_on",
+    "history_on",
     # Approvals: identities, lifetimes, the request's signal
     "Approval",
     "approver_identity",
@@ -136,4 +139,5 @@ __all__ = [
     "ActionRefused",
     "AlreadyReconciled",
     "DeploymentNotFound",
+    "HistoryLimitExceeded",
 ]

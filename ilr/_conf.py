@@ -43,6 +43,15 @@ setting                    default                                         what 
                                                                            queues of workflows with a global limit
                                                                            and start rates (``ilr._queues``)
 =========================  ==============================================  ==========================================
+
+The history thresholds of one run (docs/protocol.md §5.7), each None (no such warning or limit)
+or an int of 1 or more: ``ILR_HISTORY_WARN_STEPS`` (default 10240 step rows) and
+``ILR_HISTORY_WARN_BYTES`` (10485760, 10 MiB, of step payloads): past either,
+``ctx.continue_as_new_suggested`` is True and the admin and ``rt.describe`` say so;
+``ILR_HISTORY_LIMIT_STEPS`` (51200): a durable call that would record step row 51201 fails the
+workflow (HistoryLimitExceeded) or, when it opted in, continues it as new;
+``ILR_HISTORY_LIMIT_BYTES`` (52428800, 50 MiB): the same at the first durable call once the
+payloads exceed it.
 """
 
 from __future__ import annotations
@@ -63,7 +72,14 @@ DEFAULTS: dict[str, Any] = {
     "POOLER": None,
     "TWO_PERSON_CENTS": None,
     "QUEUES": None,
+    "HISTORY_WARN_STEPS": 10_240,
+    "HISTORY_WARN_BYTES": 10 * 1024 * 1024,
+    "HISTORY_LIMIT_STEPS": 51_200,
+    "HISTORY_LIMIT_BYTES": 50 * 1024 * 1024,
 }
+HISTORY_SETTINGS = ("HISTORY_WARN_STEPS", "HISTORY_WARN_BYTES", "HISTORY_LIMIT_STEPS", "HISTORY_LIMIT_BYTES")
+"""The history thresholds (Temporal's defaults: warn at 10,240 events or 10 MB, fail at 51,200
+or 50 MB), each None or an int of 1 or more."""
 
 
 def _cents_problem(value: Any) -> str | None:
@@ -117,6 +133,10 @@ def setting_problems(name: str, value: Any) -> list[tuple[str, str]]:
             isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
         )
         return [] if ok else [(setting, f"must be None or a positive number of seconds, got {value!r}")]
+    if name in HISTORY_SETTINGS:
+        ok = value is None or (type(value) is int and value >= 1)
+        unit = "step rows" if name.endswith("STEPS") else "bytes"
+        return [] if ok else [(setting, f"must be None or an int, 1 or more ({unit}), got {value!r}")]
     if name == "POOLER":
         ok = value in (None, "session", "transaction")
         return [] if ok else [(setting, f"must be None, 'session' or 'transaction', got {value!r}")]

@@ -392,3 +392,28 @@ class ConcurrencyLimitReached(InterlockError):
             f"concurrency_key: {key!r} is held by {', '.join(holders) or 'workflows that are ending'} "
             f"(limit {limit}), and on_conflict is 'reject'. Nothing was started"
         )
+
+
+class HistoryLimitExceeded(InterlockError):
+    """A run's history passed ``ILR_HISTORY_LIMIT_STEPS`` or ``ILR_HISTORY_LIMIT_BYTES``: raised
+    at the durable call that would cross it, and the workflow fails with it (even when its code
+    catches it), unless the workflow opted in to ``continue_as_new_at_history_limit``
+    (docs/protocol.md §5.7).
+
+    Attributes:
+        setting: the limit's setting name ("ILR_HISTORY_LIMIT_STEPS" or "ILR_HISTORY_LIMIT_BYTES").
+        limit: its value. figure: the history's figure against it (the step rows the call would
+            make, or the payload bytes recorded).
+        history_length, history_bytes: the run's history when the call was offered.
+    """
+
+    code = "ILR-110"
+
+    def __init__(self, setting: str, limit: int, figure: int, history_length: int, history_bytes: int):
+        self.setting = setting
+        self.limit = limit
+        self.figure = figure
+        self.history_length = history_length
+        self.history_bytes = history_bytes
+        unit = "steps" if setting.endswith("STEPS") else "bytes"
+        super().__init__(f"history of {figure:,} {unit} exceeds {setting} {limit:,}")

@@ -24,6 +24,7 @@ POINTS = (
     "resolve_after_commit",
     "resolve_after_send",
     "wait_after_suspend",
+    "replay_page",
 )
 _hits: Counter = Counter()
 

@@ -33,6 +33,8 @@ class WorkflowDefinition:
     """Its concurrency rule: each start takes a slot of its key, or waits (docs/protocol.md §5.4)."""
     queue: str | None = None
     """Its queue of ILR_QUEUES (global limit, rates; the workers that serve it), or None."""
+    continue_as_new_at_history_limit: bool = False
+    """At a history limit, continue as new with the run's input instead of failing (§5.7)."""
 
     @property
     def code_sha256(self) -> str:
@@ -59,6 +61,7 @@ def workflow(
     input_object: bool = True,
     concurrency: Concurrency | None = None,
     queue: str | None = None,
+    continue_as_new_at_history_limit: bool = False,
 ):
     """Register a workflow function ``fn(ctx, input)`` under (name, version).
 
@@ -70,6 +73,10 @@ def workflow(
             past it queues (or what ``on_conflict`` says). Default None (no key).
         queue: a queue of ``ILR_QUEUES``: its concurrency limit and rates apply to every start,
             and ``ilr_worker --queue`` picks it. Checked at each start (settings may load later).
+        continue_as_new_at_history_limit: at ILR_HISTORY_LIMIT_STEPS or ILR_HISTORY_LIMIT_BYTES,
+            continue as new (``ctx.continue_as_new(ctx.input)``: the input this run was started
+            with) at the durable call that would cross it, instead of failing with
+            HistoryLimitExceeded. Default False (docs/protocol.md §5.7).
 
     Returns:
         A decorator that returns the function unchanged, with ``__ilr_workflow__`` set.
@@ -88,7 +95,9 @@ def workflow(
             raise InvalidInput("concurrency", f"must be an ilr.Concurrency, got {type(concurrency).__name__}")
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise InvalidInput("queue", f"must be a queue name of ILR_QUEUES (a non-empty str), got {queue!r}")
-        definition = WorkflowDefinition(wf_name, str(version), fn, input_object, concurrency, queue)
+        definition = WorkflowDefinition(
+            wf_name, str(version), fn, input_object, concurrency, queue, bool(continue_as_new_at_history_limit)
+        )
         existing = _REGISTRY.get((wf_name, definition.version))
         if existing and existing.fn.__qualname__ != fn.__qualname__:
             raise InvalidInput("name", f"{definition.key} is already registered by {existing.fn.__qualname__}")

@@ -150,6 +150,13 @@ if ILR_POOLER == "transaction":
     # A server-side cursor outlives the transaction PgBouncer pins the server connection for.
     DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 
+# A run's history thresholds (docs/protocol.md §5.7): warn (continue-as-new suggested) and fail
+# past these many step rows or bytes of step payloads; Temporal's defaults.
+ILR_HISTORY_WARN_STEPS = env.int("ILR_HISTORY_WARN_STEPS", default=10_240)
+ILR_HISTORY_WARN_BYTES = env.int("ILR_HISTORY_WARN_BYTES", default=10 * 1024 * 1024)
+ILR_HISTORY_LIMIT_STEPS = env.int("ILR_HISTORY_LIMIT_STEPS", default=51_200)
+ILR_HISTORY_LIMIT_BYTES = env.int("ILR_HISTORY_LIMIT_BYTES", default=50 * 1024 * 1024)
+
 # Ed25519 key that signs journal entries (docs/protocol.md §9): a PEM path. Default: the key that
 # `manage.py ilr_keys generate` writes under ILR_DATA_DIR/keys, when present.
 ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)

@@ -411,3 +411,13 @@ are steps and its successful one is the result (``prove.bench.tasks_backends.INT
 
 TASKS_BENCH_WORKERS_UP_SQL = "select count(distinct worker_id) from ilr.worker_deployments where worker_id like 'ti%'"
 """How many bench ilr_workers have registered (``prove.bench.tasks_workers``)."""
+
+HISTORY_STEP_COUNT = "select count(*) as n from ilr.steps where workflow_id = %s"
+"""How many step rows a workflow has recorded: the seeding of ``prove.bench.history`` is done."""
+
+HISTORY_TAKEOVER_CLAIM = (
+    "select extract(epoch from claimed_at)::float8 as claimed_at_epoch, prev_status from ilr.claims "
+    "where workflow_id = %s and owner = %s order by claimed_at limit 1"
+)
+"""The takeover claim of ``prove.bench.history``: its time in epoch seconds and the status it
+took the workflow from ('running': a lapsed lease)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.db import connection
 from django.urls import reverse
 from django.utils.html import format_html
 
@@ -23,7 +24,7 @@ from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, tab
 from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
 from approvals.templatetags.approvals_extras import as_json, reveal_html
-from ilr import NO_WORKER_ROW
+from ilr import NO_WORKER_ROW, history_on
 from ilr.models import Claim, Effect, Signal, Slot, Step, Workflow
 
 
@@ -69,7 +70,7 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
             "Lineage",
             {"fields": ("parent_link", "children_table", "continued_from", "forked_from", "created_at", "updated_at")},
         ),
-        ("Step timeline", {"fields": ("timeline",)}),
+        ("Step timeline", {"fields": ("history", "timeline")}),
         ("Effects", {"fields": ("effects_table",)}),
         ("Signals", {"fields": ("signals_table",)}),
         ("Concurrency", {"fields": ("concurrency_key", "concurrency_limit", "slots_table")}),
@@ -211,6 +212,17 @@ class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
                 for r in rows
             ],
         )
+
+    @admin.display(description="history")
+    def history(self, obj):
+        """The history's size against ILR_HISTORY_*: step rows and payload bytes, and the warning
+        once past either threshold (one aggregate query for this workflow)."""
+        connection.ensure_connection()
+        h = history_on(connection.connection, obj.id)
+        figures = f"{h['length']:,} step rows, {h['bytes']:,} bytes of payloads"
+        if h["warning"]:
+            return format_html("{}<br><strong>Warning: {}</strong>", figures, h["warning"])
+        return figures
 
     @admin.display(description="steps")
     def timeline(self, obj):

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from ilr import _codec as codec
 from ilr import _killpoints as killpoints
+from ilr import _registry as registry
 from ilr._context.effects import EffectCalls
 from ilr._context.steps import Decision
 from ilr._context.versioning import Versioning
@@ -28,6 +29,7 @@ from ilr._errors import (
     ChildFailed,
     ChildTimeout,
     Fenced,
+    HistoryLimitExceeded,
     InvalidInput,
     NonDeterminism,
     SignalTimeout,
@@ -197,7 +199,16 @@ class WorkflowContext(EffectCalls, Versioning):
             raise ChildTimeout(outcome.get("child", id), outcome.get("until"))
         raise ChildFailed(outcome.get("child", id), status, outcome.get("error"))
 
-    # -- continue-as-new (docs/protocol.md §5.3) --------------------------------------------------
+    # -- continue-as-new (docs/protocol.md §5.3, §5.7) ---------------------------------------------
+
+    def _at_history_limit(self, exc: HistoryLimitExceeded) -> None:
+        """A workflow registered with ``continue_as_new_at_history_limit=True`` continues as new
+        here, with the input this run was started with (``ctx.input``), instead of failing."""
+        if not registry.get(self.name, self.version).continue_as_new_at_history_limit:
+            return
+        successor = lineage.continue_as_new(self._conn, self._run, codec.dumps(self.input, "input"))
+        self.suspended = True
+        raise ContinuedAsNew(successor)
 
     def continue_as_new(self, input: Any = None) -> None:
         """End this run as ``continued`` and start its successor ``<id>#<n>`` with ``input``
@@ -252,7 +263,20 @@ class WorkflowContext(EffectCalls, Versioning):
 def dumps_error(exc: BaseException) -> str:
     """The workflow-level error object, as JSON text."""
     body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)[:4000]}
-    for attr in ("field", "rule", "seq", "recorded", "offered", "step", "attempts"):
+    for attr in (
+        "field",
+        "rule",
+        "seq",
+        "recorded",
+        "offered",
+        "step",
+        "attempts",
+        "setting",
+        "limit",
+        "figure",
+        "history_length",
+        "history_bytes",
+    ):
         if hasattr(exc, attr):
             body[attr] = getattr(exc, attr)
     if isinstance(exc, StepFailed):

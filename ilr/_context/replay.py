@@ -17,8 +17,9 @@ import psycopg
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr import _killpoints as killpoints
+from ilr._context.history import History
 from ilr._db import store
-from ilr._errors import Cancelled, NonDeterminism, SignalTimeout, StepFailed, Suspend
+from ilr._errors import Cancelled, HistoryLimitExceeded, NonDeterminism, SignalTimeout, StepFailed, Suspend
 
 # The waiting kinds a suspended call leaves in workflows.waiting, by the kind of call that left
 # it: a call offered at that seq must be of a matching kind (NonDeterminismLoud).
@@ -37,15 +38,18 @@ class ReplayCursor:
     """The state of one run of workflow code and the checks every durable call makes; the base
     of ``WorkflowContext`` (ilr.context) and of its durable-call mixins."""
 
-    def __init__(self, run, conn, steps: dict[int, dict], reconnect=None):
-        """Args: run, the worker's Run; conn, its connection; steps, the recorded step rows by
-        seq; reconnect, a callable returning a new connection, with which a connection that
-        died while idle (a database restart during a step body) is replaced before the next
-        write (None: never replaced)."""
+    def __init__(self, run, conn, steps: dict[int, dict] | None, reconnect=None):
+        """Args: run, the worker's Run; conn, its connection; steps, the step rows the claim
+        read by seq (seqs 1 to CLAIM_PRELOAD_SEQS), or None (the history is read in pages from
+        the first); reconnect, a callable returning a new connection, with which a connection
+        that died while idle (a database restart during a step body) is replaced before the
+        next write (None: never replaced)."""
         self._run = run
         self._conn_now = conn
         self._reconnect = reconnect
-        self._steps = steps
+        self._steps = History(lambda: self._conn, run.workflow_id, steps)
+        run.history = self._steps  # the writes of _db.store count the rows this run records
+        self.history_limit_error: HistoryLimitExceeded | None = None
         self._seq = 0
         self._patches: dict[str, int] = {}
         self._cancel_delivered = False
@@ -89,6 +93,7 @@ class ReplayCursor:
         """The recorded row at ``seq``, checked against the call offered now (NonDeterminismLoud)."""
         row = self._steps.get(seq)
         if row is None:
+            self._history_gate()
             return None
         if (
             row["kind"] != kind
@@ -102,6 +107,7 @@ class ReplayCursor:
             )
             self.nondeterminism = exc
             raise exc
+        self._steps.replayed(row)
         error = row.get("error")
         if error:
             if error.get("type") == "Cancelled":
@@ -112,6 +118,43 @@ class ReplayCursor:
                 raise SignalTimeout(name, error.get("timeout"))
             raise StepFailed(name, error.get("type", "Error"), error.get("message", ""), error.get("attempts", 1))
         return row
+
+    # -- the history's size (docs/protocol.md §5.7) ---------------------------------------------
+
+    @property
+    def history_length(self) -> int:
+        """The step rows of this run's history so far: those replayed and those recorded, up to
+        the current call (Temporal's ``workflow.info().get_current_history_length()``); the same
+        at the same call in every replay."""
+        return self._steps.length
+
+    @property
+    def history_bytes(self) -> int:
+        """The bytes of those rows' payloads: each output and error as UTF-8 JSON text
+        (``json.dumps(value, ensure_ascii=False)``), summed; names, kinds and fingerprints are
+        not counted. The same at the same call in every replay."""
+        return self._steps.bytes
+
+    @property
+    def continue_as_new_suggested(self) -> bool:
+        """True once ``history_length`` passes ILR_HISTORY_WARN_STEPS or ``history_bytes``
+        passes ILR_HISTORY_WARN_BYTES (Temporal's ``is_continue_as_new_suggested()``): call
+        ``ctx.continue_as_new`` at a point where the state fits in its input."""
+        return self._steps.continue_as_new_suggested
+
+    def _history_gate(self) -> None:
+        """At a call that runs for the first time: past a history limit, the call does not run.
+        The figures are the history's, so a replay reaches the limit at the same call."""
+        if self.history_limit_error is None:
+            exc = self._steps.limit_exceeded()
+            if exc is None:
+                return
+            self._at_history_limit(exc)
+            self.history_limit_error = exc
+        raise self.history_limit_error
+
+    def _at_history_limit(self, exc: HistoryLimitExceeded) -> None:
+        """What a workflow that opted in does at the limit instead of failing (WorkflowContext)."""
 
     def _check_waiting(self, seq: int, kind: str, name: str) -> None:
         """NonDeterminismLoud for a suspended call: the call that suspended at ``seq`` left

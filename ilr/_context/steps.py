@@ -115,6 +115,7 @@ class StepCalls(ReplayCursor):
         seq = self._seq + 1
         if seq in self._steps:
             return False
+        self._history_gate()
         self._frontier(seq, "step", name)
         self._run.require_local_lease()
         return True

@@ -69,12 +69,14 @@ class Versioning(ReplayCursor):
         row = self._steps.get(seq)
         if row is not None:
             if row["kind"] == "patch" and row["name"] == patch_id:
+                self._steps.replayed(row)
                 self._seq = seq
                 return True
             return False
         waiting = self._run.waiting or {}
         if waiting.get("seq") == seq:
             return False  # the old code suspended here: its history predates the patch
+        self._history_gate()
         store.record_step(self._conn, self._run, seq=seq, kind="patch", name=patch_id)
         self._steps[seq] = {
             "seq": seq,
@@ -98,4 +100,5 @@ class Versioning(ReplayCursor):
         seq = self._check_patch_id(patch_id, "deprecate_patch")
         row = self._steps.get(seq)
         if row is not None and row["kind"] == "patch" and row["name"] == patch_id:
+            self._steps.replayed(row)
             self._seq = seq

@@ -73,6 +73,7 @@ def record_step(
             FencedWrites).
     """
     t0 = run.clock()
+    _count(run, seq, output_json, error_json)
     row = batch.one(
         conn,
         RECORD_STEP_SQL,
@@ -205,11 +206,22 @@ def insert_step(
     # covered by the fence. takeovers resets with every recorded step (docs/protocol.md §3.4); a
     # caller whose fence already reset it passes reset_takeovers=False. ``execute`` runs the
     # insert in place of cur.execute: journal.Chain.also folds it into the journal INSERT.
+    _count(run, seq, output_json, error_json)
     (execute or cur.execute)(
         INSERT_STEP_SQL, (run.workflow_id, seq, name, kind, fingerprint, output_json, error_json, run.epoch)
     )
     if reset_takeovers:
         cur.execute(INSERT_STEP_UPDATE_WORKFLOWS, (run.workflow_id,))
+
+
+def _count(run, seq: int, output_json: str | None, error_json: str | None) -> None:
+    """Count the row a run writes at ``seq`` in its history's size (``_context.history``).
+
+    Counted before the write: a write that fails ends the run (fenced, or a fault that
+    abandons it), and the next run counts its history again as it replays it."""
+    history = getattr(run, "history", None)
+    if history is not None:
+        history.recorded(seq, output_json, error_json)
 
 
 def lock_parent(cur, run) -> None:

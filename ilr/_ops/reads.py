@@ -6,13 +6,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from psycopg.rows import dict_row
+
 from ilr import _codec as codec
 from ilr import _db as db
+from ilr._conf import settings
+from ilr._context.history import past, payload_bytes
 from ilr._errors import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr._ops.slots import describe_workflow
 from ilr._queries.effects import DESCRIBE_ON_SELECT_EFFECTS
 from ilr._queries.signals import DESCRIBE_ON_SELECT_SIGNALS
-from ilr._queries.steps import DESCRIBE_ON_SELECT_STEPS
+from ilr._queries.steps import DESCRIBE_ON_SELECT_STEPS, HISTORY_SIZE_SELECT_STEPS
 from ilr._queries.workflows import (
     DESCRIBE_ON_SELECT_WORKFLOWS,
     DESCRIBE_ON_SELECT_WORKFLOWS_2,
@@ -41,6 +45,9 @@ def describe_on(conn: db.Connection, wf_id: str) -> dict:
         DESCRIBE_ON_SELECT_STEPS,
         (wf_id,),
     ).fetchall()
+    # Measured as the run measures it (ctx.history_length, ctx.history_bytes), from the rows read.
+    size = sum(payload_bytes(s["output"]) + payload_bytes(s["error"]) for s in wf["steps"])
+    wf["history"] = history_figures(len(wf["steps"]), size)
     wf["effects"] = conn.execute(DESCRIBE_ON_SELECT_EFFECTS, (wf_id,)).fetchall()
     wf["signals"] = conn.execute(DESCRIBE_ON_SELECT_SIGNALS, (wf_id,)).fetchall()
     wf["children"] = [r["id"] for r in conn.execute(DESCRIBE_ON_SELECT_WORKFLOWS_2, (wf_id,)).fetchall()]
@@ -50,6 +57,39 @@ def describe_on(conn: db.Connection, wf_id: str) -> dict:
     # A failed workflow's traceback is kept in its error object; shown apart from it.
     wf["traceback"] = wf["error"].pop("traceback", None) if isinstance(wf["error"], dict) else None
     return wf
+
+
+def history_figures(length: int, size: int) -> dict:
+    """A history's figures against the ILR_HISTORY_* settings: {"length", "bytes",
+    "continue_as_new_suggested" (past a warning threshold), "warning" (a sentence saying which,
+    or None), "limit_steps", "limit_bytes"}."""
+    over = []
+    if past(length, settings.HISTORY_WARN_STEPS):
+        over.append(f"{length:,} step rows, past ILR_HISTORY_WARN_STEPS {settings.HISTORY_WARN_STEPS:,}")
+    if past(size, settings.HISTORY_WARN_BYTES):
+        over.append(f"{size:,} bytes, past ILR_HISTORY_WARN_BYTES {settings.HISTORY_WARN_BYTES:,}")
+    return {
+        "length": length,
+        "bytes": size,
+        "continue_as_new_suggested": bool(over),
+        "warning": ("history of " + " and ".join(over) + ": continue as new") if over else None,
+        "limit_steps": settings.HISTORY_LIMIT_STEPS,
+        "limit_bytes": settings.HISTORY_LIMIT_BYTES,
+    }
+
+
+def history_on(conn: db.Connection, wf_id: str) -> dict:
+    """One workflow's history size against the ILR_HISTORY_* settings, on ``conn`` (a psycopg
+    connection: ``connect()``, or Django's ``connection.connection``): one
+    aggregate over its step rows (the admin's history line). Shape: ``history_figures``.
+
+    ``bytes`` here is the length of each payload's JSON text as PostgreSQL writes it, which is
+    ``ctx.history_bytes``'s measure except for numbers written in exponent form (1e-07 is
+    0.0000001 in PostgreSQL's text); ``rt.describe(id)["history"]`` measures as the run does.
+    """
+    row = conn.cursor(row_factory=dict_row).execute(HISTORY_SIZE_SELECT_STEPS, (wf_id,)).fetchone()
+    assert row is not None  # an aggregate without group by returns one row
+    return history_figures(row["length"], row["bytes"])
 
 
 def list_query(

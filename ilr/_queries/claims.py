@@ -90,15 +90,23 @@ its reader asks, so ``c``'s LIMIT stops the due scan, and its row locks, once la
 due rows together fill ``n``. Takeovers first: a lapsed lease is work that was already started.
 """
 
-STEPS_OF_THIS_CLAIM_SQL = """
+CLAIM_PRELOAD_SEQS = 500
+"""The claim reads each claimed workflow's step rows of seq 1 to this; a longer history's later
+rows are read in pages as its replay reaches them (``_context.history.History``)."""
+
+STEPS_OF_THIS_CLAIM_SQL = f"""
 select s.workflow_id, s.seq, s.name, s.kind, s.fingerprint, s.output, s.error
   from ilr.workflows w
   join ilr.steps s on s.workflow_id = w.id
  where w.status = 'running' and w.owner = %(owner)s
    and w.lease_expires_at = now() + make_interval(secs => %(ttl)s)
+   and s.seq <= {CLAIM_PRELOAD_SEQS}
  order by s.workflow_id, s.seq
 """
-"""The step rows of the workflows the claim statement before it (same transaction) took.
+"""The step rows of seq 1 to CLAIM_PRELOAD_SEQS of the workflows the claim statement before it
+(same transaction) took: the whole history of nearly every workflow, in the claim's round trip,
+while a claim of a long history holds one page of it, not all (a bound on seq, not a row limit,
+so that the rows read are exactly those up to it, whatever the history's gaps).
 
 A claimed row has exactly this transaction's now() + ttl as its lease (wf_running serves the
 lookup: the running rows, filtered by lease). The statement runs after the claim statement and

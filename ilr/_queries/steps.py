@@ -30,7 +30,17 @@ FORK_IN_INSERT_STEPS = (
 FORK_IN_SELECT_STEPS = "select coalesce(max(seq), 0) as top from ilr.steps where workflow_id = %s"
 """Read from ilr.steps (``_ops.workflow_ops.fork_in``)."""
 
-RUN_WORKFLOW_SELECT_STEPS = (
-    "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s order by seq"
+
+HISTORY_PAGE_SELECT_STEPS = (
+    "select seq, name, kind, fingerprint, output, error from ilr.steps where workflow_id = %s and seq > %s "
+    "order by seq limit %s"
 )
-"""Read from ilr.steps (``_worker.run.run_workflow``)."""
+"""One page of a run's history: its step rows after a seq, in seq order, at most n (keyset
+pagination on the primary key; ``_context.history.History``, as the replay reaches them)."""
+
+HISTORY_SIZE_SELECT_STEPS = (
+    "select count(*) as length, coalesce(sum(coalesce(octet_length(output::text), 0) "
+    "+ coalesce(octet_length(error::text), 0)), 0)::bigint as bytes from ilr.steps where workflow_id = %s"
+)
+"""A workflow's history size: its step rows and the bytes of their payloads' JSON text, one
+aggregate over its primary key range (``_ops.reads.history_on``: the admin's history line)."""

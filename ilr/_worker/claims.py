@@ -63,7 +63,8 @@ class Run:
         self.local_lease = t0 + lease_ttl
         self.fenced = False
         self.released = False
-        self.steps = steps  # the step rows read with the claim, by seq; None: load them
+        self.steps = steps  # the step rows read with the claim (seqs to CLAIM_PRELOAD_SEQS); None: none read
+        self.history = None  # the run's History, set by its WorkflowContext (counts what _db.store writes)
         self.born_at = row.get("born_at")  # the earliest created_at of its lineage (ilr.failover)
         self.failover: dict | None = None  # the worker's last timeline switch at the claim (ilr.failover)
         self.owner: str | None = None  # the worker running it (set by run_workflow)

@@ -12,7 +12,6 @@ from ilr import _registry as registry
 from ilr._context.context import WorkflowContext, dumps_error
 from ilr._db import store
 from ilr._errors import Cancelled, Fenced, InvalidInput, Suspend
-from ilr._queries.steps import RUN_WORKFLOW_SELECT_STEPS
 from ilr._worker.claims import Run
 
 log = logging.getLogger("ilr.worker")
@@ -79,17 +78,9 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         return
     definition = registry.get(run.name, run.version)
     run.owner = worker_id
-    steps = (
-        run.steps
-        if run.steps is not None
-        else {
-            row["seq"]: row
-            for row in conn.execute(
-                RUN_WORKFLOW_SELECT_STEPS,
-                (run.workflow_id,),
-            ).fetchall()
-        }
-    )
+    # The claim's rows (seqs up to CLAIM_PRELOAD_SEQS) go to the context's History, which reads
+    # the rest in pages; the Run lets go of them so that replayed rows can be released.
+    steps, run.steps = run.steps, None
     ctx = run.context = WorkflowContext(
         run, conn, steps, reconnect=lambda: db.connect(dsn, application_name=f"ilr-worker-{worker_id}")
     )
@@ -109,6 +100,8 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
             return
         if ctx.nondeterminism is not None:
             store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+        elif ctx.history_limit_error is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            _end(ctx, run, "failed", error_json=_failed_error(ctx.history_limit_error))
         elif isinstance(exc, Cancelled):
             _end(ctx, run, "cancelled", error_json=dumps_error(exc))
         elif isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -120,6 +113,8 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         suspend_swallowed(ctx._conn, run, worker_id)
     elif ctx.nondeterminism is not None:
         store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+    elif ctx.history_limit_error is not None:  # the code caught it: the workflow fails all the same
+        _end(ctx, run, "failed", error_json=_failed_error(ctx.history_limit_error))
     else:
         try:
             result_json = codec.dumps(result, "result")

@@ -110,3 +110,22 @@ def test_a_malformed_queue_is_named_entry_by_entry():
     good = {"payouts": {"concurrency": 10, "rate": "100/m", "per_key_rate": "5/minute"}}
     proc = manage({"ILR_QUEUES": good}, "check", "--fail-level", "WARNING")
     assert proc.returncode == 0 and "no issues" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_history_threshold_of_the_wrong_shape_is_an_error_naming_it():
+    """The history thresholds (docs/protocol.md §5.7): None or an int of 1 or more."""
+    bad = {
+        "ILR_HISTORY_WARN_STEPS": 0,
+        "ILR_HISTORY_WARN_BYTES": "10MB",
+        "ILR_HISTORY_LIMIT_STEPS": 51_200.0,
+        "ILR_HISTORY_LIMIT_BYTES": True,
+    }
+    proc = manage(bad, "check")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Traceback" not in out, out
+    assert "ILR_HISTORY_WARN_STEPS: must be None or an int, 1 or more (step rows), got 0" in out, out
+    assert "ILR_HISTORY_WARN_BYTES: must be None or an int, 1 or more (bytes), got '10MB'" in out, out
+    assert "ILR_HISTORY_LIMIT_STEPS: must be None or an int, 1 or more (step rows), got 51200.0" in out, out
+    assert "ILR_HISTORY_LIMIT_BYTES: must be None or an int, 1 or more (bytes), got True" in out, out
+    assert out.count("ilr.E002") == 4, out
+    assert manage({"ILR_HISTORY_LIMIT_BYTES": None, "ILR_HISTORY_WARN_STEPS": 5}, "check").returncode == 0

@@ -54,6 +54,7 @@ PUBLIC_NAMES = {
     "retire_in",
     "unserved_on",
     "queues_on",
+    "history_on",
     # Approvals
     "Approval",
     "approver_identity",
@@ -98,6 +99,7 @@ PUBLIC_NAMES = {
     "ActionRefused",
     "AlreadyReconciled",
     "DeploymentNotFound",
+    "HistoryLimitExceeded",
 }
 
 # Where Django looks: these stay public by name; every other entry of ilr/ starts with "_".
