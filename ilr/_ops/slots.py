@@ -171,7 +171,9 @@ def queues_on(conn) -> list[dict]:
     Returns:
         per queue, by name: {"queue", "concurrency", "rate", "per_key_rate" (as configured),
         "holding" (workflows holding a slot of its key: running, sleeping, or delayed by the
-        rate), "waiting" (queued for one), "oldest_waiting_since", "started_last_period"
+        queue's rate), "waiting" (queued for one), "put_off" (starts their concurrency key's
+        per_key_rate put off: they hold no slot until their turn), "oldest_waiting_since",
+        "started_last_period"
         (starts the rate let run in the last rate period, or None without a rate)}.
     """
     queues = rules(settings.QUEUES)
@@ -193,6 +195,7 @@ def queues_on(conn) -> list[dict]:
                 "per_key_rate": configured.get("per_key_rate"),
                 "holding": row.get("holding", 0),
                 "waiting": row.get("waiting", 0),
+                "put_off": row.get("put_off", 0),
                 "oldest_waiting_since": row.get("oldest_waiting_since"),
                 "started_last_period": recent,
             }
