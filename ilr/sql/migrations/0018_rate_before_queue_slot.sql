@@ -282,10 +282,11 @@ create or replace function ilr.slot_wake() returns integer language plpgsql as $
 declare
   k text;
   r record;
+  t timestamptz := clock_timestamp();  -- a value, not a volatile call: slots_deferred serves the scan
   woken integer := 0;
 begin
   for k in select distinct s.key from ilr.slots s
-            where s.deferred_until <= clock_timestamp() and s.released_at is null
+            where s.deferred_until <= t and s.released_at is null
             order by s.key loop
     perform ilr.slot_lock(k);
     for r in update ilr.slots set deferred_until = null
