@@ -384,15 +384,17 @@ create or replace function ilr.rate_next(k text, rate jsonb) returns timestamptz
     '-infinity')
 $$;
 
--- The lowest slot number of key k free below lim, or null.
-create or replace function ilr.slot_free(k text, lim smallint) returns smallint language sql stable as $$
-  select g.s::smallint
-    from generate_series(0, lim - 1) as g(s)
-   where not exists (select 1 from ilr.slots
-                      where key = k and slot_no = g.s and released_at is null)
-   order by g.s
-   limit 1
-$$;
+-- The lowest slot number of key k free below lim, or null. PL/pgSQL, not SQL: its plan is
+-- cached for the session (every keyed start runs it, from ilr.slot_take).
+create or replace function ilr.slot_free(k text, lim smallint) returns smallint language plpgsql stable as $$
+begin
+  return (select g.s::smallint
+            from generate_series(0, lim - 1) as g(s)
+           where not exists (select 1 from ilr.slots
+                              where key = k and slot_no = g.s and released_at is null)
+           order by g.s
+           limit 1);
+end $$;
 
 -- When workflow wf's concurrency key's per_key_rate lets it start, if that is later than its
 -- queue's own rate lets the next start of the queue run (then taking the queue's slot now would
