@@ -2,8 +2,9 @@
 workflow's cancel, and the reads of keys (docs/protocol.md §5.4).
 
 Acquire, release, admission and carry happen in the database (the triggers of migration 0016),
-in the transaction of the write that starts or ends a workflow; this module runs only what a
-start or a cancel adds around them.
+in the transaction of the write that starts or ends a workflow, and a start put off by its key's
+rate is admitted at its turn by the workers' sweep (migration 0018, ``ilr.slot_wake``); this
+module runs only what a start or a cancel adds around them.
 
 Lock order: workflow rows, then the keys' locks (``ilr.slot_lock``: a concurrency key, then a
 queue's key, then ctx.lock keys by name), then the rows of queued workflows. A transaction that
