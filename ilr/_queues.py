@@ -4,7 +4,8 @@
 workflow of a queue (``@workflow(queue=...)`` or ``rt.start(queue=...)``) holds a slot of the
 queue's key ``queue:<name>`` from its start to its end when the queue has a concurrency limit or
 a rate (limit 1000 without a limit); at most ``rate`` of its workflows start per period, and at
-most ``per_key_rate`` per concurrency key. ``ilr_worker --queue`` picks the queues a worker
+most ``per_key_rate`` per concurrency key (a start its key's rate holds back takes the queue's
+slot only at its turn: migration 0018). ``ilr_worker --queue`` picks the queues a worker
 serves. A leaf module: the registry, the client and the checks import it.
 """
 

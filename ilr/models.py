@@ -200,6 +200,7 @@ class Slot(ReadOnlyModel):
     released_at = models.DateTimeField(null=True)
     released_why = models.TextField(null=True)
     not_before = models.DateTimeField(null=True)
+    deferred_until = models.DateTimeField(null=True)
 
     class Meta:
         managed = False

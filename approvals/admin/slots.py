@@ -71,7 +71,9 @@ class SlotAdmin(ReadOnlyAdmin):
 
     @admin.display(description="state")
     def state(self, obj):
-        """holding slot n, queued, or released."""
+        """holding slot n, queued, put off by its key's rate until its turn, or released."""
         if obj.released_at is not None:
             return "released"
-        return f"holding slot {obj.slot_no}" if obj.slot_no is not None else "queued"
+        if obj.slot_no is not None:
+            return f"holding slot {obj.slot_no}"
+        return f"put off until {obj.deferred_until:%Y-%m-%d %H:%M:%S}" if obj.deferred_until else "queued"

@@ -141,19 +141,23 @@ def slot_released_at_end(s: Snapshot) -> list:
 
 def no_stranded_waiter(s: Snapshot) -> list:
     """No workflow waits on a key while a slot it fits is free (a release admits the first
-    waiter in its own transaction); and no workflow waits for a key (``waiting.kind`` "slot" or
-    "lock", not due) without a live row queued for it, which no release would ever admit."""
+    waiter in its own transaction); a waiter of a queue's key that its key's rate put off
+    (``deferred_until`` set, migration 0018) holds no slot on purpose until the sweep finds its
+    turn come, and is not counted. And no workflow waits for a key (``waiting.kind`` "slot" or
+    "lock", or "rate" naming a key: put off) without a live row queued for it, which no release
+    or sweep would ever admit."""
     out = []
     queued = {(r["workflow_id"], r["key"]) for r in s.slots if r["released_at"] is None and r["slot_no"] is None}
     for wf in s.workflows.values():
         w = wf.get("waiting") or {}
-        if wf["status"] in ("pending", "sleeping") and w.get("kind") in ("slot", "lock"):
+        keyed = w.get("kind") in ("slot", "lock") or (w.get("kind") == "rate" and "key" in w)
+        if wf["status"] in ("pending", "sleeping") and keyed:
             if (wf["id"], w.get("key")) not in queued:
                 out.append(violation(key=w.get("key"), workflow_id=wf["id"], waiting=w, row="none"))
     for key, rows in _by_key(s).items():
         live = [r for r in rows if r["released_at"] is None]
         taken = {r["slot_no"] for r in live if r["slot_no"] is not None}
-        for w in (r for r in live if r["slot_no"] is None):
+        for w in (r for r in live if r["slot_no"] is None and r.get("deferred_until") is None):
             free = [n for n in range(w["slot_limit"]) if n not in taken]
             if free:
                 out.append(violation(key=key, workflow_id=w["workflow_id"], free_slots=free))

@@ -2,8 +2,9 @@
 workflow's cancel, and the reads of keys (docs/protocol.md §5.4).
 
 Acquire, release, admission and carry happen in the database (the triggers of migration 0016),
-in the transaction of the write that starts or ends a workflow; this module runs only what a
-start or a cancel adds around them.
+in the transaction of the write that starts or ends a workflow, and a start put off by its key's
+rate is admitted at its turn by the workers' sweep (migration 0018, ``ilr.slot_wake``); this
+module runs only what a start or a cancel adds around them.
 
 Lock order: workflow rows, then the keys' locks (``ilr.slot_lock``: a concurrency key, then a
 queue's key, then ctx.lock keys by name), then the rows of queued workflows. A transaction that
@@ -171,7 +172,9 @@ def queues_on(conn) -> list[dict]:
     Returns:
         per queue, by name: {"queue", "concurrency", "rate", "per_key_rate" (as configured),
         "holding" (workflows holding a slot of its key: running, sleeping, or delayed by the
-        rate), "waiting" (queued for one), "oldest_waiting_since", "started_last_period"
+        queue's rate), "waiting" (queued for one), "put_off" (starts their concurrency key's
+        per_key_rate put off: they hold no slot until their turn), "oldest_waiting_since",
+        "started_last_period"
         (starts the rate let run in the last rate period, or None without a rate)}.
     """
     queues = rules(settings.QUEUES)
@@ -193,6 +196,7 @@ def queues_on(conn) -> list[dict]:
                 "per_key_rate": configured.get("per_key_rate"),
                 "holding": row.get("holding", 0),
                 "waiting": row.get("waiting", 0),
+                "put_off": row.get("put_off", 0),
                 "oldest_waiting_since": row.get("oldest_waiting_since"),
                 "started_last_period": recent,
             }

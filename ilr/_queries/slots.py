@@ -50,13 +50,15 @@ releases its place in the queue (``_ops.slots.end_queued``)."""
 
 QUEUE_LIVE_COUNTS = """
 select key, count(*) filter (where slot_no is not null) as holding,
-       count(*) filter (where slot_no is null) as waiting,
-       min(queued_at) filter (where slot_no is null) as oldest_waiting_since
+       count(*) filter (where slot_no is null and deferred_until is null) as waiting,
+       count(*) filter (where deferred_until is not null) as put_off,
+       min(queued_at) filter (where slot_no is null and deferred_until is null) as oldest_waiting_since
   from ilr.slots where released_at is null and key = any(%s::text[])
  group by key
 """
-"""Per queue key: its live holders (running, or admitted and waiting for their own turn to run),
-its waiters and the oldest one's queue time (``_ops.slots.queues_on``)."""
+"""Per queue key: its live holders (running, or admitted and waiting for the queue's rate to let
+them run), its waiters and the oldest one's queue time, and the starts their key's rate put off
+(no slot held; migration 0018) (``_ops.slots.queues_on``)."""
 
 QUEUE_RECENT_STARTS = (
     "select count(*) as n from ilr.slots where key = %s and not_before > now() - make_interval(secs => %s) "
@@ -91,3 +93,9 @@ DISPATCHED_OF_WORKFLOW = (
 )
 """The effects whose sends a workflow's dispatch authorized and that have not resolved
 (``_ops.slots.revoke_lock_in``)."""
+
+# -- rates before the queue's slot (migration 0018) -----------------------------------------------
+
+SLOT_WAKE = "select ilr.slot_wake() as woken"
+"""The sweep: admit the waiters of a queue's key that their key's per_key_rate put off and whose
+turn has come, into the key's free slots (``_worker.worker``, at most every SLOT_WAKE_EVERY s)."""

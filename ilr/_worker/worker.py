@@ -49,6 +49,7 @@ from ilr._queries.deployments import (
     REGISTER_DEPLOYMENTS_UPDATE_DEPLOYMENTS,
     SEEN_SQL,
 )
+from ilr._queries.slots import SLOT_WAKE
 from ilr._registry import WorkflowDefinition
 from ilr._worker.backoff import ClaimBackoff
 from ilr._worker.claims import Run, claim_due
@@ -58,6 +59,10 @@ from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
 
 log = logging.getLogger("ilr.worker")
+
+SLOT_WAKE_EVERY = 0.1
+"""Seconds between two sweeps (``ilr.slot_wake``) of one busy worker: a start that its key's rate
+put off takes its queue's slot within this (or one poll, when idle) of its turn."""
 
 
 class Worker:
@@ -121,6 +126,7 @@ class Worker:
         self._abandoned_lock = threading.Lock()
         self._last_fault = float("-inf")  # monotonic time any thread of this worker last met a fault
         self._claim_backoff = ClaimBackoff(self.worker_id)
+        self._next_slot_wake = 0.0  # monotonic time of the next sweep of put-off starts (SLOT_WAKE)
         self.failover: dict | None = (
             None  # the last timeline switch (ilr._ops.failover.seen), read per claim connection
         )
@@ -222,6 +228,12 @@ class Worker:
                     except psycopg.Error as exc:
                         released = False
                         self._claim_failed("release of abandoned runs", exc)
+                if released and time.monotonic() >= self._next_slot_wake:
+                    try:
+                        self._slot_wake()
+                    except psycopg.Error as exc:
+                        released = False
+                        self._claim_failed("sweep of put-off starts", exc)
                 if free > 0 and released:
                     try:
                         claimed = self._claim(free)
@@ -273,6 +285,13 @@ class Worker:
                 steps[step["workflow_id"]][step["seq"]] = step
         killpoints.hit("claimed")
         return [(row, t0, steps[row["id"]]) for row in rows]
+
+    def _slot_wake(self) -> None:
+        """Run the sweep (SLOT_WAKE) on the claim connection, its own transaction: the starts it
+        admits are due after its commit, which notifies the workers (this one too). Any worker
+        sweeps every queue; two sweeps serialize on the key's lock."""
+        self._next_slot_wake = time.monotonic() + SLOT_WAKE_EVERY
+        self._claim_connection().execute(SLOT_WAKE)
 
     def _claim_connection(self) -> db.Connection:
         """The claim connection; a new one reads the server's timeline first (failover.seen): a

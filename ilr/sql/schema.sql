@@ -326,6 +326,7 @@ create table if not exists ilr.slots (
   released_at timestamptz,                  -- null while live (holding or waiting)
   released_why text,                        -- the workflow's end status, 'continued', 'unlocked', 'revoked by ...'
   not_before timestamptz,                   -- a start's slot of a rated queue or key: when the rate let it run
+  deferred_until timestamptz,               -- a queue's waiter put off by its key's rate: its turn, until it comes
   constraint slots_slot_no check (slot_no between 0 and slot_limit - 1),
   constraint slots_holder_acquired check ((slot_no is null) = (acquired_at is null)),
   constraint slots_released_why check ((released_at is null) = (released_why is null))
@@ -343,6 +344,9 @@ create index if not exists slots_key on ilr.slots (key, queued_at);
 create index if not exists slots_workflow on ilr.slots (workflow_id);
 -- A key's rate log: its starts' not_before, newest first.
 create index if not exists slots_rate on ilr.slots (key, not_before desc) where not_before is not null;
+-- The sweep's work (ilr.slot_wake): rows put off by their key's rate, by their turn.
+create index if not exists slots_deferred on ilr.slots (deferred_until)
+  where deferred_until is not null and released_at is null;
 
 -- Times: queued_at, acquired_at and released_at are clock_timestamp() read under the key's lock, so they
 -- order the holders of a key as the lock did (now(), the transaction's start, may precede a wait
@@ -358,14 +362,7 @@ create index if not exists slots_rate on ilr.slots (key, not_before desc) where 
 create or replace function ilr.slot_lock(k text) returns void language sql volatile as
   $$ select pg_advisory_xact_lock(1229738579, hashtext(k)) $$;
 
--- Admit the first waiter of key k that fits slot n, under ilr.slot_lock(k): FIFO by priority
--- (higher first), then queue time. A workflow queued at its start goes on to its next key
--- (ilr.slot_acquire: its queue's, then the rates), and becomes due when it holds them all; a
--- ctx.lock waiter becomes due at once. The waiter's row is locked, waiting for a transaction
--- that holds it (a signal to it): no transaction that locks a waiter's row then waits for a
--- key's lock, since a cancel or terminate of a queued workflow takes its keys' locks before its
--- row (ilr._ops.slots.lock_keys_of), so this cannot deadlock, and the first waiter is never
--- passed over. The NOTIFY is left out when the worker whose end released the slot serves the
+-- The NOTIFY of an admission, left out when the worker whose end released the slot serves the
 -- waiter's name and version (ilr.releaser): its claim loop runs right after that commit.
 create or replace function ilr.slot_notify(wf text) returns void language plpgsql as $$
 begin
@@ -375,22 +372,107 @@ begin
   end if;
 end $$;
 
+-- When the rate (n starts per p seconds) lets the next start of key k run: the n-th newest
+-- not_before of k plus p, or -infinity (no rate, or fewer than n starts). Under k's lock.
+create or replace function ilr.rate_next(k text, rate jsonb) returns timestamptz language sql stable as $$
+  select coalesce(
+    (select s.not_before + make_interval(secs => (rate->>1)::float8)
+       from ilr.slots s
+      where rate is not null and s.key = k and s.not_before is not null
+      order by s.not_before desc
+     offset (rate->>0)::int - 1 limit 1),
+    '-infinity')
+$$;
+
+-- The lowest slot number of key k free below lim, or null. PL/pgSQL, not SQL: its plan is
+-- cached for the session (every keyed start runs it, from ilr.slot_take).
+create or replace function ilr.slot_free(k text, lim smallint) returns smallint language plpgsql stable as $$
+begin
+  return (select g.s::smallint
+            from generate_series(0, lim - 1) as g(s)
+           where not exists (select 1 from ilr.slots
+                              where key = k and slot_no = g.s and released_at is null)
+           order by g.s
+           limit 1);
+end $$;
+
+-- When workflow wf's concurrency key's per_key_rate lets it start, if that is later than its
+-- queue's own rate lets the next start of the queue run (then taking the queue's slot now would
+-- hold it for nothing), else null. Called under the queue key's lock, which every write of both
+-- rate logs (not_before, ilr.slot_acquire) holds.
+create or replace function ilr.rate_put_off(wf text) returns timestamptz language plpgsql as $$
+declare
+  w record;
+  kn timestamptz;
+begin
+  select concurrency_key, queue, queue_rates into w from ilr.workflows where id = wf;
+  if w.concurrency_key is null or w.queue_rates->'per_key_rate' is null then
+    return null;
+  end if;
+  kn := ilr.rate_next(w.concurrency_key, w.queue_rates->'per_key_rate');
+  if kn <= greatest(clock_timestamp(), ilr.rate_next('queue:' || w.queue, w.queue_rates->'rate')) then
+    return null;
+  end if;
+  return kn;
+end $$;
+
+-- Put workflow wf off until d for key k (its queue's), under k's lock: its waiter row of k (kept,
+-- or inserted) asks for the slot at d, and it waits {"kind": "rate", "until": d, "key": k}, not
+-- due, until the sweep or an admission gives it the slot.
+create or replace function ilr.slot_defer(wf text, k text, d timestamptz) returns void language plpgsql as $$
+declare
+  w record;
+  lim smallint;
+begin
+  perform ilr.slot_lock(k);
+  update ilr.slots set queued_at = d, deferred_until = d
+   where workflow_id = wf and key = k and released_at is null and slot_no is null;
+  if not found then
+    select queue_limit, priority into w from ilr.workflows where id = wf;
+    select slot_limit into lim from ilr.slots where key = k and released_at is null limit 1;
+    insert into ilr.slots (key, workflow_id, slot_limit, priority, queued_at, deferred_until)
+    values (k, wf, coalesce(lim, w.queue_limit), w.priority, d, d);
+  end if;
+  update ilr.workflows set available_at = 'infinity', updated_at = now(),
+         waiting = jsonb_build_object('kind', 'rate', 'until', d, 'key', k)
+   where id = wf;
+end $$;
+
+-- Admit the first waiter of key k that fits slot n, under ilr.slot_lock(k): FIFO by priority
+-- (higher first), then queue time, among the waiters that have asked by now (queued_at; a put-off
+-- waiter asks at its turn). A waiter of its queue's key whose concurrency key's rate would make
+-- it hold the slot for nothing is put off instead (ilr.slot_defer) and the next one is tried.
+-- The rest is 0016's: a workflow queued at its start goes on to its next key (ilr.slot_acquire),
+-- a ctx.lock waiter becomes due at once. The waiter's row is locked, waiting for a transaction
+-- that holds it (a signal to it): no transaction that locks a waiter's row then waits for a
+-- key's lock (a cancel or terminate of a queued workflow takes its keys' locks before its row,
+-- ilr._ops.slots.lock_keys_of; the sweep takes the key's lock before its waiters' rows), so
+-- this cannot deadlock, and the first waiter is never passed over.
 create or replace function ilr.slot_admit(k text, n smallint) returns text language plpgsql as $$
 declare
   w record;
   t timestamptz;
+  d timestamptz;
 begin
-  select s.id, s.workflow_id, f.concurrency_key, f.queue into w
-    from ilr.slots s join ilr.workflows f on f.id = s.workflow_id
-   where s.key = k and s.released_at is null and s.slot_no is null and s.slot_limit > n
-   order by s.priority desc, s.queued_at, s.id
-   limit 1
-   for update of f;
-  if not found then
-    return null;
-  end if;
+  loop
+    select s.id, s.workflow_id, f.concurrency_key, f.queue into w
+      from ilr.slots s join ilr.workflows f on f.id = s.workflow_id
+     where s.key = k and s.released_at is null and s.slot_no is null and s.slot_limit > n
+       and s.queued_at <= clock_timestamp()
+     order by s.priority desc, s.queued_at, s.id
+     limit 1
+     for update of f;
+    if not found then
+      return null;
+    end if;
+    exit when k is distinct from 'queue:' || w.queue;
+    d := ilr.rate_put_off(w.workflow_id);
+    exit when d is null;
+    -- Its queued_at moves to d, past now: the next pass reads the next waiter.
+    perform ilr.slot_defer(w.workflow_id, k, d);
+  end loop;
   t := clock_timestamp();
-  update ilr.slots set slot_no = n, acquired_at = t where id = w.id;
+  update ilr.slots set slot_no = n, acquired_at = t, deferred_until = null where id = w.id;
   if k = w.concurrency_key or k = 'queue:' || w.queue then
     perform ilr.slot_acquire(w.workflow_id);
   else
@@ -401,6 +483,22 @@ begin
     perform ilr.slot_notify(w.workflow_id);
   end if;
   return w.workflow_id;
+end $$;
+
+-- Admit waiters of key k into its free slots, under k's lock, until none is free or no waiter
+-- that has asked by now fits one.
+create or replace function ilr.slot_fill(k text) returns void language plpgsql as $$
+declare
+  lim smallint;
+  n smallint;
+begin
+  perform ilr.slot_lock(k);
+  loop
+    select slot_limit into lim from ilr.slots where key = k and released_at is null limit 1;
+    exit when not found;
+    n := ilr.slot_free(k, lim);
+    exit when n is null or ilr.slot_admit(k, n) is null;
+  end loop;
 end $$;
 
 -- Take a slot of key k (limit lim) for workflow wf, or queue it (a waiter row); a workflow that
@@ -427,16 +525,20 @@ begin
   if found then
     lim := live;
   end if;
-  select g.s into n
-    from generate_series(0, lim - 1) as g(s)
-   where not exists (select 1 from ilr.slots
-                      where key = k and slot_no = g.s and released_at is null)
-   order by g.s
-   limit 1;
-  -- A free slot is not taken past earlier waiters that fit it (FIFO; never starve).
+  n := ilr.slot_free(k, lim);
+  -- A free slot is not taken past earlier waiters that fit it (FIFO; never starve). Only a
+  -- waiter put off by its key's rate, whose turn came and that no sweep has admitted yet, can
+  -- wait beside a free slot: admit those first (ilr.slot_fill), then look again.
   if n is not null and exists (select 1 from ilr.slots where key = k and released_at is null
-                                 and slot_no is null and slot_limit > n) then
-    n := null;
+                                 and slot_no is null and slot_limit > n
+                                 and queued_at <= clock_timestamp()) then
+    perform ilr.slot_fill(k);
+    n := ilr.slot_free(k, lim);
+    if n is not null and exists (select 1 from ilr.slots where key = k and released_at is null
+                                   and slot_no is null and slot_limit > n
+                                   and queued_at <= clock_timestamp()) then
+      n := null;
+    end if;
   end if;
   t := clock_timestamp();
   if n is null then
@@ -448,45 +550,64 @@ begin
   return n;
 end $$;
 
--- When the rate (n starts per p seconds) lets the next start of key k run: the n-th newest
--- not_before of k plus p, or -infinity (no rate, or fewer than n starts). Under k's lock.
-create or replace function ilr.rate_next(k text, rate jsonb) returns timestamptz language sql stable as $$
-  select coalesce(
-    (select s.not_before + make_interval(secs => (rate->>1)::float8)
-       from ilr.slots s
-      where rate is not null and s.key = k and s.not_before is not null
-      order by s.not_before desc
-     offset (rate->>0)::int - 1 limit 1),
-    '-infinity')
-$$;
-
 -- Take the slots a workflow needs before it runs, in lock order (its concurrency key, then its
 -- queue's key), from the first it does not hold yet: at a start (child, fork), and when a
 -- release admits it into one. Queued for one: the workflow stays pending with available_at
 -- 'infinity' and waiting {"kind": "slot", "key": k}, so no claim takes it until a release
--- admits it. Holding all: its start time is the first the rates allow (queue's rate, the key's
--- per_key_rate; recorded as not_before on both rows, the rates' log), and it is due then.
--- Returns true when it holds them all.
+-- admits it. Before its queue's key, the per-key rate: put off (ilr.rate_put_off), it takes no
+-- slot of the queue and waits {"kind": "rate", "until", "key"} (ilr.slot_defer). Holding all:
+-- its start time is the first the rates allow (queue's rate, the key's per_key_rate; recorded
+-- as not_before on both rows, the rates' log), and it is due then. Returns true when it holds
+-- them all.
+--
+-- The race: the put-off decision reads both rate logs and the queue's waiters under the queue
+-- key's lock, taken here before ilr.rate_put_off (after the concurrency key's, the lock order),
+-- and every write that changes what it reads holds that lock too: a not_before is written below
+-- under it (the caller took it in ilr.slot_take, or ilr.slot_admit runs under it), a release or
+-- admission of the queue's key takes it, and the sweep takes it before it admits a put-off row.
+-- So a start is put off against a log no other start is appending to, and a release that
+-- commits meanwhile either comes first (this start then sees the slot free and takes it, or is
+-- put off and the sweep admits it at its turn) or waits for this transaction and then sees the
+-- put-off row, which it passes over only while its turn has not come (queued_at > now).
 create or replace function ilr.slot_acquire(wf text) returns boolean language plpgsql as $$
 declare
   w record;
-  k text;
-  lim smallint;
+  q text;
+  n smallint;
+  d timestamptz;
   t timestamptz;
   nb timestamptz;
 begin
   select id, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, priority into w
     from ilr.workflows where id = wf;
-  for k, lim in select * from (values (w.concurrency_key, w.concurrency_limit),
-                                       ('queue:' || w.queue, w.queue_limit)) as v(k, lim)
-                 where v.k is not null and v.lim is not null loop
-    if ilr.slot_take(wf, k, lim, w.priority) is null then
-      update ilr.workflows set available_at = 'infinity', updated_at = now(),
-             waiting = jsonb_build_object('kind', 'slot', 'key', k)
-       where id = wf;
-      return false;
+  if w.concurrency_key is not null and w.concurrency_limit is not null
+     and ilr.slot_take(wf, w.concurrency_key, w.concurrency_limit, w.priority) is null then
+    update ilr.workflows set available_at = 'infinity', updated_at = now(),
+           waiting = jsonb_build_object('kind', 'slot', 'key', w.concurrency_key)
+     where id = wf;
+    return false;
+  end if;
+  if w.queue_limit is not null then
+    q := 'queue:' || w.queue;
+    select slot_no into n from ilr.slots where workflow_id = wf and key = q and released_at is null;
+    if found and n is null then
+      return false;  -- already queued or put off for the queue's key: its row says so
     end if;
-  end loop;
+    if not found then
+      perform ilr.slot_lock(q);
+      d := ilr.rate_put_off(wf);
+      if d is not null then
+        perform ilr.slot_defer(wf, q, d);
+        return false;
+      end if;
+      if ilr.slot_take(wf, q, w.queue_limit, w.priority) is null then
+        update ilr.workflows set available_at = 'infinity', updated_at = now(),
+               waiting = jsonb_build_object('kind', 'slot', 'key', q)
+         where id = wf;
+        return false;
+      end if;
+    end if;
+  end if;
   t := clock_timestamp();
   nb := greatest(t,
                  ilr.rate_next('queue:' || w.queue, w.queue_rates->'rate'),
@@ -506,6 +627,36 @@ begin
     perform ilr.slot_notify(wf);
   end if;
   return true;
+end $$;
+
+-- The sweep: every key with a put-off row whose turn has come, in key order, under its lock
+-- (the lock order: keys, then the queued workflows' rows): the row's deferred_until is cleared
+-- (from now on it waits by priority and queued_at, its turn, like any waiter; its workflow
+-- waits {"kind": "slot"}), and waiters are admitted into the key's free slots. Run by every
+-- worker's claim loop (ilr._worker.worker, at most every SLOT_WAKE_EVERY seconds); two sweeps
+-- serialize on the key's lock, the second finds nothing. Returns the rows whose turn came.
+create or replace function ilr.slot_wake() returns integer language plpgsql as $$
+declare
+  k text;
+  r record;
+  t timestamptz := clock_timestamp();  -- a value, not a volatile call: slots_deferred serves the scan
+  woken integer := 0;
+begin
+  for k in select distinct s.key from ilr.slots s
+            where s.deferred_until <= t and s.released_at is null
+            order by s.key loop
+    perform ilr.slot_lock(k);
+    for r in update ilr.slots set deferred_until = null
+              where key = k and released_at is null and slot_no is null
+                and deferred_until <= clock_timestamp()
+             returning workflow_id loop
+      update ilr.workflows set waiting = jsonb_build_object('kind', 'slot', 'key', k), updated_at = now()
+       where id = r.workflow_id and status = 'pending' and waiting->>'kind' = 'rate';
+      woken := woken + 1;
+    end loop;
+    perform ilr.slot_fill(k);
+  end loop;
+  return woken;
 end $$;
 
 -- Release workflow wf's live row for key k (why: 'unlocked' at a ctx.lock block's end,

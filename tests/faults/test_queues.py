@@ -163,3 +163,36 @@ def test_a_queue_removed_from_the_settings_refuses_its_workflows_starts(rt, sett
     with pytest.raises(InvalidInput) as err:
         rt.start("in_three_per_second", "orphan", {})
     assert err.value.field == "queue" and "known: none" in err.value.rule
+
+
+def test_a_start_put_off_by_its_keys_rate_leaves_the_queue_slot_to_another_key(rt, workers, queues):
+    """A queue of concurrency 1 with a per-key rate of 1 per 4 s: account A's second start is put
+    off by A's rate, and account B's start, which its own rate lets run now, takes the queue's one
+    slot meanwhile (it used to wait behind A's, which held the slot while it waited for its turn).
+    A's second start takes the slot only once its turn has come."""
+    workers.start("w1", concurrency=4, env=queues)
+    rt.start("in_one_slow_per_key", "slow-a-1", {"account": "acct:A"})
+    rt.result("slow-a-1", timeout=30)
+    rt.start("in_one_slow_per_key", "slow-a-2", {"account": "acct:A"})
+    rt.start("in_one_slow_per_key", "slow-b-1", {"account": "acct:B"})
+    assert (rt.describe("slow-a-2")["waiting"] or {}).get("kind") == "rate", rt.describe("slow-a-2")["waiting"]
+    assert {q["queue"]: q for q in rt.queues()}["one_at_a_time_slow_per_key"]["put_off"] == 1
+    rt.result("slow-b-1", timeout=30)
+    rt.result("slow-a-2", timeout=30)
+    (a1,), (a2,) = scheduled(rt, "acct:A", "slow-a-1"), scheduled(rt, "acct:A", "slow-a-2")
+    assert a2 - a1 >= 4.0  # the key's rate held
+    acquired = {
+        r["workflow_id"]: r["t"]
+        for r in rt.connection()
+        .execute(
+            "select workflow_id, extract(epoch from acquired_at)::float8 as t from ilr.slots "
+            "where key = 'queue:one_at_a_time_slow_per_key' and acquired_at is not null"
+        )
+        .fetchall()
+    }
+    (b1_claim,) = first_claims(rt, "slow-b-1")
+    # B took the queue's slot before A's turn and ran before A's put-off start took it (it used
+    # to wait until A's start, holding the slot since its start, had run and ended).
+    assert acquired["slow-b-1"] < a2 and b1_claim < acquired["slow-a-2"], (acquired, b1_claim, a2)
+    # A's second start became a holder of the queue's slot only at (or after) its turn.
+    assert acquired["slow-a-2"] >= a2 - 0.001, (acquired, a2)

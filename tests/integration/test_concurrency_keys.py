@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import Concurrency, ConcurrencyLimitReached, InvalidInput, WorkflowNotFound, workflow
+from tests.support.flows_flow_control import TEST_QUEUES
 
 
 def holders(rt, key: str) -> list[str]:
@@ -273,7 +274,5 @@ def test_a_malformed_queue_and_an_unconfigured_declared_queue_are_named(rt, sett
     assert "ILR_QUEUES['three_per_second']['rate']" in err.value.rule
     warned = {m.msg.split(" declares")[0] for m in declared_queues_are_configured() if m.id == "ilr.W004"}
     assert {"workflow in_two_at_a_time@1", "workflow in_three_per_second@1"} <= warned
-    settings.ILR_QUEUES = {
-        q: {"concurrency": 1} for q in ("two_at_a_time", "three_per_second", "two_per_second_per_key")
-    }
+    settings.ILR_QUEUES = {q: {"concurrency": 1} for q in TEST_QUEUES}
     assert declared_queues_are_configured() == []

@@ -100,3 +100,70 @@ def test_a_signal_in_flight_to_the_first_waiter_does_not_cost_it_its_turn(rt, cl
     ]
     with db.connect(clean_db) as conn:
         assert violations(check_all(conn, names={"SlotFifo", "NoStrandedWaiter", "SlotMutex"})) == {}
+
+
+SLOW = "queue:one_at_a_time_slow_per_key"
+SLOT_CHECKS = {"SlotMutex", "NoStrandedWaiter", "SlotFifo", "SlotReleasedAtEnd", "RateRespected"}
+
+
+def _queue_of_two_accounts(rt, settings) -> None:
+    """X1 (account A) holds the queue's one slot; X2 (A again) is put off by A's rate of 1 per
+    4 s, holding no slot; Y1 (account B) waits for the slot (migration 0018)."""
+    from tests.support.flows_flow_control import TEST_QUEUES
+
+    settings.ILR_QUEUES = TEST_QUEUES
+    rt.start("in_one_slow_per_key", "X1", {"account": "acct:A"})
+    rt.start("in_one_slow_per_key", "X2", {"account": "acct:A"})
+    rt.start("in_one_slow_per_key", "Y1", {"account": "acct:B"})
+    assert rt.describe("X2")["waiting"]["kind"] == "rate" and rt.describe("Y1")["waiting"]["kind"] == "slot"
+    assert [h["workflow_id"] for h in rt.concurrency(SLOW)["holders"]] == ["X1"]
+
+
+def test_a_release_passes_a_put_off_start_whose_turn_has_not_come(rt, clean_db, settings):
+    _queue_of_two_accounts(rt, settings)
+    with db.connect(clean_db) as conn:
+        conn.execute(END_HOLDER, ("X1",))
+    state = rt.concurrency(SLOW)
+    assert [h["workflow_id"] for h in state["holders"]] == ["Y1"]
+    assert [w["workflow_id"] for w in state["waiting"]] == ["X2"] and rt.describe("X2")["waiting"]["kind"] == "rate"
+    with db.connect(clean_db) as conn:
+        assert violations(check_all(conn, names=SLOT_CHECKS)) == {}
+
+
+@pytest.mark.parametrize("first", ["sweep", "end"])
+def test_the_sweep_and_the_holders_end_racing_admit_the_put_off_start_once(rt, clean_db, settings, first):
+    """X2's turn has come (A's rate log moved back 10 s) and no sweep has run: the sweep and X1's
+    end race on the queue key's lock. Either order admits X2 (ahead of Y1: it asked for the
+    slot at its turn, before Y1) into the one slot, once, and leaves Y1 waiting."""
+    _queue_of_two_accounts(rt, settings)
+    with db.connect(clean_db) as conn:
+        conn.execute("update ilr.slots set not_before = not_before - interval '10 s' where workflow_id = 'X1'")
+        conn.execute(
+            "update ilr.slots set queued_at = clock_timestamp() - interval '1 s', "
+            "deferred_until = clock_timestamp() - interval '1 s' where workflow_id = 'X2' and key = %s",
+            (SLOW,),
+        )
+    sweep, end = "select ilr.slot_wake()", END_HOLDER
+    with db.connect(clean_db) as a, db.connect(clean_db) as b, db.connect(clean_db) as watch:
+        done = threading.Event()
+
+        def second() -> None:
+            with b.transaction():
+                b.execute(end if first == "sweep" else sweep, ("X1",) if first == "sweep" else None)
+            done.set()
+
+        with a.transaction():
+            a.execute(sweep if first == "sweep" else end, None if first == "sweep" else ("X1",))
+            t = threading.Thread(target=second)
+            t.start()
+            wait_for(lambda: _waits_on_advisory_lock(watch, b.info.backend_pid), message="the second waits for the key")
+            assert not done.is_set()
+        t.join(30)
+        assert done.is_set()
+    state = rt.concurrency(SLOW)
+    assert [h["workflow_id"] for h in state["holders"]] == ["X2"] and [w["workflow_id"] for w in state["waiting"]] == [
+        "Y1"
+    ]
+    assert rt.describe("X2")["waiting"] is None
+    with db.connect(clean_db) as conn:
+        assert violations(check_all(conn, names=SLOT_CHECKS)) == {}

@@ -88,6 +88,7 @@ TEST_QUEUES = {
     "two_at_a_time": {"concurrency": 2},
     "three_per_second": {"rate": "3/s"},
     "two_per_second_per_key": {"per_key_rate": "2/s"},
+    "one_at_a_time_slow_per_key": {"concurrency": 1, "per_key_rate": "1/4s"},
 }
 """The queues the tests below run in (ILR_QUEUES)."""
 
@@ -115,4 +116,17 @@ def in_three_per_second(ctx, input):
     concurrency=Concurrency(key=lambda input: input["account"], limit=10),
 )
 def in_two_per_second_per_key(ctx, input):
+    return ctx.step("work", invoke, ctx.workflow_id, "work")
+
+
+@workflow(
+    name="in_one_slow_per_key",
+    version="1",
+    queue="one_at_a_time_slow_per_key",
+    concurrency=Concurrency(key=lambda input: input["account"], limit=10),
+)
+def in_one_slow_per_key(ctx, input):
+    """A step in a queue of concurrency 1 whose accounts start at most once per 4 seconds each: a
+    second start of one account is put off by its key's rate, and must not keep the queue's one
+    slot from another account meanwhile."""
     return ctx.step("work", invoke, ctx.workflow_id, "work")
