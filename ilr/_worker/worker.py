@@ -4,8 +4,8 @@ are in ``ilr.claims``, the code of one run in ``ilr.run_workflow``, the worker_d
 ``ilr.worker_deployments``; their names stay importable from here.
 
 Connection budget per worker process: ``concurrency`` run connections (one per run thread),
-plus one each for claims, the heartbeat and LISTEN: ``concurrency + 3``. Eight workers of
-concurrency 4 use 56 of PostgreSQL's default 100.
+plus one each for claims, the heartbeat, LISTEN and the schedule ticker (``ilr._worker.ticker``):
+``concurrency + 4``. Eight workers of concurrency 4 use 64 of PostgreSQL's default 100.
 
 Wakeups: a trigger on ilr.workflows notifies channel ``ilr_claimable`` when a row becomes due
 now (a start, a signal or cancel waking a sleeper, a child waking its parent); the listener
@@ -56,6 +56,7 @@ from ilr._worker.deployments import DEPLOYMENT_REFRESH_MIN, retake_worker_id, se
 from ilr._worker.heartbeat import heartbeat_loop
 from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
+from ilr._worker.ticker import ticker_loop
 
 log = logging.getLogger("ilr.worker")
 
@@ -208,6 +209,7 @@ class Worker:
         )
         heartbeat.start()
         threading.Thread(target=self._listen_loop, name=f"{self.worker_id}-listen", daemon=True).start()
+        threading.Thread(target=ticker_loop, args=(self,), name=f"{self.worker_id}-ticker", daemon=True).start()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.worker_id) as pool:
             while not self._stop.is_set():
                 free = self.concurrency - len(self._active)

@@ -9,7 +9,7 @@ that is not a positive number of seconds, a negative --max-takeovers, an empty -
 module that cannot be imported, an unknown --only pair, a --deployment-refresh that is not a
 positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
 own usage errors do. ILR_POOLER = "transaction" (ilr.conf) is one line naming what needs session
-pooling, and exits 2. Connection budget: concurrency + 3 (see ilr.worker). Once registered it
+pooling, and exits 2. Connection budget: concurrency + 4 (see ilr.worker). Once registered it
 prints one line naming what it runs and its settings; on exit one line with the heartbeat count
 and the worst gap between renewals.
 """
