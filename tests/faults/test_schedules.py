@@ -9,6 +9,9 @@ import signal
 import time
 from datetime import timedelta
 
+import pytest
+
+from ilr._schedules.spec import OVERLAPS
 from tests.support.waits import wait_for
 
 RACE_SECONDS = 20
@@ -86,3 +89,76 @@ def test_a_paused_worker_catches_up_within_the_window_and_records_the_missed_tic
     assert any(r["outcome"] == "started" for r in gap)  # the last ticks of the gap were within the window
     described = rt.describe_schedule("cw")["missed"]
     assert {m["scheduled_at"] for m in missed} <= {m["scheduled_at"] for m in described}
+
+
+def started_runs(rt, sid):
+    """The started ticks' workflows in tick order: id, status, created_at, ended (updated_at once ended)."""
+    return (
+        rt.connection()
+        .execute(
+            "select t.scheduled_at, w.id, w.status, w.created_at, w.updated_at as ended, w.cancel_requested_by "
+            "from ilr.schedule_ticks t join ilr.workflows w on w.id = t.workflow_id "
+            "where t.schedule_id = %s order by t.scheduled_at",
+            (sid,),
+        )
+        .fetchall()
+    )
+
+
+@pytest.mark.parametrize("overlap", OVERLAPS)
+def test_each_overlap_policy_against_runs_longer_than_the_interval(rt, workers, overlap):
+    """A 1 s schedule whose runs last 2.5 s, for about 6 s, on two workers; then paused and
+    drained. skip, buffer_one, buffer_all: runs never overlap (each starts after the previous
+    ended); buffer_one never holds two; cancel_other cancels and terminate_other terminates the
+    run a tick found active; allow_all overlaps them."""
+    workers.start("A", poll=0.1)
+    workers.start("B", poll=0.1)
+    rt.schedule("ov", "sched_slow", {"seconds": 2.5}, every=1, overlap=overlap, catchup_window=600)
+    wait_for(lambda: len(ticks(rt, "ov")) >= 6, timeout=30, message="six ticks")
+    rt.pause_schedule("ov")  # a paused schedule starts nothing more, buffered ticks included
+    runs = started_runs(rt, "ov")
+    rows = ticks(rt, "ov")
+    outcomes = [r["outcome"] for r in rows]
+    if overlap == "allow_all":
+        assert set(outcomes) == {"started"}
+        assert any(b["created_at"] < a["ended"] for a, b in zip(runs, runs[1:], strict=False) if a["ended"])
+        return
+    for a, b in zip(runs, runs[1:], strict=False):
+        if overlap == "terminate_other":
+            assert rt.describe(a["id"])["status"] == "terminated" or a["status"] == "completed"
+        else:  # the next run began only after the previous one ended
+            assert a["status"] not in ("pending", "running", "sleeping"), (a, b)
+            assert b["created_at"] >= a["ended"], (a, b)
+    if overlap == "skip":
+        assert "skipped" in outcomes and "buffered" not in outcomes
+        assert all("overlap skip" in r["reason"] for r in rows if r["outcome"] == "skipped")
+    elif overlap == "buffer_one":
+        assert "skipped" in outcomes and outcomes.count("buffered") <= 1
+        assert all("already buffered" in r["reason"] for r in rows if r["outcome"] == "skipped")
+    elif overlap == "buffer_all":
+        assert "skipped" not in outcomes and "buffered" in outcomes
+    elif overlap == "cancel_other":
+        cancelled = [r for r in runs if r["cancel_requested_by"] == "$schedule:ov"]
+        assert cancelled and all(wait_for(lambda r=r: rt.describe(r["id"])["status"] == "cancelled") for r in cancelled)
+    elif overlap == "terminate_other":
+        assert set(outcomes) == {"started"}
+        assert sum(rt.describe(r["id"])["status"] == "terminated" for r in runs) >= 3
+
+
+def test_pause_on_failure_pauses_at_the_next_tick_and_names_the_failed_run(rt, workers):
+    workers.start("A", poll=0.1)
+    rt.schedule("pf", "sched_fail", {}, every=1, overlap="allow_all", pause_on_failure=True)
+    d = wait_for(lambda: (d := rt.describe_schedule("pf"))["paused"] and d, timeout=20, message="paused")
+    assert d["note"].startswith("paused on failure: sched:pf:") and d["note"].endswith("ended failed")
+    n = len(ticks(rt, "pf"))
+    assert n >= 1
+    rt.resume_schedule("pf")
+    assert not rt.describe_schedule("pf")["paused"]
+
+
+def test_continue_as_new_keeps_the_scheduled_time(rt, workers):
+    workers.start("A", poll=0.1)
+    rt.schedule("can", "sched_note", {"continue_until": 2}, every=3600)
+    t = rt.trigger_schedule("can")
+    out = rt.result(t["workflow_id"], timeout=30)
+    assert out == {"scheduled_time": t["scheduled_at"].isoformat(), "n": 2}
