@@ -50,6 +50,16 @@ from ilr._ops.runtime import CancelRequest, Runtime, cancel_in, resume_in, signa
 from ilr._ops.slots import queues_on
 from ilr._registry import workflow
 from ilr._retry import RetryPolicy
+from ilr._schedules.ops import (
+    backfill_schedule_in,
+    delete_schedule_in,
+    describe_schedule_on,
+    pause_schedule_in,
+    resume_schedule_in,
+    schedule_in,
+    trigger_schedule_in,
+)
+from ilr._schedules.spec import OVERLAPS as SCHEDULE_OVERLAPS
 from ilr._statuses import ACTIVE, TERMINAL
 from ilr._worker.worker import Worker
 
@@ -69,6 +79,7 @@ __all__ = [
     "TerminateRequest",
     "ACTIVE",
     "TERMINAL",
+    "SCHEDULE_OVERLAPS",
     # Gated effects and their targets
     "EffectTarget",
     "EffectResult",
@@ -92,6 +103,13 @@ __all__ = [
     "retire_in",
     "unserved_on",
     "queues_on",
+    "schedule_in",
+    "pause_schedule_in",
+    "resume_schedule_in",
+    "trigger_schedule_in",
+    "backfill_schedule_in",
+    "delete_schedule_in",
+    "describe_schedule_on",
     # Approvals: identities, lifetimes, the request's signal
     "Approval",
     "approver_identity",

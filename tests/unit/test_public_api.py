@@ -31,6 +31,7 @@ PUBLIC_NAMES = {
     "TerminateRequest",
     "ACTIVE",
     "TERMINAL",
+    "SCHEDULE_OVERLAPS",
     # Gated effects and targets
     "EffectTarget",
     "EffectResult",
@@ -54,6 +55,13 @@ PUBLIC_NAMES = {
     "retire_in",
     "unserved_on",
     "queues_on",
+    "schedule_in",
+    "pause_schedule_in",
+    "resume_schedule_in",
+    "trigger_schedule_in",
+    "backfill_schedule_in",
+    "delete_schedule_in",
+    "describe_schedule_on",
     # Approvals
     "Approval",
     "approver_identity",
