@@ -50,6 +50,7 @@ from ilr._ops.runtime import CancelRequest, Runtime, cancel_in, resume_in, signa
 from ilr._ops.slots import queues_on
 from ilr._registry import workflow
 from ilr._retry import RetryPolicy
+from ilr._schedules.declared import declare_schedule
 from ilr._schedules.ops import (
     backfill_schedule_in,
     delete_schedule_in,
@@ -72,6 +73,7 @@ __all__ = [
     "ChildFailed",
     "ChildTimeout",
     "Concurrency",
+    "declare_schedule",
     # Running them: the client and the worker
     "Runtime",
     "Worker",

@@ -332,6 +332,7 @@ class Schedule(ReadOnlyModel):
     next_tick_at = models.DateTimeField(null=True)
     next_fire_at = models.DateTimeField(null=True)
     buffered = models.IntegerField(default=0)
+    source = models.TextField(default="api")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 

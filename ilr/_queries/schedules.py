@@ -5,7 +5,8 @@ from __future__ import annotations
 
 SCHEDULE_COLUMNS = (
     "id, workflow_name, workflow_version, input, cron, every_s, timezone, jitter_s, start_at, end_at, overlap, "
-    "catchup_window_s, pause_on_failure, paused, note, next_tick_at, next_fire_at, buffered, created_at, updated_at"
+    "catchup_window_s, pause_on_failure, paused, note, next_tick_at, next_fire_at, buffered, source, created_at, "
+    "updated_at"
 )
 """The columns a schedule read returns."""
 
@@ -23,15 +24,15 @@ SCHEDULE_LIST = f"select {SCHEDULE_COLUMNS} from ilr.schedules order by id"
 
 SCHEDULE_INSERT = (
     "insert into ilr.schedules (id, workflow_name, workflow_version, input, cron, every_s, timezone, jitter_s, "
-    "start_at, end_at, overlap, catchup_window_s, pause_on_failure, next_tick_at, next_fire_at) values (%s, %s, "
-    "%s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "start_at, end_at, overlap, catchup_window_s, pause_on_failure, next_tick_at, next_fire_at, source) values (%s, "
+    "%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 """Create a schedule (``_schedules.ops.schedule_in``)."""
 
 SCHEDULE_UPDATE = (
     "update ilr.schedules set workflow_name = %s, workflow_version = %s, input = %s::jsonb, cron = %s, "
     "every_s = %s, timezone = %s, jitter_s = %s, start_at = %s, end_at = %s, overlap = %s, catchup_window_s = "
-    "%s, pause_on_failure = %s, next_tick_at = %s, next_fire_at = %s, updated_at = now() where id = %s"
+    "%s, pause_on_failure = %s, next_tick_at = %s, next_fire_at = %s, source = %s, updated_at = now() where id = %s"
 )
 """Update a schedule's definition and next tick (``_schedules.ops.schedule_in``)."""
 
@@ -99,3 +100,6 @@ TICKS_RECENT = (
 
 SCHEDULED_TIME = "select scheduled_at from ilr.schedule_ticks where workflow_id = %s"
 """The scheduled time of a tick's workflow (``ctx.scheduled_time``); no row: not a tick's."""
+
+CODE_SCHEDULES = "select id from ilr.schedules where source = 'code' order by id"
+"""The schedules declared in code (``_schedules.declared.sync_in`` prunes among them)."""

@@ -52,8 +52,11 @@ def schedule_in(
     catchup_window: float = 60,
     pause_on_failure: bool = False,
     version: str | None = None,
+    source: str = "api",
 ) -> dict:
-    """Create or update schedule ``schedule_id`` (see ``Runtime.schedule``). An update that keeps
+    """Create or update schedule ``schedule_id`` (see ``Runtime.schedule``); ``source`` "code"
+    marks one declared in code (``declare_schedule``), which ``ilr_schedules sync --prune`` may
+    delete once no longer declared. An update that keeps
     the spec keeps the next tick; one that changes it moves the next tick to the spec's first
     after now. Pause state and tick records stay. Returns the schedule (``describe``'s shape
     without the tick lists)."""
@@ -76,7 +79,9 @@ def schedule_in(
         tick = spec.next_after(now)
     fire = spec.fire_at(schedule_id, tick) if tick is not None else None
     body: tuple[Any, ...] = (workflow_name, version, input_json, spec.cron, spec.every, spec.timezone)
-    body += (spec.jitter, spec.start_at, spec.end_at, overlap, window, pause_on_failure, tick, fire)
+    if source not in ("api", "code"):
+        raise InvalidInput("source", f"must be 'api' or 'code', got {source!r}")
+    body += (spec.jitter, spec.start_at, spec.end_at, overlap, window, pause_on_failure, tick, fire, source)
     if old is None:
         cur.execute(SCHEDULE_INSERT, (schedule_id, *body))
     else:

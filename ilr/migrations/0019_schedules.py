@@ -38,6 +38,7 @@ class Migration(migrations.Migration):
                         ("next_tick_at", models.DateTimeField(null=True)),
                         ("next_fire_at", models.DateTimeField(null=True)),
                         ("buffered", models.IntegerField(default=0)),
+                        ("source", models.TextField(default="api")),
                         ("created_at", models.DateTimeField()),
                         ("updated_at", models.DateTimeField()),
                     ],

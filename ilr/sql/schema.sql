@@ -643,11 +643,13 @@ create table if not exists ilr.schedules (
   next_tick_at     timestamptz,                -- the next nominal tick (null: none left)
   next_fire_at     timestamptz,                -- next_tick_at plus its jitter: when it starts
   buffered         integer not null default 0, -- its ticks with outcome 'buffered'
+  source           text not null default 'api', -- 'code': declared in code, synced (ilr_schedules sync)
   created_at       timestamptz not null default now(),
   updated_at       timestamptz not null default now(),
   constraint schedules_spec check ((cron is null) <> (every_s is null) and (every_s is null or every_s > 0)),
   constraint schedules_overlap check (overlap in
     ('skip', 'buffer_one', 'buffer_all', 'cancel_other', 'terminate_other', 'allow_all')),
+  constraint schedules_source check (source in ('api', 'code')),
   constraint schedules_seconds check (jitter_s >= 0 and catchup_window_s >= 0 and buffered >= 0),
   constraint schedules_range check (start_at is null or end_at is null or end_at > start_at)
 );

@@ -24,6 +24,7 @@ PUBLIC_NAMES = {
     "ChildFailed",
     "ChildTimeout",
     "Concurrency",
+    "declare_schedule",
     # Running them
     "Runtime",
     "Worker",
