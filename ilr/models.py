@@ -351,6 +351,7 @@ class ScheduleTick(ReadOnlyModel):
     schedule = models.ForeignKey(Schedule, models.DO_NOTHING, db_column="schedule_id", related_name="ticks")
     scheduled_at = models.DateTimeField()
     kind = models.TextField()
+    overlap = models.TextField(null=True)
     outcome = models.TextField()
     reason = models.TextField(null=True)
     workflow_id = models.TextField(null=True)

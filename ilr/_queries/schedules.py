@@ -55,14 +55,16 @@ DUE_SCHEDULES = (
 without waiting (a schedule another worker holds is skipped: it is being ticked)."""
 
 TICK_RECORD = (
-    "insert into ilr.schedule_ticks as t (schedule_id, scheduled_at, kind, outcome, reason, workflow_id, open, "
-    "started_at) values (%s, %s, %s, %s, %s, %s, %s, case when %s then now() end) on conflict (schedule_id, "
-    "scheduled_at) do update set kind = excluded.kind, outcome = excluded.outcome, reason = excluded.reason, "
-    "workflow_id = excluded.workflow_id, open = excluded.open, started_at = excluded.started_at, recorded_at = "
-    "now() where t.outcome <> 'started' and (excluded.outcome = 'started' or (t.outcome in ('missed', 'skipped') "
-    "and excluded.outcome = 'buffered') or (t.outcome = 'buffered' and excluded.outcome <> 'buffered')) returning id"
+    "insert into ilr.schedule_ticks as t (schedule_id, scheduled_at, kind, overlap, outcome, reason, workflow_id, "
+    "open, started_at) values (%s, %s, %s, %s, %s, %s, %s, %s, case when %s then clock_timestamp() end) on conflict "
+    "(schedule_id, scheduled_at) do update set kind = excluded.kind, overlap = excluded.overlap, outcome = "
+    "excluded.outcome, reason = excluded.reason, workflow_id = excluded.workflow_id, open = excluded.open, "
+    "started_at = excluded.started_at, recorded_at = now() where t.outcome <> 'started' and (excluded.outcome = "
+    "'started' or (t.outcome in ('missed', 'skipped') and excluded.outcome = 'buffered') or (t.outcome = "
+    "'buffered' and excluded.outcome <> 'buffered')) returning id"
 )
-"""Record a tick, once: a tick already started is never recorded again; a buffered, missed or
+"""Record a tick, once (its start at clock_timestamp(): after the ends its transaction saw): a
+tick already started is never recorded again; a buffered, missed or
 skipped one may yet start (a buffer, a backfill), a missed or skipped one be buffered, and a
 buffered one end missed or skipped. Returns no row when the record stands as it was."""
 
@@ -73,7 +75,7 @@ TICK_SKIP_BUFFERED = (
 """Drop a schedule's buffered ticks as skipped (cancel_other keeps only the newest tick)."""
 
 TICK_OLDEST_BUFFERED = (
-    "select scheduled_at, kind from ilr.schedule_ticks where schedule_id = %s and outcome = 'buffered' "
+    "select scheduled_at, kind, overlap from ilr.schedule_ticks where schedule_id = %s and outcome = 'buffered' "
     "order by scheduled_at limit 1"
 )
 """A schedule's oldest buffered tick: the next to start when no run is active."""
@@ -93,7 +95,8 @@ TICK_CLOSE = (
 """Note that a started tick's run ended, and how (``_schedules.ticks``)."""
 
 TICKS_RECENT = (
-    "select scheduled_at, kind, outcome, reason, workflow_id, open, final_status, recorded_at, started_at from "
+    "select scheduled_at, kind, overlap, outcome, reason, workflow_id, open, final_status, recorded_at, started_at "
+    "from "
     "ilr.schedule_ticks where schedule_id = %s and outcome = any(%s) order by scheduled_at desc limit %s"
 )
 """A schedule's newest tick records of the given outcomes (``describe_schedule``)."""

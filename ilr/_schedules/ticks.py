@@ -116,7 +116,7 @@ class Ticker:
                 self.buffered = 0
                 return
             self.buffered -= 1
-            self.start(oldest["scheduled_at"], oldest["kind"])
+            self.start(oldest["scheduled_at"], oldest["kind"], oldest["overlap"])
 
     def due(self, t: datetime | None) -> datetime | None:
         """Handle the ticks due by now from ``t`` on; return the next tick not yet due."""
@@ -132,12 +132,13 @@ class Ticker:
                 self.act(t, "tick", self.row["overlap"])
             elif listed < MISSED_LISTED:
                 listed += 1
-                self.record(t, "tick", "missed", f"{_s(late)} late, beyond the catch-up window of {_s(window)}")
+                self.record(t, "tick", None, "missed", f"{_s(late)} late, beyond the catch-up window of {_s(window)}")
             else:
                 # A long gap: one row for the rest of it, and on to the first tick inside the window.
                 nxt = self.spec.next_after(self.now - window - timedelta(microseconds=1))
                 until = nxt.isoformat() if nxt else "the schedule's end"
-                self.record(t, "tick", "missed", f"beyond the catch-up window, as is every tick after it until {until}")
+                reason = f"beyond the catch-up window, as is every tick after it until {until}"
+                self.record(t, "tick", None, "missed", reason)
                 t = nxt
                 continue
             t = self.spec.next_after(t)
@@ -146,38 +147,38 @@ class Ticker:
     def act(self, t: datetime, kind: str, overlap: str) -> str | None:
         """Apply ``overlap`` to tick ``t``; returns the workflow id it started, if any."""
         if not self.running or overlap == "allow_all":
-            return self.start(t, kind)
+            return self.start(t, kind, overlap)
         active = ", ".join(self.running)
         if overlap == "skip":
-            self.record(t, kind, "skipped", f"overlap skip: {active} still active")
+            self.record(t, kind, overlap, "skipped", f"overlap skip: {active} still active")
         elif overlap == "buffer_one" and self.buffered >= 1:
-            self.record(t, kind, "skipped", "overlap buffer_one: a tick is already buffered")
+            self.record(t, kind, overlap, "skipped", "overlap buffer_one: a tick is already buffered")
         elif overlap in ("buffer_one", "buffer_all"):
-            self.buffer(t, kind)
+            self.buffer(t, kind, overlap)
         elif overlap == "cancel_other":
             for wf in self.running:
                 cancel_in(self.conn, wf, by=f"{ACTOR}:{self.sid}")
             self.cur.execute(TICK_SKIP_BUFFERED, (f"overlap cancel_other: replaced by {t.isoformat()}", self.sid))
             self.buffered = 0
-            self.buffer(t, kind)
+            self.buffer(t, kind, overlap)
         else:  # terminate_other
             for wf in self.running:
                 terminate_in(self.conn, wf, f"overlap terminate_other: tick {t.isoformat()}", f"{ACTOR}:{self.sid}")
             self.running = []
-            return self.start(t, kind)
+            return self.start(t, kind, overlap)
         return None
 
-    def buffer(self, t: datetime, kind: str) -> None:
-        if self.record(t, kind, "buffered", "waiting for the active run to end"):
+    def buffer(self, t: datetime, kind: str, overlap: str) -> None:
+        if self.record(t, kind, overlap, "buffered", "waiting for the active run to end"):
             self.buffered += 1
 
-    def start(self, t: datetime, kind: str) -> str | None:
+    def start(self, t: datetime, kind: str, overlap: str | None) -> str | None:
         """Start tick ``t``'s workflow and record it, or record it missed with the refusal."""
         wf_id = tick_workflow_id(self.sid, t)
         row = self.row
         try:
             with self.conn.transaction():  # a savepoint: a refused start leaves the rest
-                if not self.record(t, kind, "started", None, wf_id):
+                if not self.record(t, kind, overlap, "started", None, wf_id):
                     return None  # already started: exactly once
                 version = resolve_version_on(self.conn, row["workflow_name"], row["workflow_version"])
                 check_input_shape(row["workflow_name"], version, row["input"])
@@ -189,15 +190,16 @@ class Ticker:
                     key=key, limit=limit, on_conflict=policy, queue=queue,
                 )  # fmt: skip
         except InterlockError as exc:
-            self.record(t, kind, "missed", f"the start was refused: {type(exc).__name__}: {exc}")
+            self.record(t, kind, overlap, "missed", f"the start was refused: {type(exc).__name__}: {exc}")
             return None
         self.running.append(wf_id)
         return wf_id
 
-    def record(self, t: datetime, kind: str, outcome: str, reason: str | None, wf_id: str | None = None) -> bool:
-        """Record tick ``t`` (TICK_RECORD); False when its record stands as it was."""
+    def record(self, t: datetime, kind: str, overlap: str | None, outcome: str, reason: str | None, wf_id=None) -> bool:
+        """Record tick ``t`` handled under ``overlap`` (TICK_RECORD); False when its record stands
+        as it was."""
         started = outcome == "started"
-        params: tuple[Any, ...] = (self.sid, t, kind, outcome, reason, wf_id, started, started)
+        params: tuple[Any, ...] = (self.sid, t, kind, overlap, outcome, reason, wf_id, started, started)
         return self.cur.execute(TICK_RECORD, params).fetchone() is not None
 
     def save(self, t: datetime | None) -> None:

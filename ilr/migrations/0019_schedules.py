@@ -53,6 +53,7 @@ class Migration(migrations.Migration):
                             related_name="ticks", to="ilr.schedule")),
                         ("scheduled_at", models.DateTimeField()),
                         ("kind", models.TextField()),
+                        ("overlap", models.TextField(null=True)),
                         ("outcome", models.TextField()),
                         ("reason", models.TextField(null=True)),
                         ("workflow_id", models.TextField(null=True)),

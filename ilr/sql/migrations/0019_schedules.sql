@@ -45,13 +45,14 @@ create table if not exists ilr.schedule_ticks (
   schedule_id  text not null references ilr.schedules (id) on delete cascade,
   scheduled_at timestamptz not null,           -- the nominal tick (a trigger's: its database time)
   kind         text not null check (kind in ('tick', 'trigger', 'backfill')),
+  overlap      text,                           -- the overlap policy it was handled under
   outcome      text not null check (outcome in ('started', 'buffered', 'skipped', 'missed')),
   reason       text,                           -- why skipped or missed
   workflow_id  text unique,                    -- started: sched:<schedule>:<scheduled_at UTC>
   open         boolean not null default false, -- started, and its run not yet seen ended
   final_status text,                           -- the run's end once seen (the last of its chain)
   recorded_at  timestamptz not null default now(),
-  started_at   timestamptz,                    -- database time its workflow row was inserted
+  started_at   timestamptz,                    -- clock_timestamp() of its start, after the runs it saw ended
   unique (schedule_id, scheduled_at),
   constraint schedule_ticks_started check ((outcome = 'started') = (workflow_id is not null))
 );
