@@ -128,7 +128,7 @@ def trigger_schedule_in(conn, schedule_id: str, overlap: str | None = None) -> d
     row = _lock(conn, schedule_id)
     policy = check_overlap(overlap or row["overlap"])
     ticker = Ticker(conn, row)
-    ticker.refresh_running()
+    ticker.close_ended()  # an explicit tick starts even when this pauses the schedule
     started = ticker.act(row["db_now"], "trigger", policy)
     ticker.save(row["next_tick_at"])
     return _outcome(conn, schedule_id, row["db_now"], started)
@@ -154,7 +154,7 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
     if len(ticks) > MAX_BACKFILL:
         raise InvalidInput("end", f"a backfill covers at most {MAX_BACKFILL} ticks")
     ticker = Ticker(conn, row)
-    ticker.refresh_running()
+    ticker.close_ended()  # an explicit tick starts even when this pauses the schedule
     started = [wf for t in ticks if (wf := ticker.act(t, "backfill", policy))]
     ticker.save(row["next_tick_at"])
     return {"ticks": len(ticks), "started": started}

@@ -81,10 +81,7 @@ class Ticker:
 
     def run(self) -> None:
         """Close ended runs, start a buffered tick, handle the due ticks, save the row."""
-        failed = self.refresh_running()
-        if failed and self.row["pause_on_failure"]:
-            self.paused = True
-            self.note = f"paused on failure: {failed[0]} ended {failed[1]}"
+        if self.close_ended():
             self.save(self.row["next_tick_at"])
             return
         self.start_buffered()
@@ -92,6 +89,15 @@ class Ticker:
         if self.row["next_fire_at"] is not None and self.row["next_fire_at"] <= self.now:
             t = self.due(t)
         self.save(t)
+
+    def close_ended(self) -> bool:
+        """``refresh_running``, then pause when a run failed and ``pause_on_failure`` is set
+        (the note names the run). Returns whether the schedule is paused."""
+        failed = self.refresh_running()
+        if failed and self.row["pause_on_failure"] and not self.paused:
+            self.paused = True
+            self.note = f"paused on failure: {failed[0]} ended {failed[1]}"
+        return self.paused
 
     def refresh_running(self) -> tuple[str, str] | None:
         """``running``: the active runs of the ticks this schedule started; close the ended ones.
