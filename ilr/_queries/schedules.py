@@ -13,7 +13,9 @@ SCHEDULE_COLUMNS = (
 DB_NOW = "select now() as now"
 """The database clock at the transaction's start: every tick decision is taken against it."""
 
-SCHEDULE_LOCK = f"select {SCHEDULE_COLUMNS}, now() as db_now from ilr.schedules where id = %s for update"
+SCHEDULE_LOCK = (
+    f"select {SCHEDULE_COLUMNS}, now() as db_now, true as has_open from ilr.schedules where id = %s for update"
+)
 """Lock one schedule's row, waiting for a worker's tick transaction on it (``_schedules.ops``)."""
 
 SCHEDULE_GET = f"select {SCHEDULE_COLUMNS} from ilr.schedules where id = %s"
@@ -48,11 +50,13 @@ SCHEDULE_DELETE = "delete from ilr.schedules where id = %s returning id"
 """Delete a schedule and its tick records (cascade); its runs go on (``_schedules.ops``)."""
 
 DUE_SCHEDULES = (
-    f"select {SCHEDULE_COLUMNS}, now() as db_now from ilr.schedules where not paused and (next_fire_at <= now() "
-    "or buffered > 0) order by next_fire_at limit %s for update skip locked"
+    f"select {SCHEDULE_COLUMNS}, now() as db_now, exists (select 1 from ilr.schedule_ticks t where t.schedule_id = "
+    "s.id and t.open) as has_open from ilr.schedules s where not paused and (next_fire_at <= now() or buffered > 0) "
+    "order by next_fire_at limit %s for update of s skip locked"
 )
 """The worker's tick query: schedules due on the database clock, or holding buffered ticks, locked
-without waiting (a schedule another worker holds is skipped: it is being ticked)."""
+without waiting (a schedule another worker holds is skipped: it is being ticked), and whether
+any of its started ticks may still run (``has_open``)."""
 
 TICK_RECORD = (
     "insert into ilr.schedule_ticks as t (schedule_id, scheduled_at, kind, overlap, outcome, reason, workflow_id, "

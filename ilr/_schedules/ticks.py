@@ -58,8 +58,9 @@ def tick_in(conn, limit: int = 50) -> int:
     """
     cur = conn.cursor(row_factory=dict_row)
     rows = cur.execute(DUE_SCHEDULES, (limit,)).fetchall()
+    starts: dict = {}  # (name, version) -> what a start of it needs, resolved once per transaction
     for row in rows:
-        Ticker(conn, row).run()
+        Ticker(conn, row, starts).run()
     return len(rows)
 
 
@@ -67,8 +68,9 @@ class Ticker:
     """One schedule's ticks in one transaction, its row locked by the caller. ``row`` is an
     ``ilr.schedules`` row with ``db_now``, the database clock."""
 
-    def __init__(self, conn, row: dict):
+    def __init__(self, conn, row: dict, starts: dict | None = None):
         self.conn = conn
+        self.starts = {} if starts is None else starts
         self.cur = conn.cursor(row_factory=dict_row)
         self.row = row
         self.sid: str = row["id"]
@@ -80,8 +82,11 @@ class Ticker:
         self.buffered: int = row["buffered"]
 
     def run(self) -> None:
-        """Close ended runs, start a buffered tick, handle the due ticks, save the row."""
-        if self.close_ended():
+        """Close ended runs, start a buffered tick, handle the due ticks, save the row. An
+        allow_all schedule that does not pause on failure and holds no buffered tick needs no
+        run's state: its open ticks are left to the next policy that does."""
+        needs_runs = self.row["overlap"] != "allow_all" or self.row["pause_on_failure"] or self.buffered
+        if needs_runs and self.row["has_open"] and self.close_ended():
             self.save(self.row["next_tick_at"])
             return
         self.start_buffered()
@@ -183,13 +188,12 @@ class Ticker:
         wf_id = tick_workflow_id(self.sid, t)
         row = self.row
         try:
+            version, queue = self._resolved(row["workflow_name"], row["workflow_version"])
             with self.conn.transaction():  # a savepoint: a refused start leaves the rest
                 if not self.record(t, kind, overlap, "started", None, wf_id):
                     return None  # already started: exactly once
-                version = resolve_version_on(self.conn, row["workflow_name"], row["workflow_version"])
                 check_input_shape(row["workflow_name"], version, row["input"])
                 key, limit, policy = concurrency_for(row["workflow_name"], version, row["input"])
-                queue = queue_for(row["workflow_name"], version)
                 input_json = codec.dumps(row["input"], "input")
                 start_in(
                     self.conn, wf_id, row["workflow_name"], version, input_json,
@@ -200,6 +204,13 @@ class Ticker:
             return None
         self.running.append(wf_id)
         return wf_id
+
+    def _resolved(self, name: str, version: str | None) -> tuple[str, tuple]:
+        """(version, queue) of a start of ``name``, once per tick transaction (``starts``)."""
+        if (name, version) not in self.starts:
+            resolved = resolve_version_on(self.conn, name, version)
+            self.starts[(name, version)] = (resolved, queue_for(name, resolved))
+        return self.starts[(name, version)]
 
     def record(self, t: datetime, kind: str, overlap: str | None, outcome: str, reason: str | None, wf_id=None) -> bool:
         """Record tick ``t`` handled under ``overlap`` (TICK_RECORD); False when its record stands

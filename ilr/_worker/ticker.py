@@ -14,7 +14,7 @@ from ilr._schedules.ticks import tick_in
 
 log = logging.getLogger("ilr.worker")
 
-BATCH = 50
+BATCH = 100
 """Schedules one tick transaction handles; a full batch is followed by the next at once."""
 
 

@@ -121,7 +121,8 @@ def write_results(result: dict, command: str) -> None:
         "",
         f"Made by `{command}` at {commit} on {r['machine']}: {r['schedules']} schedules every {r['every_s']:g} s,"
         f" {r['workers']} workers (poll {r['poll_s']:g} s), a {r['window_s']} s window. The started tick workflows"
-        " stay pending (no worker registers them): the figures are the scheduling's alone.",
+        " stay pending (no worker registers them): the figures are the scheduling's alone. Every schedule ticks at"
+        " the same instants (an interval is anchored at the Unix epoch): each tick is a burst of all of them.",
         "",
         "| ticks started (in the window) | missed | exactly once | lateness p50 (s) | p99 (s) | max (s) |"
         " commits per tick | PostgreSQL CPU per tick (ms) |",
