@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from ilr import _codec as codec
@@ -254,7 +254,7 @@ class WorkflowContext(EffectCalls, Versioning):
         if self._scheduled_time is None:
             root = self._run.workflow_id.split("#", 1)[0]
             row = self._conn.execute(SCHEDULED_TIME, (root,)).fetchone()
-            self._scheduled_time = (row["scheduled_at"] if row else None,)
+            self._scheduled_time = (row["scheduled_at"].astimezone(UTC) if row else None,)
         return self._scheduled_time[0]
 
     def now_from_db(self) -> str:
