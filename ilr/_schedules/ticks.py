@@ -13,6 +13,7 @@ No tick starts before its time: the due test and every lateness are on the datab
 
 from __future__ import annotations
 
+import zlib
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -84,9 +85,12 @@ class Ticker:
     def run(self) -> None:
         """Close ended runs, start a buffered tick, handle the due ticks, save the row. An
         allow_all schedule that does not pause on failure and holds no buffered tick needs no
-        run's state: its open ticks are left to the next policy that does."""
+        run's state to act: it closes its ended runs at about one tick in ten (chosen by a hash
+        of the tick), which keeps its open ticks few at a tenth of the cost."""
         needs_runs = self.row["overlap"] != "allow_all" or self.row["pause_on_failure"] or self.buffered
-        if needs_runs and self.row["has_open"] and self.close_ended():
+        tick = self.row["next_tick_at"]
+        now_and_then = zlib.crc32(str(tick).encode()) % 10 == 0
+        if (needs_runs or now_and_then) and self.row["has_open"] and self.close_ended():
             self.save(self.row["next_tick_at"])
             return
         self.start_buffered()
