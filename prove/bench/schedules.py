@@ -8,7 +8,9 @@ ticks started and missed; exactly-once (tick rows with a workflow = workflow row
 ``sched:``, each schedule's ticks consecutive); the lateness of each tick's start (its workflow
 row's ``created_at`` after its tick, on the database clock: p50, p99, max); and the database's
 cost per started tick (commits of the bench database, and the cluster's CPU seconds from /proc,
-both over the window). Figures are this machine's.
+both over the window). Figures are this machine's. ``--schedules 1 --every 1 --seconds 60 --out
+schedules_race`` is the minute of two workers racing every tick of a 1 s schedule
+(results/schedules_race.md).
 """
 
 from __future__ import annotations
@@ -109,12 +111,13 @@ def run(schedules: int = 1000, every: float = 10.0, seconds: float = 60.0, worke
     return result
 
 
-def write_results(result: dict, command: str) -> None:
-    """Write results/schedules_bench.json (the newest run) and results/schedules_bench.md."""
+def write_results(result: dict, command: str, name: str = "schedules_bench") -> None:
+    """Write results/<name>.json (the newest run) and results/<name>.md."""
+    path = RESULTS.with_name(name)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                             check=False).stdout.strip() or "unknown"  # fmt: skip
     row = {**result, "command": command, "commit": commit, "machine": f"{os.cpu_count()} cores"}
-    RESULTS.with_suffix(".json").write_text(json.dumps(row, indent=2) + "\n")
+    path.with_suffix(".json").write_text(json.dumps(row, indent=2) + "\n")
     r = row
     lines = [
         "# Schedules under load",
@@ -136,4 +139,4 @@ def write_results(result: dict, command: str) -> None:
         " the bench database's `xact_commit` over the window (the workers' heartbeats and claim polls included),"
         " per started tick. CPU: the cluster's processes (its postmaster's children), from /proc, per started tick.",
     ]
-    RESULTS.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
