@@ -98,8 +98,12 @@ def _lock(conn, schedule_id: str) -> dict:
 
 
 def pause_schedule_in(conn, schedule_id: str, note: str | None = None) -> bool:
-    """Pause: no tick starts until resumed (ticks meanwhile are neither run nor recorded).
-    Returns True when this call paused it."""
+    """Pause: no tick starts until resumed (ticks meanwhile are neither run nor recorded, and
+    buffered ones wait). Returns True when this call paused it.
+
+    Raises:
+        InvalidInput: no such schedule (field "schedule_id"), an empty ``note``.
+    """
     row = _lock(conn, schedule_id)
     if note is not None:
         codec.check_text(note, "note")
@@ -111,7 +115,11 @@ def pause_schedule_in(conn, schedule_id: str, note: str | None = None) -> bool:
 
 def resume_schedule_in(conn, schedule_id: str) -> bool:
     """Resume: the next tick is the spec's first after now (what fell in the pause is not
-    caught up; ``backfill_schedule`` runs it). Returns True when this call resumed it."""
+    caught up; ``backfill_schedule`` runs it). Returns True when this call resumed it.
+
+    Raises:
+        InvalidInput: no such schedule (field "schedule_id").
+    """
     row = _lock(conn, schedule_id)
     if not row["paused"]:
         return False
@@ -124,7 +132,12 @@ def resume_schedule_in(conn, schedule_id: str) -> bool:
 
 def trigger_schedule_in(conn, schedule_id: str, overlap: str | None = None) -> dict:
     """A tick now (the database clock), under ``overlap`` (default the schedule's); paused or
-    not. Returns {"scheduled_at", "workflow_id" (None when not started), "outcome"}."""
+    not. Returns {"scheduled_at", "workflow_id" (None when not started), "outcome" ("started",
+    "buffered", "skipped" or "missed": its start was refused)}.
+
+    Raises:
+        InvalidInput: no such schedule (field "schedule_id"), an unknown overlap.
+    """
     row = _lock(conn, schedule_id)
     policy = check_overlap(overlap or row["overlap"])
     ticker = Ticker(conn, row)
@@ -140,8 +153,9 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
     missed or skipped may start now. Returns {"ticks": n, "started": [workflow ids]}.
 
     Raises:
-        InvalidInput: a naive or missing start or end, end not after start (field "end"), more
-            than MAX_BACKFILL ticks, an unknown overlap.
+        InvalidInput: no such schedule (field "schedule_id"), a naive or missing start or end,
+            end not after start or more than MAX_BACKFILL ticks (field "end"), an unknown
+            overlap.
     """
     row = _lock(conn, schedule_id)
     if check_time(start, "start") is None or check_time(end, "end") is None:
