@@ -16,8 +16,8 @@ _EXCLUSIVE = ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_oth
 
 def schedule_tick_once(s: Snapshot) -> list:
     """At most one workflow per schedule and tick: each started tick's workflow is the id its
-    (schedule, tick) derives, and no first run named as a live schedule's tick lacks its tick
-    row (a second start of one tick would be such a run)."""
+    (schedule, tick) derives, and no first run named as a live schedule's tick, inserted since the
+    schedule was created, lacks its tick row (a second start of one tick would be such a run)."""
     out = []
     for t in s.schedule_ticks:
         if t["outcome"] != "started":

@@ -206,3 +206,19 @@ def test_schedules_declared_in_code_are_synced_by_the_command_and_pruned_when_go
     assert rt.describe_schedule("code-a")["next_tick_at"] == first["code-a"]["next_tick_at"]
     call_command("ilr_schedules", prune=True)
     assert {s["id"] for s in rt.schedules()} == {"api-c", "code-a"}
+
+
+def test_a_schedule_deleted_and_made_again_leaves_its_old_runs_alone(rt, clean_db):
+    """Its tick rows went with the delete; the old runs are not taken for ticks of the new one
+    (ScheduleTickOnce), and the new one's ticks start as before."""
+    from ilr._invariants import check_all
+
+    rt.schedule("again", "sched_note", {}, every=3600)
+    old = rt.trigger_schedule("again")["workflow_id"]
+    assert rt.delete_schedule("again")
+    rt.schedule("again", "sched_note", {}, every=3600)
+    new = rt.trigger_schedule("again")["workflow_id"]
+    assert old != new and rt.describe(old)["status"] == "pending"
+    with db.connect(clean_db) as conn:
+        results = check_all(conn)
+    assert all(results[n] == [] for n in ("ScheduleTickOnce", "ScheduleTickNotEarly", "ScheduleOverlapRespected"))
