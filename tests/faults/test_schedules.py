@@ -198,3 +198,14 @@ def test_a_database_outage_across_ticks_is_caught_up_within_the_window(rt, worke
     else:
         assert missed == []
     assert len(runs_of(rt, "out")) == len([r for r in rows if r["outcome"] == "started"])
+
+
+def test_a_worker_with_no_schedules_ticks_none_and_another_does(rt, workers):
+    workers.start("A", poll=0.1, args=("--no-schedules",))
+    rt.schedule("ns", "sched_note", {}, every=1, overlap="allow_all", catchup_window=600)
+    time.sleep(2.5)  # two ticks fall due: the window in which nothing may happen
+    assert ticks(rt, "ns") == []
+    workers.start("B", poll=0.1)
+    rows = wait_for(lambda: len(ticks(rt, "ns")) >= 3 and ticks(rt, "ns"), message="B ticks, A runs")
+    assert rows[0]["outcome"] == "started"  # the ticks due before B came were within the window
+    rt.pause_schedule("ns")
