@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django import forms
 
-from ilr import MAX_LIFETIME_S, InvalidInput, check_text, check_who, lifetime_seconds
+from ilr import MAX_LIFETIME_S, SCHEDULE_OVERLAPS, InvalidInput, check_text, check_who, lifetime_seconds
 from ilr.models import Grant
 
 EXPIRY_CHOICES = [
@@ -122,3 +122,38 @@ def _runtime_rule(check, value, field: str):
         return check(value, field)
     except InvalidInput as exc:
         raise forms.ValidationError(str(exc)) from None
+
+
+class ScheduleForm(forms.Form):
+    """The admin's schedule form (``rt.schedule``'s arguments; docs/guides/schedules.md). The
+    runtime checks each field: its refusal is an error on that field."""
+
+    schedule_id = forms.CharField(max_length=150)
+    workflow_name = forms.CharField(max_length=200)
+    input = forms.JSONField(required=False, initial=dict, help_text="Plain JSON, the same for every tick; empty: {}.")
+    cron = forms.CharField(required=False, help_text="A 5-field cron expression; or give 'every'.")
+    every = forms.FloatField(required=False, help_text="Seconds between ticks.")
+    timezone = forms.CharField(initial="UTC", help_text="An IANA zone, e.g. Europe/Berlin.")
+    jitter = forms.FloatField(initial=0, help_text="Seconds; each tick fires up to this much later.")
+    start_at = forms.DateTimeField(required=False)
+    end_at = forms.DateTimeField(required=False)
+    overlap = forms.ChoiceField(choices=[(o, o) for o in SCHEDULE_OVERLAPS], initial="skip")
+    catchup_window = forms.FloatField(initial=60, help_text="Seconds; a later tick is recorded missed, not run.")
+    pause_on_failure = forms.BooleanField(required=False)
+    version = forms.CharField(required=False, help_text="Empty: the newest version at each tick.")
+
+    def options(self) -> dict:
+        """``rt.schedule``'s keyword arguments from the cleaned data."""
+        d = self.cleaned_data
+        keys = ("timezone", "jitter", "start_at", "end_at", "overlap", "catchup_window", "pause_on_failure")
+        return {"cron": d["cron"] or None, "every": d["every"], "version": d["version"] or None} | {
+            k: d[k] for k in keys
+        }
+
+
+class BackfillForm(forms.Form):
+    """A backfill's window and overlap policy."""
+
+    start = forms.DateTimeField()
+    end = forms.DateTimeField()
+    overlap = forms.ChoiceField(choices=[("", "the schedule's")] + [(o, o) for o in SCHEDULE_OVERLAPS], required=False)

@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models import BooleanField, Case, Exists, OuterRef, Q, TextField, Value, When
 from django.db.models.functions import Cast, Now
 
-from ilr import ACTIVE, drain_report_in, queues_on, unserved_on
+from ilr import ACTIVE, describe_schedule_on, drain_report_in, queues_on, unserved_on
 from ilr.models import Deployment, Effect, WorkerDeployment, Workflow
 
 QUEUE_PAGE_SIZE = 20
@@ -57,6 +57,12 @@ def unserved() -> list[dict]:
     [{"name", "version", "due", "last_seen"}]."""
     connection.ensure_connection()
     return unserved_on(connection.connection)
+
+
+def schedule(schedule_id: str) -> dict:
+    """A schedule with its next ticks, runs and missed ticks (``rt.describe_schedule``'s SQL)."""
+    connection.ensure_connection()
+    return describe_schedule_on(connection.connection, schedule_id)
 
 
 def queues() -> list[dict]:

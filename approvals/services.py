@@ -91,6 +91,10 @@ class _IlrConnection:
         """``connection.execute`` with dict rows, as the bodies expect of an ilr connection."""
         return self.cursor(row_factory=dict_row).execute(query, params)
 
+    def transaction(self):
+        """A savepoint inside the Django transaction (a body that must survive one refused write)."""
+        return self._raw.transaction()
+
 
 def _ilr_conn() -> _IlrConnection:
     """The current Django transaction's connection for an ilr body (call inside atomic())."""

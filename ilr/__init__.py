@@ -52,6 +52,17 @@ from ilr._ops.runtime import CancelRequest, Runtime, cancel_in, resume_in, signa
 from ilr._ops.slots import queues_on
 from ilr._registry import workflow
 from ilr._retry import RetryPolicy
+from ilr._schedules.declared import declare_schedule
+from ilr._schedules.ops import (
+    backfill_schedule_in,
+    delete_schedule_in,
+    describe_schedule_on,
+    pause_schedule_in,
+    resume_schedule_in,
+    schedule_in,
+    trigger_schedule_in,
+)
+from ilr._schedules.spec import OVERLAPS as SCHEDULE_OVERLAPS
 from ilr._statuses import ACTIVE, TERMINAL
 from ilr._worker.worker import Worker
 
@@ -64,6 +75,7 @@ __all__ = [
     "ChildFailed",
     "ChildTimeout",
     "Concurrency",
+    "declare_schedule",
     # Running them: the client and the worker
     "Runtime",
     "Worker",
@@ -71,6 +83,7 @@ __all__ = [
     "TerminateRequest",
     "ACTIVE",
     "TERMINAL",
+    "SCHEDULE_OVERLAPS",
     # Gated effects and their targets
     "EffectTarget",
     "EffectResult",
@@ -95,6 +108,13 @@ __all__ = [
     "unserved_on",
     "queues_on",
     "history_on",
+    "schedule_in",
+    "pause_schedule_in",
+    "resume_schedule_in",
+    "trigger_schedule_in",
+    "backfill_schedule_in",
+    "delete_schedule_in",
+    "describe_schedule_on",
     # Approvals: identities, lifetimes, the request's signal
     "Approval",
     "approver_identity",

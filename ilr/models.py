@@ -309,3 +309,61 @@ class Response(ReadOnlyModel):
     class Meta:
         managed = False
         db_table = 'ilr"."responses'
+
+
+class Schedule(ReadOnlyModel):
+    """A schedule: a workflow started per tick of a cron or interval spec (docs/protocol.md §5.8);
+    written through ``rt.schedule`` and its siblings only."""
+
+    id = models.TextField(primary_key=True)
+    workflow_name = models.TextField()
+    workflow_version = models.TextField(null=True)
+    input = models.JSONField()
+    cron = models.TextField(null=True)
+    every_s = models.FloatField(null=True)
+    timezone = models.TextField(default="UTC")
+    jitter_s = models.FloatField(default=0)
+    start_at = models.DateTimeField(null=True)
+    end_at = models.DateTimeField(null=True)
+    overlap = models.TextField(default="skip")
+    catchup_window_s = models.FloatField(default=60)
+    pause_on_failure = models.BooleanField(default=False)
+    paused = models.BooleanField(default=False)
+    note = models.TextField(null=True)
+    next_tick_at = models.DateTimeField(null=True)
+    next_fire_at = models.DateTimeField(null=True)
+    buffered = models.IntegerField(default=0)
+    source = models.TextField(default="api")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."schedules'
+
+    def __str__(self):
+        return self.id
+
+
+class ScheduleTick(ReadOnlyModel):
+    """One tick a schedule met and what it did: started, buffered, skipped or missed."""
+
+    id = models.BigAutoField(primary_key=True)
+    schedule = models.ForeignKey(Schedule, models.DO_NOTHING, db_column="schedule_id", related_name="ticks")
+    scheduled_at = models.DateTimeField()
+    kind = models.TextField()
+    overlap = models.TextField(null=True)
+    outcome = models.TextField()
+    reason = models.TextField(null=True)
+    workflow_id = models.TextField(null=True)
+    open = models.BooleanField(default=False)
+    final_status = models.TextField(null=True)
+    recorded_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True)
+
+    class Meta:
+        managed = False
+        db_table = 'ilr"."schedule_ticks'
+
+    def __str__(self):
+        return f"{self.schedule_id} {self.scheduled_at:%Y-%m-%dT%H:%M:%S}Z {self.outcome}"

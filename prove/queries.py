@@ -421,3 +421,21 @@ HISTORY_TAKEOVER_CLAIM = (
 )
 """The takeover claim of ``prove.bench.history``: its time in epoch seconds and the status it
 took the workflow from ('running': a lapsed lease)."""
+
+# -- ilr.schedules, ilr.schedule_ticks (prove.bench.schedules) -------------------------------------
+
+SCHED_BENCH_COMMITS = "select xact_commit, now() as now from pg_stat_database where datname = current_database()"
+"""Commits of the bench database so far (``prove.bench.schedules``: per tick, before and after)."""
+
+SCHED_BENCH_PAUSE_ALL = "update ilr.schedules set paused = true"
+"""Stop every bench schedule at the end of the window (``prove.bench.schedules``)."""
+
+SCHED_BENCH_TICKS = (
+    "select t.schedule_id, t.scheduled_at, t.outcome, t.workflow_id, extract(epoch from w.created_at - "
+    "t.scheduled_at)::float8 as late from ilr.schedule_ticks t left join ilr.workflows w on w.id = t.workflow_id "
+    "order by t.schedule_id, t.scheduled_at"
+)
+"""Every tick with its lateness: its workflow row's insert after its tick, on the database clock."""
+
+SCHED_BENCH_WORKFLOWS = "select count(*) as n from ilr.workflows where id like 'sched:%%'"
+"""How many tick workflows exist (one per started tick, or a tick ran twice)."""

@@ -107,6 +107,7 @@ def rt(clean_db, django_db_blocker):
         runtime = Runtime(clean_db)
         import tests.support.flows  # noqa: F401 - registers the test workflows in this process
         import tests.support.flows_flow_control  # noqa: F401
+        import tests.support.flows_schedules  # noqa: F401
 
         yield runtime
         runtime.close()

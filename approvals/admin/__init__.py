@@ -29,4 +29,4 @@ filters), ``actions`` (cancel, resume, revoke and their confirmation pages), ``d
 """
 
 # Importing the modules registers their ModelAdmins (Django's autodiscover imports this package).
-from approvals.admin import effects, grants, signals, slots, workflows  # noqa: F401
+from approvals.admin import effects, grants, schedules, signals, slots, workflows  # noqa: F401

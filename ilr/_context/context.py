@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from ilr import _codec as codec
@@ -40,6 +41,7 @@ from ilr._ops.deployments import check_input_shape, resolve_version_on
 from ilr._ops.lifecycle import check_parent_close_policy, close_children
 from ilr._ops.slots import concurrency_for, queue_for
 from ilr._queries.misc import NOW_FROM_DB_SELECT_SQL
+from ilr._queries.schedules import SCHEDULED_TIME
 
 
 class ContinuedAsNew(Suspend):
@@ -254,6 +256,17 @@ class WorkflowContext(EffectCalls, Versioning):
             return None
         wf_id = self._run.workflow_id
         return lambda cur: close_children(cur, wf_id, f"$parent:{wf_id}")
+
+    @property
+    def scheduled_time(self) -> datetime | None:
+        """The tick a schedule started this workflow for, an aware UTC datetime (docs/protocol.md
+        §5.8); the same in every run of its continue-as-new chain; None when no schedule started
+        it. Read once per run from the tick's record, which never changes: replay-safe."""
+        if self._scheduled_time is None:
+            root = self._run.workflow_id.split("#", 1)[0]
+            row = self._conn.execute(SCHEDULED_TIME, (root,)).fetchone()
+            self._scheduled_time = (row["scheduled_at"].astimezone(UTC) if row else None,)
+        return self._scheduled_time[0]
 
     def now_from_db(self) -> str:
         """Not a durable call: the database clock now, for logs only (never branch on it)."""

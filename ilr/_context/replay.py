@@ -57,6 +57,7 @@ class ReplayCursor:
         self.suspended = False
         self.started_children = False  # a child step ran or replayed: the end applies their policies
         self._held_locks: list[str] = []  # the ctx.lock blocks the code is inside, innermost last
+        self._scheduled_time: tuple | None = None  # (ctx.scheduled_time,) once read
         self.nondeterminism: NonDeterminism | None = None
         self.workflow_id = run.workflow_id
         self.name = run.name

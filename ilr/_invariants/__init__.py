@@ -40,6 +40,7 @@ from ilr._invariants.receipts import (
     receipt_complete,
     receipt_truthful,
 )
+from ilr._invariants.schedules import schedule_overlap_respected, schedule_tick_not_early, schedule_tick_once
 from ilr._invariants.slots import (
     no_run_without_slot,
     no_stranded_waiter,
@@ -108,6 +109,9 @@ INVARIANTS: dict[str, Check] = {
     "NoStrandedWaiter": no_stranded_waiter,
     "SlotFifo": slot_fifo,
     "RateRespected": rate_respected,
+    "ScheduleTickOnce": schedule_tick_once,
+    "ScheduleTickNotEarly": schedule_tick_not_early,
+    "ScheduleOverlapRespected": schedule_overlap_respected,
 }
 """Every invariant with a code check (docs/protocol.md §11), by its exact name."""
 

@@ -14,11 +14,13 @@ from ilr._queries.snapshot import (
     LOAD_SELECT_GRANTS,
     LOAD_SELECT_JOURNAL,
     LOAD_SELECT_RESPONSES,
+    LOAD_SELECT_SCHEDULE_TICKS,
     LOAD_SELECT_SIGNALS,
     LOAD_SELECT_SLOTS,
     LOAD_SELECT_SQL,
     LOAD_SELECT_SQL_2,
     LOAD_SELECT_STEPS,
+    LOAD_SELECT_UNTICKED_WORKFLOWS,
     LOAD_SELECT_WORKFLOWS,
     LOAD_SET_SQL,
 )
@@ -42,6 +44,10 @@ class Snapshot:
     evidence: dict = field(default_factory=dict)
     slots: list[dict] = field(default_factory=list)
     """ilr.slots, every row (released ones too), with queued_ts, acquired_ts, released_ts."""
+    schedule_ticks: list[dict] = field(default_factory=list)
+    """ilr.schedule_ticks with scheduled_ts, started_ts, created_ts and ended_ts (LOAD_SELECT_SCHEDULE_TICKS)."""
+    unticked: list[str] = field(default_factory=list)
+    """Ids of first runs named as a schedule's tick that no tick row started."""
 
     @classmethod
     def load(cls, conn, evidence: dict | None = None) -> Snapshot:
@@ -68,6 +74,8 @@ class Snapshot:
             triggers = {r["tgname"]: r["tgenabled"] for r in q(LOAD_SELECT_SQL)}
             indexes = {r["indexname"] for r in q(LOAD_SELECT_SQL_2)}
             slots = q(LOAD_SELECT_SLOTS)
+            ticks = q(LOAD_SELECT_SCHEDULE_TICKS)
+            unticked = [r["id"] for r in q(LOAD_SELECT_UNTICKED_WORKFLOWS)]
         return cls(
             workflows,
             steps,
@@ -82,6 +90,8 @@ class Snapshot:
             indexes,
             evidence or {},
             slots,
+            ticks,
+            unticked,
         )
 
     # -- derived views ---------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """The client ``Runtime``: start, signal, cancel, terminate, resume, describe, list, result, the
-version operations (docs/protocol.md §4, §5, §7) and the flow-control reads. It is a facade: the
+version operations (docs/protocol.md §4, §5, §7), the flow-control reads, schedules (§5.8). A facade: the
 transaction bodies it runs (``*_in``) live beside the tables they write, in ``ilr._ops``, and run
 on any psycopg 3 connection, so admin actions and race tests share its exact SQL.
 """
@@ -40,9 +40,10 @@ from ilr._ops.workflow_ops import (
     signal_in,
 )
 from ilr._queries.effects import AMBIGUOUS_SELECT_EFFECTS
+from ilr._schedules.client import ScheduleCalls
 
 
-class Runtime:
+class Runtime(ScheduleCalls):
     """Client of the ilr tables. Thread-safe (one connection behind a lock).
 
     Args:

@@ -54,3 +54,26 @@ LOAD_SELECT_SQL = (
 
 LOAD_SELECT_SQL_2 = "select indexname from pg_indexes where schemaname = 'ilr'"
 """Read (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_SCHEDULE_TICKS = (
+    "with recursive chain (tick_id, id, status, updated_at, result) as (select t.id, w.id, w.status, w.updated_at, "
+    "w.result from ilr.schedule_ticks t join ilr.workflows w on w.id = t.workflow_id union all select c.tick_id, "
+    "w.id, w.status, w.updated_at, w.result from chain c join ilr.workflows w on w.id = c.result->>'continued_as' "
+    "where c.status = 'continued') select t.id, t.schedule_id, t.workflow_id, t.kind, t.overlap, t.outcome, "
+    "t.scheduled_at, "
+    "extract(epoch from t.scheduled_at)::float8 as scheduled_ts, extract(epoch from t.started_at)::float8 as "
+    "started_ts, extract(epoch from w.created_at)::float8 as created_ts, (select case when c.status in ('pending', "
+    "'running', 'sleeping') then null else extract(epoch from c.updated_at)::float8 end from chain c where "
+    "c.tick_id = t.id and c.status <> 'continued' limit 1) as ended_ts from ilr.schedule_ticks t left join "
+    "ilr.workflows w on w.id = t.workflow_id order by t.schedule_id, t.scheduled_at"
+)
+"""Every tick with its workflow's insert time and its run's end (the last of its continue-as-new
+chain; null while active) (``_invariants.snapshot.Snapshot.load``)."""
+
+LOAD_SELECT_UNTICKED_WORKFLOWS = (
+    "select w.id from ilr.workflows w join ilr.schedules s on left(w.id, length(s.id) + 7) = 'sched:' || s.id || "
+    "':' where strpos(w.id, '#') = 0 and strpos(w.id, '/') = 0 and w.created_at >= s.created_at and not exists "
+    "(select 1 from ilr.schedule_ticks t where t.workflow_id = w.id) order by w.id"
+)
+"""First runs named as a schedule's tick (``sched:<schedule>:...``), inserted since the schedule was
+created (a deleted schedule's ticks went with it), that no tick row started."""

@@ -4,8 +4,8 @@ are in ``ilr.claims``, the code of one run in ``ilr.run_workflow``, the worker_d
 ``ilr.worker_deployments``; their names stay importable from here.
 
 Connection budget per worker process: ``concurrency`` run connections (one per run thread),
-plus one each for claims, the heartbeat and LISTEN: ``concurrency + 3``. Eight workers of
-concurrency 4 use 56 of PostgreSQL's default 100.
+plus one each for claims, the heartbeat, LISTEN and the schedule ticker (``ilr._worker.ticker``;
+none with ``schedules=False``): ``concurrency + 4``. Eight workers of concurrency 4 use 64 of PostgreSQL's default 100.
 
 Wakeups: a trigger on ilr.workflows notifies channel ``ilr_claimable`` when a row becomes due
 now (a start, a signal or cancel waking a sleeper, a child waking its parent); the listener
@@ -57,6 +57,7 @@ from ilr._worker.deployments import DEPLOYMENT_REFRESH_MIN, retake_worker_id, se
 from ilr._worker.heartbeat import heartbeat_loop
 from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
+from ilr._worker.ticker import ticker_loop
 
 log = logging.getLogger("ilr.worker")
 
@@ -81,6 +82,8 @@ class Worker:
         deployment_refresh: seconds between refreshes of this worker's ilr.worker_deployments
             rows; default max(lease_ttl, DEPLOYMENT_REFRESH_MIN). A row is live for
             DEPLOYMENT_STALE_AFTER periods after its last refresh.
+        schedules: tick schedules every ``poll`` seconds on a thread of its own (docs/protocol.md
+            §5.8); default True. Any worker may: at least one must.
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class Worker:
         allow_code_change: bool = False,
         dsn: str | None = None,
         deployment_refresh: float | None = None,
+        schedules: bool = True,
     ):
         if concurrency < 1 or lease_ttl <= 0 or poll <= 0:
             raise InvalidInput("worker", "concurrency >= 1, lease_ttl > 0 and poll > 0 are required")
@@ -107,6 +111,7 @@ class Worker:
         self.concurrency = concurrency
         self.lease_ttl = float(lease_ttl)
         self.poll = poll
+        self.schedules = schedules
         self.max_takeovers = max_takeovers
         self.allow_code_change = allow_code_change
         self.deployment_refresh = float(deployment_refresh or max(self.lease_ttl, DEPLOYMENT_REFRESH_MIN))
@@ -214,6 +219,8 @@ class Worker:
         )
         heartbeat.start()
         threading.Thread(target=self._listen_loop, name=f"{self.worker_id}-listen", daemon=True).start()
+        if self.schedules:
+            threading.Thread(target=ticker_loop, args=(self,), name=f"{self.worker_id}-ticker", daemon=True).start()
         with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.worker_id) as pool:
             while not self._stop.is_set():
                 free = self.concurrency - len(self._active)

@@ -11,6 +11,7 @@ import pytest
 from ilr import _codec as codec
 from ilr._invariants import INVARIANTS, check_all, violations
 from ilr._journal import journal
+from ilr._schedules.spec import tick_workflow_id
 
 EID, EID_SPARE = codec.effect_id_for({"request_id": "seed"}), codec.effect_id_for({"request_id": "spare"})
 PAYLOAD = {"payment": "p1", "amount": 2000}
@@ -306,7 +307,37 @@ CORRUPTIONS = {
         _slot(c, "W2", slot_no=0, queued=1, acquired=5, released=6),
         _slot(c, "W3", slot_no=0, queued=0, acquired=8, released=9),
     ),
+    # Schedules: tick rows and workflows written past the tick transaction (docs/protocol.md §5.8).
+    "ScheduleTickOnce": lambda c, s: (
+        _schedule(c),
+        _workflows(c, "sched:S:2026-01-01T00:00:00Z", status="running"),
+    ),
+    "ScheduleTickNotEarly": lambda c, s: (
+        _schedule(c),
+        _tick(c, "now() + interval '1 hour'", "skip"),
+    ),
+    "ScheduleOverlapRespected": lambda c, s: (
+        _schedule(c),
+        _tick(c, "now() - interval '20 seconds'", "skip"),
+        _tick(c, "now() - interval '10 seconds'", "skip"),
+    ),
 }
+
+
+def _schedule(c) -> None:
+    c.execute("insert into ilr.schedules (id, workflow_name, input, every_s) values ('S', 'refund', '{}', 10)")
+
+
+def _tick(c, at: str, overlap: str) -> None:
+    """A started tick of schedule S at ``at`` (SQL) and its running workflow, inserted now."""
+    t = c.execute(f"select {at} as t").fetchone()["t"]
+    wf_id = tick_workflow_id("S", t)
+    _workflows(c, wf_id, status="running")
+    c.execute(
+        "insert into ilr.schedule_ticks (schedule_id, scheduled_at, kind, overlap, outcome, workflow_id, open, "
+        "started_at) values ('S', %s, 'tick', %s, 'started', %s, true, clock_timestamp())",
+        (t, overlap, wf_id),
+    )
 
 
 def _workflows(c, *ids: str, status: str = "completed") -> None:

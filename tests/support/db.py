@@ -10,7 +10,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 ILR_TABLES = (
     "ilr.approval_requests, ilr.slots, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
-    "ilr.claims, ilr.responses, ilr.workflows, ilr.worker_deployments, ilr.deployments"
+    "ilr.claims, ilr.responses, ilr.schedule_ticks, ilr.schedules, ilr.workflows, ilr.worker_deployments, "
+    "ilr.deployments"
 )
 """Every ilr table, for one TRUNCATE (the append-only triggers refuse DELETE)."""
 

@@ -52,6 +52,8 @@ class WorkerProcs:
             "tests.support.flows",
             "--import",
             "tests.support.flows_flow_control",
+            "--import",
+            "tests.support.flows_schedules",
             "--lease-ttl",
             str(lease_ttl),
             "--poll",

@@ -24,6 +24,7 @@ PUBLIC_NAMES = {
     "ChildFailed",
     "ChildTimeout",
     "Concurrency",
+    "declare_schedule",
     # Running them
     "Runtime",
     "Worker",
@@ -31,6 +32,7 @@ PUBLIC_NAMES = {
     "TerminateRequest",
     "ACTIVE",
     "TERMINAL",
+    "SCHEDULE_OVERLAPS",
     # Gated effects and targets
     "EffectTarget",
     "EffectResult",
@@ -55,6 +57,13 @@ PUBLIC_NAMES = {
     "unserved_on",
     "queues_on",
     "history_on",
+    "schedule_in",
+    "pause_schedule_in",
+    "resume_schedule_in",
+    "trigger_schedule_in",
+    "backfill_schedule_in",
+    "delete_schedule_in",
+    "describe_schedule_on",
     # Approvals
     "Approval",
     "approver_identity",

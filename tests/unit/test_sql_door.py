@@ -20,7 +20,7 @@ from tests.support import ROOT
 
 TABLES = (
     "workflows|steps|claims|effects|journal|grants|signals|approval_requests|llm_calls|responses|deployments|"
-    "worker_deployments|timelines|slots"
+    "worker_deployments|timelines|slots|schedules|schedule_ticks"
 )
 STATEMENT = re.compile(
     r"^\s*\(?\s*("

@@ -9,7 +9,7 @@ that is not a positive number of seconds, a negative --max-takeovers, an empty -
 module that cannot be imported, an unknown --only pair, a --deployment-refresh that is not a
 positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
 own usage errors do. ILR_POOLER = "transaction" (ilr.conf) is one line naming what needs session
-pooling, and exits 2. Connection budget: concurrency + 3 (see ilr.worker). Once registered it
+pooling, and exits 2. Connection budget: concurrency + 4 (see ilr.worker). Once registered it
 prints one line naming what it runs and its settings; on exit one line with the heartbeat count
 and the worst gap between renewals.
 """
@@ -65,6 +65,9 @@ class Command(BaseCommand):
             help="seconds between refreshes of this worker's ilr.worker_deployments rows "
             "(default ILR_DEPLOYMENT_REFRESH, else max(lease TTL, 5)); live for 3 periods",
         )
+        parser.add_argument(
+            "--no-schedules", action="store_true", help="do not tick schedules (other workers do; default: tick them)"
+        )
 
     def handle(
         self,
@@ -79,6 +82,7 @@ class Command(BaseCommand):
         max_takeovers,
         allow_code_change,
         deployment_refresh,
+        no_schedules=False,
         **options,
     ):
         from ilr._conf import settings
@@ -129,6 +133,7 @@ class Command(BaseCommand):
             max_takeovers=max_takeovers if max_takeovers is not None else settings.MAX_TAKEOVERS,
             allow_code_change=allow_code_change,
             deployment_refresh=deployment_refresh,
+            schedules=not no_schedules,
         )
         register = worker.register
 

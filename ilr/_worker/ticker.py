@@ -1,0 +1,46 @@
+"""A worker's schedule thread: every ``poll`` seconds, the tick transaction (``ilr._schedules.ticks``;
+docs/protocol.md §5.8) on its own connection. Every worker runs one: no leader, and a schedule's
+row lock (skip locked) keeps two workers off one schedule at once."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import psycopg
+
+from ilr import _db as db
+from ilr._schedules.ticks import tick_in
+
+log = logging.getLogger("ilr.worker")
+
+BATCH = 100
+"""Schedules one tick transaction handles; a full batch is followed by the next at once."""
+
+
+def ticker_loop(worker: Any) -> None:
+    """The schedule thread of ``worker`` (an ``ilr.Worker``), until it stops. A database fault
+    skips a turn (the transaction rolled back: the next turn, here or on another worker, redoes
+    it); any other error is logged with its traceback and retried next turn."""
+    conn = None
+    while not worker._stop.is_set():
+        full = False
+        try:
+            if not db.usable(conn):
+                db.discard(conn)
+                conn = db.connect(worker.dsn, application_name=f"ilr-worker-{worker.worker_id}-ticker")
+            with conn.transaction():
+                full = tick_in(conn, BATCH) >= BATCH
+        except psycopg.Error as exc:
+            if not db.is_connection_fault(exc):
+                log.exception("%s: schedule tick failed", worker.worker_id)
+            else:
+                worker._fault()
+                log.warning("%s: schedule tick failed (%s)", worker.worker_id, exc)
+            db.discard(conn)
+            conn = None
+        except Exception:
+            log.exception("%s: schedule tick failed", worker.worker_id)
+        if not full:
+            worker._stop.wait(worker.poll)
+    db.discard(conn)
