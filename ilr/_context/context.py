@@ -276,24 +276,14 @@ class WorkflowContext(EffectCalls, Versioning):
 def dumps_error(exc: BaseException) -> str:
     """The workflow-level error object, as JSON text."""
     body: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)[:4000]}
-    for attr in (
-        "field",
-        "rule",
-        "seq",
-        "recorded",
-        "offered",
-        "step",
-        "attempts",
-        "setting",
-        "limit",
-        "figure",
-        "history_length",
-        "history_bytes",
-    ):
+    for attr in ("field", "rule", "seq", "recorded", "offered", "step", "attempts"):
         if hasattr(exc, attr):
             body[attr] = getattr(exc, attr)
     if isinstance(exc, StepFailed):
         body["cause_type"] = exc.type
+    if isinstance(exc, HistoryLimitExceeded):
+        for attr in ("setting", "limit", "figure", "history_length", "history_bytes"):
+            body[attr] = getattr(exc, attr)
     if isinstance(exc, (ChildFailed, ChildTimeout)):
         body["child"] = exc.child_id
     if isinstance(exc, SignalTimeout):

@@ -55,8 +55,9 @@ def _failed_error(exc: BaseException) -> str:
 
 def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max_takeovers: int) -> None:
     """Run the claimed workflow ``run`` on ``conn`` and record how it ended: CrashLoop (stuck)
-    past ``max_takeovers``, completed with its result, failed, cancelled, stuck on
-    NonDeterminism or a swallowed Suspend; nothing when it suspended.
+    past ``max_takeovers``, completed with its result, failed (HistoryLimitExceeded when a
+    durable call met a history limit, whatever the code did after), cancelled, stuck on
+    NonDeterminism or a swallowed Suspend; nothing when it suspended or continued as new.
 
     Raises:
         Fenced: the run lost its claim. A connection fault: the database, not the workflow,

@@ -107,24 +107,33 @@ def test_a_workflow_that_opted_in_continues_as_new_with_its_input(rt, workers):
 
 @pytest.mark.slow
 def test_a_worker_killed_while_replaying_20000_steps_is_taken_over(rt, workers):
-    """C records 20,000 steps and the workflow sleeps; A claims it and is SIGKILLed at its 5th
-    page of replay (about seq 2,500); B takes over when A's lease lapses, replays the whole
-    history in pages and completes with the right sum."""
+    """C records 20,000 steps and the workflow waits on a signal; the signal wakes it, A claims
+    it and is SIGKILLed at its 5th page of replay (about seq 2,500); B takes over when A's lease
+    lapses, replays the whole history in pages and completes with the right sum."""
     n = 20_000
     workers.start("C", args=FLOWS, concurrency=1)
-    rt.start("history_sum", "h-big", {"steps": n + 2, "sleep_after": n, "seconds": 1})
-    wait_for(lambda: rt.describe("h-big")["status"] == "sleeping", timeout=900, interval=1, message="20,000 steps")
+    rt.start("history_sum", "h-big", {"steps": n + 2, "wait_after": n})
+    status = wait_for(
+        lambda: (s := rt.describe("h-big")["status"]) in ("sleeping", "completed", "failed", "stuck") and s,
+        timeout=900,
+        interval=1,
+        message="20,000 steps recorded",
+    )
+    assert status == "sleeping", rt.describe("h-big")["error"]
     workers.kill("C")
     _worker(workers, "A", ILR_KILL_AT="replay_page@5")
+    rt.signal("h-big", "go", {})
     workers.wait_state("A", "X", timeout=120)
     assert workers.procs["A"].returncode == -9
-    wait_for(lambda: rt.describe("h-big")["owner"] == "A", timeout=1, message="A held the claim when it died")
+    assert rt.describe("h-big")["owner"] == "A"  # A held the claim when it died
     _worker(workers, "B")
     out = rt.result("h-big", timeout=300)
+    # The history: 20,000 steps, the signal's row, 2 steps.
     assert out == {"total": sum(range(n + 2)), "length": n + 3}
     owners = (
         rt.connection()
-        .execute("select owner from ilr.claims where workflow_id = 'h-big' order by claimed_at")
+        .execute("select owner, prev_status from ilr.claims where workflow_id = 'h-big' order by claimed_at")
         .fetchall()
     )
-    assert [r["owner"] for r in owners] == ["C", "A", "B"]  # B's claim was the takeover of A's
+    # C's claim, A's after the signal, and B's: the takeover of A's lapsed lease.
+    assert [(r["owner"], r["prev_status"]) for r in owners] == [("C", "pending"), ("A", "sleeping"), ("B", "running")]

@@ -54,10 +54,11 @@ def history_rollover(ctx, input):
 
 @workflow(name="history_sum", version="1")
 def history_sum(ctx, input):
-    """``steps`` steps of 1 each, a sleep after ``sleep_after``, the sum at the end."""
+    """``steps`` steps returning 0, 1, 2 ..., a wait for the signal "go" after ``wait_after`` of
+    them (it waits as long as the test needs), the sum at the end."""
     total = 0
     for i in range(input["steps"]):
-        if i == input["sleep_after"]:
-            ctx.sleep(input.get("seconds", 0.2))
+        if i == input["wait_after"]:
+            ctx.wait_signal("go")
         total += ctx.step("s", lambda i=i: i)
     return {"total": total, "length": ctx.history_length}
