@@ -1,4 +1,4 @@
-"""A worker's schedule thread: every ``poll`` seconds, the tick transaction (``ilr._schedules.ticks``;
+"""A worker's schedule thread: every ``poll`` seconds (at least TICK_EVERY_MIN), the tick transaction (``ilr._schedules.ticks``;
 docs/protocol.md §5.8) on its own connection. Every worker runs one: no leader, and a schedule's
 row lock (skip locked) keeps two workers off one schedule at once."""
 
@@ -16,6 +16,11 @@ log = logging.getLogger("ilr.worker")
 
 BATCH = 100
 """Schedules one tick transaction handles; a full batch is followed by the next at once."""
+
+TICK_EVERY_MIN = 0.5
+"""Seconds between two tick transactions of one worker, at the least. A worker polling faster
+for work (``--poll 0.05``) would otherwise spend a transaction per poll on schedules, whose
+ticks are whole seconds: a tick is then at most this late, plus its jitter."""
 
 
 def ticker_loop(worker: Any) -> None:
@@ -42,5 +47,5 @@ def ticker_loop(worker: Any) -> None:
         except Exception:
             log.exception("%s: schedule tick failed", worker.worker_id)
         if not full:
-            worker._stop.wait(worker.poll)
+            worker._stop.wait(max(worker.poll, TICK_EVERY_MIN))
     db.discard(conn)
