@@ -1,6 +1,7 @@
-"""A worker's schedule thread: every ``poll`` seconds (at least TICK_EVERY_MIN), the tick transaction (``ilr._schedules.ticks``;
-docs/protocol.md §5.8) on its own connection. Every worker runs one: no leader, and a schedule's
-row lock (skip locked) keeps two workers off one schedule at once."""
+"""A worker's schedule thread: every ``poll`` seconds (at least TICK_EVERY_MIN), the tick
+transaction (``ilr._schedules.ticks``; docs/protocol.md §5.8) on its own connection. Every worker
+runs one: no leader, and a schedule's row lock (skip locked) keeps two workers off one schedule at
+once."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ log = logging.getLogger("ilr.worker")
 BATCH = 100
 """Schedules one tick transaction handles; a full batch is followed by the next at once."""
 
-TICK_EVERY_MIN = 0.5
+TICK_EVERY_MIN = 0.2
 """Seconds between two tick transactions of one worker, at the least. A worker polling faster
 for work (``--poll 0.05``) would otherwise spend a transaction per poll on schedules, whose
 ticks are whole seconds: a tick is then at most this late, plus its jitter."""
