@@ -26,8 +26,9 @@ ticks are whole seconds: a tick is then at most this late, plus its jitter."""
 
 def ticker_loop(worker: Any) -> None:
     """The schedule thread of ``worker`` (an ``ilr.Worker``), until it stops. A database fault
-    skips a turn (the transaction rolled back: the next turn, here or on another worker, redoes
-    it); any other error is logged with its traceback and retried next turn."""
+    (logged at DEBUG: the claim loop announces an outage) skips a turn (the transaction rolled
+    back: the next turn, here or on another worker, redoes it); any other error is logged with
+    its traceback and retried next turn."""
     conn = None
     while not worker._stop.is_set():
         full = False
@@ -41,8 +42,9 @@ def ticker_loop(worker: Any) -> None:
             if not db.is_connection_fault(exc):
                 log.exception("%s: schedule tick failed", worker.worker_id)
             else:
-                worker._fault()
-                log.warning("%s: schedule tick failed (%s)", worker.worker_id, exc)
+                # A lost database is the claim loop's to announce, once per outage (ClaimBackoff):
+                # a line per tick here would repeat it every poll for as long as it lasts.
+                log.debug("%s: schedule tick failed (%s)", worker.worker_id, exc)
             db.discard(conn)
             conn = None
         except Exception:

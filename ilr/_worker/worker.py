@@ -235,18 +235,20 @@ class Worker:
                     except psycopg.Error as exc:
                         released = False
                         self._claim_failed("release of abandoned runs", exc)
-                if released and time.monotonic() >= self._next_slot_wake:
-                    try:
-                        self._slot_wake()
-                    except psycopg.Error as exc:
-                        released = False
-                        self._claim_failed("sweep of put-off starts", exc)
                 if free > 0 and released:
                     try:
                         claimed = self._claim(free)
                         self._claim_backoff.ok()
                     except psycopg.Error as exc:
+                        released = False
                         self._claim_failed("claim", exc)
+                # After the claim: an outage is announced by the claim's line. A start the sweep
+                # admits is announced by its NOTIFY and claimed by the next turn of any worker.
+                if released and time.monotonic() >= self._next_slot_wake:
+                    try:
+                        self._slot_wake()
+                    except psycopg.Error as exc:
+                        self._claim_failed("sweep of put-off starts", exc)
                 for row, t0, steps in claimed:
                     run = Run(row, self.lease_ttl, t0, steps)
                     run.failover = self.failover
