@@ -64,6 +64,22 @@ def test_database_outage_is_one_line_and_one_on_recovery(rt, workers):
     cluster = embedded_cluster_or_skip()
     proc = workers.start("out", lease_ttl=2, poll=0.1)
     wait_for(lambda: started(workers, "out"), timeout=60, message="the startup line")
+    # The startup line comes before the worker opens its run connections: wait for its LISTEN
+    # statement, issued once they are open, so that the outage meets a running claim loop, not a
+    # worker still starting (which exits on a failed connect: this test failed so, 1 run in 4).
+    wait_for(
+        lambda: (
+            rt.connection()
+            .execute(
+                "select count(*) as n from pg_stat_activity where application_name = 'ilr-worker-out-listen' "
+                "and query ilike 'listen%%'"
+            )
+            .fetchone()["n"]
+            == 1
+        ),
+        timeout=30,
+        message="the worker's LISTEN connection",
+    )
     rt.close()
     from django.db import connections
 
