@@ -20,6 +20,24 @@ from approvals.admin.common import confirmed, page_context, selected_ids, to_con
 from ilr import GrantNotFound, InvalidInput
 from ilr.models import Effect, Grant, Step
 
+
+def _report_reach(request, answers, children_title: str, verb: str) -> None:
+    """Tell the operator what a cancel or terminate (``verb``) did to each workflow's children and
+    which sends authorized before it may still land (``CancelRequest``/``TerminateRequest``)."""
+    answers = list(answers)
+    reached = [f"{c} ({what})" for answer in answers for c, what in answer.children.items()]
+    if reached:
+        messages.info(request, f"{children_title}: {', '.join(reached)}.")
+    landing = [eid for answer in answers for eid in answer.may_still_land]
+    if landing:
+        # Neither can recall a send already authorized; the operator must hear which.
+        messages.warning(
+            request,
+            f"Sends authorized before the {verb} may still land: {', '.join(landing)}. "
+            f"Their receipts will say what happened.",
+        )
+
+
 # -- workflows: cancel, terminate, resume --------------------------------------------------------
 
 
@@ -77,17 +95,7 @@ class WorkflowActions:
             skipped = [r["id"] for r in rows if r["id"] not in done]
             if done:
                 messages.success(request, f"Cancellation requested for {', '.join(done)}.")
-            reached = [f"{c} ({what})" for answer in answers.values() for c, what in answer.children.items()]
-            if reached:
-                messages.info(request, f"Children reached: {', '.join(reached)}.")
-            landing = [eid for answer in answers.values() for eid in answer.may_still_land]
-            if landing:
-                # A cancel cannot recall a send already authorized; the operator must hear which.
-                messages.warning(
-                    request,
-                    f"Sends authorized before the cancel may still land: {', '.join(landing)}. "
-                    f"Their receipts will say what happened.",
-                )
+            _report_reach(request, answers.values(), "Children reached", "cancel")
             if skipped:
                 messages.warning(
                     request, f"Nothing to do for {', '.join(skipped)}: already ended or already cancelled."
@@ -134,17 +142,7 @@ class WorkflowActions:
         done = [wf_id for wf_id, answer in answers.items() if answer]
         if done:
             messages.success(request, f"Terminated {', '.join(done)}: no compensation ran.")
-        reached = [f"{c} ({what})" for answer in answers.values() for c, what in answer.children.items()]
-        if reached:
-            messages.info(request, f"Children by their parent close policies: {', '.join(reached)}.")
-        landing = [eid for answer in answers.values() for eid in answer.may_still_land]
-        if landing:
-            # A terminate cannot recall a send already authorized; the operator must hear which.
-            messages.warning(
-                request,
-                f"Sends authorized before the terminate may still land: {', '.join(landing)}. "
-                f"Their receipts will say what happened.",
-            )
+        _report_reach(request, answers.values(), "Children by their parent close policies", "terminate")
         skipped = [r["id"] for r in rows if r["id"] not in done]
         if skipped:
             messages.warning(request, f"Nothing to do for {', '.join(skipped)}: already ended.")
