@@ -1,0 +1,1 @@
+"""Telemetry: OpenTelemetry spans and metrics, the Prometheus endpoint, and the operations figures."""
