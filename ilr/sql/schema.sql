@@ -455,7 +455,7 @@ declare
   d timestamptz;
 begin
   loop
-    select s.id, s.workflow_id, f.concurrency_key, f.queue into w
+    select s.id, s.workflow_id, f.concurrency_key, f.queue, f.queue_limit, f.queue_rates into w
       from ilr.slots s join ilr.workflows f on f.id = s.workflow_id
      where s.key = k and s.released_at is null and s.slot_no is null and s.slot_limit > n
        and s.queued_at <= clock_timestamp()
@@ -473,9 +473,13 @@ begin
   end loop;
   t := clock_timestamp();
   update ilr.slots set slot_no = n, acquired_at = t, deferred_until = null where id = w.id;
-  if k = w.concurrency_key or k = 'queue:' || w.queue then
+  if (k = w.concurrency_key and (w.queue_limit is not null or w.queue_rates is not null))
+     or k = 'queue:' || w.queue then
     perform ilr.slot_acquire(w.workflow_id);
   else
+    -- A ctx.lock waiter, or a start whose concurrency key is its only slot and which has no
+    -- rate: it now holds all it needs and is due at once (what ilr.slot_acquire would find,
+    -- without reading the workflow, its live row and the rate logs again).
     update ilr.workflows set available_at = t, waiting = null, updated_at = now()
      where id = w.workflow_id;
     -- available_at is later than this transaction's now(), so workflows_claimable stays
@@ -609,11 +613,13 @@ begin
     end if;
   end if;
   t := clock_timestamp();
-  nb := greatest(t,
-                 ilr.rate_next('queue:' || w.queue, w.queue_rates->'rate'),
-                 ilr.rate_next(w.concurrency_key, case when w.concurrency_key is not null
-                                                       then w.queue_rates->'per_key_rate' end));
+  -- No rates: the rate logs are not read (two lookups per start and per admission saved).
+  nb := t;
   if w.queue_rates is not null then
+    nb := greatest(t,
+                   ilr.rate_next('queue:' || w.queue, w.queue_rates->'rate'),
+                   ilr.rate_next(w.concurrency_key, case when w.concurrency_key is not null
+                                                         then w.queue_rates->'per_key_rate' end));
     update ilr.slots set not_before = nb
      where workflow_id = wf and released_at is null
        and key in (w.concurrency_key, 'queue:' || w.queue);
@@ -760,7 +766,8 @@ create or replace trigger workflows_slots_insert after insert on ilr.workflows
   execute function ilr.workflows_slots();
 create or replace trigger workflows_slots_status after update of status on ilr.workflows
   for each row when ((new.concurrency_key is not null or new.queue_limit is not null or new.holds_locks)
-                     and old.status is distinct from new.status)
+                     and old.status is distinct from new.status
+                     and new.status in ('completed', 'failed', 'cancelled', 'terminated', 'continued'))
   execute function ilr.workflows_slots();
 
 -- A keyed or queued start announces itself from ilr.slot_acquire once it holds its slots (a
