@@ -38,6 +38,19 @@ from ilr._queries.workflows import LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, WAKE_PARENT
 from ilr._queues import rule_for, rules
 
 
+def declaration(name: str, version: str):
+    """The registered definition whose ``concurrency`` and ``queue`` a start of ``name@version``
+    takes: ``name@version`` when this process registers it, else the newest version of ``name``
+    it registers (a rolling deploy: the starting process runs the new code while the workers'
+    version is the newest deployed, so the rule of the workflow still holds), else None (a
+    workflow of another codebase: only a start's explicit arguments apply)."""
+    try:
+        return registry.get(name, version)
+    except UnknownWorkflow:
+        local = registry.versions(name)
+        return local[-1] if local else None
+
+
 def concurrency_for(
     name: str,
     version: str,
@@ -47,16 +60,15 @@ def concurrency_for(
     on_conflict: str | None = None,
 ) -> tuple[str | None, int | None, str]:
     """The (key, limit, on_conflict) of a start: the arguments given, else the workflow's
-    registered ``Concurrency`` rule, else no key.
+    registered ``Concurrency`` rule (``declaration``: another registered version's when this
+    process does not register ``version``), else no key.
 
     Raises:
         InvalidInput: a bad key, limit or on_conflict (fields "concurrency_key",
             "concurrency_limit", "on_conflict"), or a limit or policy without a key.
     """
-    try:
-        rule = registry.get(name, version).concurrency
-    except UnknownWorkflow:  # deployed by another codebase: only explicit arguments apply
-        rule = None
+    declared = declaration(name, version)
+    rule = declared.concurrency if declared is not None else None
     if key is None and rule is not None:
         key = rule.key_for(input)
     elif key is not None:
@@ -242,16 +254,14 @@ def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
 
 def queue_for(name: str, version: str, queue: str | None = None) -> tuple[str | None, int | None, str | None]:
     """The (queue, queue_limit, queue_rates JSON) of a start: ``queue`` when given, else the
-    workflow's registered queue, else none.
+    workflow's registered queue (``declaration``), else none.
 
     Raises:
         InvalidInput: a queue not in ILR_QUEUES (field "queue").
     """
     if queue is None:
-        try:
-            queue = registry.get(name, version).queue
-        except UnknownWorkflow:
-            queue = None
+        declared = declaration(name, version)
+        queue = declared.queue if declared is not None else None
     if queue is None:
         return None, None, None
     rule = rule_for(queue, settings.QUEUES)

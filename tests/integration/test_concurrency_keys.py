@@ -276,3 +276,31 @@ def test_a_malformed_queue_and_an_unconfigured_declared_queue_are_named(rt, sett
     assert {"workflow in_two_at_a_time@1", "workflow in_three_per_second@1"} <= warned
     settings.ILR_QUEUES = {q: {"concurrency": 1} for q in TEST_QUEUES}
     assert declared_queues_are_configured() == []
+
+
+def test_a_start_of_a_version_this_process_does_not_register_keeps_the_workflows_rule(rt, settings):
+    """A rolling deploy: the web process runs the new code (version 2) while the newest deployed
+    version is the workers' 1. The start runs version 1 and must still take the account's key
+    and the queue (it took neither: two refunds of one account ran at once on the old workers)."""
+    settings.ILR_QUEUES = TEST_QUEUES
+
+    @workflow(
+        name="rolling",
+        version="2",
+        queue="two_at_a_time",
+        concurrency=Concurrency(key=lambda input: f"account:{input['account']}"),
+    )
+    def rolling(ctx, input):
+        return None
+
+    rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('rolling', '1', 'old')")
+    rt.start("rolling", "r1", {"account": 42})
+    rt.start("rolling", "r2", {"account": 42})
+    assert rt.describe("r1")["version"] == "1"
+    assert holders(rt, "account:42") == ["r1"] and queue(rt, "account:42") == ["r2"]
+    assert rt.describe("r1")["queue"] == "two_at_a_time"
+    # A workflow no version of which is registered here (another codebase's) takes only the
+    # start's explicit arguments, as before.
+    rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('elsewhere', '1', 'x')")
+    rt.start("elsewhere", "e1", {"account": 42})
+    assert rt.describe("e1")["concurrency"] == [] and rt.describe("e1")["queue"] is None
