@@ -12,8 +12,9 @@ from ilr._errors import InvalidInput
 
 ON_CONFLICT = ("queue", "reject", "cancel_running", "replace_queued")
 """What a start does when its key is full: queue (wait FIFO, by priority then start time),
-reject (raise ConcurrencyLimitReached), cancel_running (request cancellation of the holders, then
-queue), replace_queued (end the queued starts of the key, cancelled, then queue)."""
+reject (raise ConcurrencyLimitReached), cancel_running (when the key is full, request cancellation
+of the holders and end the key's queued starts, then queue: the newest start wins), replace_queued
+(end the queued starts of the key, cancelled, then queue)."""
 
 MAX_KEY_LENGTH = 200
 """Characters in a concurrency key."""

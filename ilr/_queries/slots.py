@@ -28,8 +28,8 @@ LOCK_QUEUED_TOP_LEVEL = (
     "where s.key = %s and s.released_at is null and s.slot_no is null and w.parent_id is null "
     "order by s.queued_at, s.id for update of w"
 )
-"""Lock the queued top-level workflows of a key, under its key lock (``_ops.starts``, replace_queued):
-keys before waiters' rows, the lock order."""
+"""Lock the queued top-level workflows of a key, under its key lock (``_ops.starts``, replace_queued
+and cancel_running): keys before waiters' rows, the lock order."""
 
 KEYS_OF_WORKFLOW = (
     "select s.key from ilr.slots s join ilr.workflows w on w.id = s.workflow_id "

@@ -94,6 +94,19 @@ def test_cancel_running_requests_the_holders_cancel_and_queues(rt):
     assert holders(rt, "acct:7") == ["a"] and queue(rt, "acct:7") == ["b"]  # a holds until it ends
 
 
+def test_cancel_running_also_ends_the_starts_waiting_so_the_newest_takes_the_released_slot(rt):
+    """A start that cancels the holder must get the slot the holder releases: an older start still
+    waiting took it (the holder was cancelled for nothing the new start gained)."""
+    rt.start("keyed", "a", {"account": "acct:17"})
+    rt.start("keyed", "b", {"account": "acct:17"})
+    rt.start("keyed", "c", {"account": "acct:17"}, on_conflict="cancel_running")
+    assert rt.describe("a")["cancel_requested_by"] == "$concurrency:c"
+    assert holders(rt, "acct:17") == ["a"] and queue(rt, "acct:17") == ["c"]
+    ended = rt.describe("b")
+    assert ended["status"] == "cancelled" and ended["cancel_requested_by"] == "$concurrency:c"
+    assert ended["error"]["message"] == "cancelled while queued for its concurrency key: replaced by c"
+
+
 def test_a_workflow_rule_sets_the_limit_and_the_policy(rt):
     @workflow(name="one_report", version="1", concurrency=Concurrency(key="reports", limit=1, on_conflict="reject"))
     def one_report(ctx, input):
