@@ -64,7 +64,14 @@ class Concurrency:
             raise InvalidInput(
                 "concurrency_key", f"the workflow's key function raised {type(exc).__name__}: {exc}"
             ) from exc
-        return None if key is None else check_key(key)
+        if key is None:
+            return None
+        try:
+            return check_key(key)
+        except InvalidInput as exc:
+            # Name the function: the start passed no key, so "concurrency_key" alone points nowhere.
+            rule = f"the workflow's key function returned {key!r:.80}: {exc.rule}"
+            raise InvalidInput("concurrency_key", rule) from None
 
 
 def check_key(key: Any, field: str = "concurrency_key", *, queue_keys: bool = False) -> str:

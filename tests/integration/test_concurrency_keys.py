@@ -156,9 +156,11 @@ def test_a_key_function_that_returns_a_non_key_or_raises_is_refused(rt):
     with pytest.raises(InvalidInput) as err:
         rt.start("keyed", "bad", {"account": 7})
     assert err.value.field == "concurrency_key" and "must be a str, got int" in err.value.rule
+    # The start passed no key: the message says it was the rule's function that returned it.
+    assert err.value.rule.startswith("the workflow's key function returned 7: ")
     with pytest.raises(InvalidInput) as err:
         rt.start("keyed", "bad", {"account": ""})
-    assert err.value.field == "concurrency_key"
+    assert err.value.field == "concurrency_key" and "key function returned ''" in err.value.rule
 
     @workflow(name="broken_key", version="1", concurrency=Concurrency(key=lambda input: input["missing"]))
     def broken_key(ctx, input):
