@@ -187,7 +187,11 @@ def queues_on(conn) -> list[dict]:
         queue's rate), "waiting" (queued for one), "put_off" (starts their concurrency key's
         per_key_rate put off: they hold no slot until their turn), "oldest_waiting_since",
         "started_last_period"
-        (starts the rate let run in the last rate period, or None without a rate)}.
+        (starts the rate let run in the last rate period, or None without a rate),
+        "limit_in_force" (the slot limit the queue's live workflows hold and wait under, 1000 for
+        a rated queue without a concurrency, or None when none is live), "limit_changed" (True
+        when that differs from the setting's: after ``concurrency`` changed, the old limit holds
+        until the queue's live workflows drain)}.
     """
     queues = rules(settings.QUEUES)
     cur = conn.cursor(row_factory=dict_row)
@@ -211,6 +215,8 @@ def queues_on(conn) -> list[dict]:
                 "put_off": row.get("put_off", 0),
                 "oldest_waiting_since": row.get("oldest_waiting_since"),
                 "started_last_period": recent,
+                "limit_in_force": row.get("limit_in_force"),
+                "limit_changed": row.get("limit_in_force") not in (None, rule.slot_limit),
             }
         )
     return out

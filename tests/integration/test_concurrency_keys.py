@@ -319,3 +319,32 @@ def test_a_start_of_a_version_this_process_does_not_register_keeps_the_workflows
     rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('elsewhere', '1', 'x')")
     rt.start("elsewhere", "e1", {"account": 42})
     assert rt.describe("e1")["concurrency"] == [] and rt.describe("e1")["queue"] is None
+
+
+def test_a_queue_whose_concurrency_was_lowered_shows_the_limit_still_in_force(rt, settings):
+    """An operator lowers a busy queue's concurrency from 2 to 1: the queue's live workflows keep
+    the limit 2 until they drain (one limit per key), and rt.queues() and the admin said only
+    "concurrency 1" beside 2 holders, which reads as the limit broken."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from tests.support.review import admin_page
+
+    rated = {"three_per_second": {"rate": "3/s"}}
+    settings.ILR_QUEUES = {"two_at_a_time": {"concurrency": 2}, **rated}
+    three, two = rt.queues()  # by name
+    assert two["limit_in_force"] is None and two["limit_changed"] is False  # nothing live
+    for wf in ("lo1", "lo2", "lo3"):
+        rt.start("in_two_at_a_time", wf, {})
+    rt.start("in_three_per_second", "rated", {})
+    settings.ILR_QUEUES = {"two_at_a_time": {"concurrency": 1}, **rated}
+    rt.start("in_two_at_a_time", "lo4", {})
+    three, two = rt.queues()  # by name
+    assert (two["concurrency"], two["holding"], two["waiting"]) == (1, 2, 2)
+    assert two["limit_in_force"] == 2 and two["limit_changed"] is True
+    # A rated queue without a concurrency holds its slots under 1000: not a change.
+    assert three["limit_in_force"] == 1000 and three["limit_changed"] is False
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw"))
+    page = admin_page(admin, "admin:ilr_slot_changelist")
+    assert "1 (2 in force until its live workflows drain)" in page and "1000 in force" not in page
