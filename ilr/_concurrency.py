@@ -12,8 +12,9 @@ from ilr._errors import InvalidInput
 
 ON_CONFLICT = ("queue", "reject", "cancel_running", "replace_queued")
 """What a start does when its key is full: queue (wait FIFO, by priority then start time),
-reject (raise ConcurrencyLimitReached), cancel_running (request cancellation of the holders, then
-queue), replace_queued (end the queued starts of the key, cancelled, then queue)."""
+reject (raise ConcurrencyLimitReached), cancel_running (when the key is full, request cancellation
+of the holders and end the key's queued starts, then queue: the newest start wins), replace_queued
+(end the queued starts of the key, cancelled, then queue)."""
 
 MAX_KEY_LENGTH = 200
 """Characters in a concurrency key."""
@@ -63,7 +64,14 @@ class Concurrency:
             raise InvalidInput(
                 "concurrency_key", f"the workflow's key function raised {type(exc).__name__}: {exc}"
             ) from exc
-        return None if key is None else check_key(key)
+        if key is None:
+            return None
+        try:
+            return check_key(key)
+        except InvalidInput as exc:
+            # Name the function: the start passed no key, so "concurrency_key" alone points nowhere.
+            rule = f"the workflow's key function returned {key!r:.80}: {exc.rule}"
+            raise InvalidInput("concurrency_key", rule) from None
 
 
 def check_key(key: Any, field: str = "concurrency_key", *, queue_keys: bool = False) -> str:

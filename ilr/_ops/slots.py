@@ -38,6 +38,19 @@ from ilr._queries.workflows import LOCK_WORKFLOW_LOCK_WORKFLOWS_KEY, WAKE_PARENT
 from ilr._queues import rule_for, rules
 
 
+def declaration(name: str, version: str):
+    """The registered definition whose ``concurrency`` and ``queue`` a start of ``name@version``
+    takes: ``name@version`` when this process registers it, else the newest version of ``name``
+    it registers (a rolling deploy: the starting process runs the new code while the workers'
+    version is the newest deployed, so the rule of the workflow still holds), else None (a
+    workflow of another codebase: only a start's explicit arguments apply)."""
+    try:
+        return registry.get(name, version)
+    except UnknownWorkflow:
+        local = registry.versions(name)
+        return local[-1] if local else None
+
+
 def concurrency_for(
     name: str,
     version: str,
@@ -47,16 +60,15 @@ def concurrency_for(
     on_conflict: str | None = None,
 ) -> tuple[str | None, int | None, str]:
     """The (key, limit, on_conflict) of a start: the arguments given, else the workflow's
-    registered ``Concurrency`` rule, else no key.
+    registered ``Concurrency`` rule (``declaration``: another registered version's when this
+    process does not register ``version``), else no key.
 
     Raises:
         InvalidInput: a bad key, limit or on_conflict (fields "concurrency_key",
             "concurrency_limit", "on_conflict"), or a limit or policy without a key.
     """
-    try:
-        rule = registry.get(name, version).concurrency
-    except UnknownWorkflow:  # deployed by another codebase: only explicit arguments apply
-        rule = None
+    declared = declaration(name, version)
+    rule = declared.concurrency if declared is not None else None
     if key is None and rule is not None:
         key = rule.key_for(input)
     elif key is not None:
@@ -175,7 +187,11 @@ def queues_on(conn) -> list[dict]:
         queue's rate), "waiting" (queued for one), "put_off" (starts their concurrency key's
         per_key_rate put off: they hold no slot until their turn), "oldest_waiting_since",
         "started_last_period"
-        (starts the rate let run in the last rate period, or None without a rate)}.
+        (starts the rate let run in the last rate period, or None without a rate),
+        "limit_in_force" (the slot limit the queue's live workflows hold and wait under, 1000 for
+        a rated queue without a concurrency, or None when none is live), "limit_changed" (True
+        when that differs from the setting's: after ``concurrency`` changed, the old limit holds
+        until the queue's live workflows drain)}.
     """
     queues = rules(settings.QUEUES)
     cur = conn.cursor(row_factory=dict_row)
@@ -199,6 +215,8 @@ def queues_on(conn) -> list[dict]:
                 "put_off": row.get("put_off", 0),
                 "oldest_waiting_since": row.get("oldest_waiting_since"),
                 "started_last_period": recent,
+                "limit_in_force": row.get("limit_in_force"),
+                "limit_changed": row.get("limit_in_force") not in (None, rule.slot_limit),
             }
         )
     return out
@@ -242,16 +260,14 @@ def revoke_lock_in(conn, wf_id: str, key: str, by: str) -> dict:
 
 def queue_for(name: str, version: str, queue: str | None = None) -> tuple[str | None, int | None, str | None]:
     """The (queue, queue_limit, queue_rates JSON) of a start: ``queue`` when given, else the
-    workflow's registered queue, else none.
+    workflow's registered queue (``declaration``), else none.
 
     Raises:
         InvalidInput: a queue not in ILR_QUEUES (field "queue").
     """
     if queue is None:
-        try:
-            queue = registry.get(name, version).queue
-        except UnknownWorkflow:
-            queue = None
+        declared = declaration(name, version)
+        queue = declared.queue if declared is not None else None
     if queue is None:
         return None, None, None
     rule = rule_for(queue, settings.QUEUES)

@@ -92,9 +92,11 @@ def start_in(
     ``deduplicated`` True, and nothing is written or cancelled.
 
     With a key, the row's insert trigger takes a free slot or queues the workflow; first
-    ``on_conflict`` acts: cancel_running requests cancellation of the holders when they fill the
-    limit (by ``$concurrency:<wf_id>``), replace_queued ends the key's queued top-level starts
-    (cancelled, never run); after the insert, reject raises when the workflow queued.
+    ``on_conflict`` acts: cancel_running, when the holders fill the limit, requests their
+    cancellation (by ``$concurrency:<wf_id>``) and ends the key's queued top-level starts
+    (cancelled, never run), so the newest start takes the slot they release; replace_queued
+    ends the queued top-level starts only; after the insert, reject raises when the workflow
+    queued.
 
     Returns:
         the id (``Started``): ``wf_id``, or the deduplicated workflow's id.
@@ -147,7 +149,17 @@ def _before_insert(conn, cur, wf_id: str, key: str, limit: int, on_conflict: str
         if len(holders) >= limit:
             for holder in holders:
                 cancel_in(conn, holder, by=by)
+            # The newest start wins: an older start still waiting would otherwise take the slot
+            # the cancelled holder releases, and a burst of cancel_running starts would run one
+            # after the other (each found only the first holder running).
+            _end_queued_starts(cur, key, wf_id, by)
     elif on_conflict == "replace_queued":
-        cur.execute(LOCK_KEY, (key,))
-        for row in cur.execute(LOCK_QUEUED_TOP_LEVEL, (key,)).fetchall():
-            end_queued(cur, row["workflow_id"], by=by, why=f"replaced by {wf_id}")
+        _end_queued_starts(cur, key, wf_id, by)
+
+
+def _end_queued_starts(cur, key: str, wf_id: str, by: str) -> None:
+    # Under the key's lock, then the queued rows: the lock order. Children are left alone: their
+    # parents wait on them.
+    cur.execute(LOCK_KEY, (key,))
+    for row in cur.execute(LOCK_QUEUED_TOP_LEVEL, (key,)).fetchall():
+        end_queued(cur, row["workflow_id"], by=by, why=f"replaced by {wf_id}")

@@ -28,8 +28,8 @@ LOCK_QUEUED_TOP_LEVEL = (
     "where s.key = %s and s.released_at is null and s.slot_no is null and w.parent_id is null "
     "order by s.queued_at, s.id for update of w"
 )
-"""Lock the queued top-level workflows of a key, under its key lock (``_ops.starts``, replace_queued):
-keys before waiters' rows, the lock order."""
+"""Lock the queued top-level workflows of a key, under its key lock (``_ops.starts``, replace_queued
+and cancel_running): keys before waiters' rows, the lock order."""
 
 KEYS_OF_WORKFLOW = (
     "select s.key from ilr.slots s join ilr.workflows w on w.id = s.workflow_id "
@@ -52,13 +52,15 @@ QUEUE_LIVE_COUNTS = """
 select key, count(*) filter (where slot_no is not null) as holding,
        count(*) filter (where slot_no is null and deferred_until is null) as waiting,
        count(*) filter (where deferred_until is not null) as put_off,
-       min(queued_at) filter (where slot_no is null and deferred_until is null) as oldest_waiting_since
+       min(queued_at) filter (where slot_no is null and deferred_until is null) as oldest_waiting_since,
+       max(slot_limit) as limit_in_force
   from ilr.slots where released_at is null and key = any(%s::text[])
  group by key
 """
 """Per queue key: its live holders (running, or admitted and waiting for the queue's rate to let
-them run), its waiters and the oldest one's queue time, and the starts their key's rate put off
-(no slot held; migration 0018) (``_ops.slots.queues_on``)."""
+them run), its waiters and the oldest one's queue time, the starts their key's rate put off
+(no slot held; migration 0018), and the limit its live rows carry, which holds until they drain
+even when the setting changed (``_ops.slots.queues_on``)."""
 
 QUEUE_RECENT_STARTS = (
     "select count(*) as n from ilr.slots where key = %s and not_before > now() - make_interval(secs => %s) "

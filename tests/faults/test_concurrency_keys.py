@@ -112,6 +112,28 @@ def test_a_holder_waiting_for_an_approval_holds_no_worker_and_its_cancel_admits_
         assert rt.approval_request(request["id"])["status"] == "cancelled"
 
 
+def test_a_burst_of_cancel_running_starts_runs_only_the_newest(rt, workers):
+    """A holder waits on a signal; five cancel_running starts of its key come before its cancel
+    is delivered (its worker is SIGKILLed while it waits: the slot is the workflow's). The newest
+    runs, the four before it end cancelled without running (each found the first holder still
+    holding and queued behind the others: all five ran in turn)."""
+    workers.start("A", poll=0.2)
+    rt.start("keyed", "hold", {"account": "acct:9", "wait_signal": True})
+    wait_for(lambda: (rt.describe("hold")["waiting"] or {}).get("kind") == "signal", timeout=30)
+    workers.kill("A")
+    for i in range(5):
+        rt.start("keyed", f"new{i}", {"account": "acct:9"}, on_conflict="cancel_running")
+    workers.start("B", poll=0.2)
+    workers.start("C", poll=0.2)
+    assert rt.result("new4", timeout=30) == {"account": "acct:9", "n": 0}
+    for wf in ("hold", "new0", "new1", "new2", "new3"):
+        with pytest.raises(WorkflowFailed) as err:
+            rt.result(wf, timeout=30)
+        assert err.value.status == "cancelled", wf
+    assert [invocations(rt, f"new{i}", "enter") for i in range(4)] == [0, 0, 0, 0]
+    assert_one_at_a_time(rt, {wf: "acct:9" for wf in ("hold", "new4")})
+
+
 def test_a_cancelled_queued_workflow_ends_at_once_without_running_and_wakes_its_parent(rt, workers):
     """A queued start that is cancelled ends cancelled in the cancel's transaction: it never
     runs, not even compensation. A queued child's cancel wakes the parent waiting on it."""

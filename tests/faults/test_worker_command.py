@@ -45,6 +45,10 @@ GOOD = ("--id", "w1", "--import", "tests.support.flows")
         (("--import", "no.such.module"), ["--import", "no.such.module"]),
         (("--import", ""), ["--import", "module name"]),
         (("--only", "nope@1"), ["--only", "nope@1"]),
+        # An empty value (a deploy script's unset variable) is refused: it served every workflow.
+        (("--only", ""), ["--only", "names no name@version"]),
+        (("--queue", ""), ["--queue", "names no queue"]),
+        (("--queue", " , "), ["--queue", "names no queue"]),
         (
             ("--import", "tests.support.thin_margin_target"),
             ["--import", "tests.support.thin_margin_target", "DEDUP_MARGIN"],

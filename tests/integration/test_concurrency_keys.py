@@ -94,6 +94,19 @@ def test_cancel_running_requests_the_holders_cancel_and_queues(rt):
     assert holders(rt, "acct:7") == ["a"] and queue(rt, "acct:7") == ["b"]  # a holds until it ends
 
 
+def test_cancel_running_also_ends_the_starts_waiting_so_the_newest_takes_the_released_slot(rt):
+    """A start that cancels the holder must get the slot the holder releases: an older start still
+    waiting took it (the holder was cancelled for nothing the new start gained)."""
+    rt.start("keyed", "a", {"account": "acct:17"})
+    rt.start("keyed", "b", {"account": "acct:17"})
+    rt.start("keyed", "c", {"account": "acct:17"}, on_conflict="cancel_running")
+    assert rt.describe("a")["cancel_requested_by"] == "$concurrency:c"
+    assert holders(rt, "acct:17") == ["a"] and queue(rt, "acct:17") == ["c"]
+    ended = rt.describe("b")
+    assert ended["status"] == "cancelled" and ended["cancel_requested_by"] == "$concurrency:c"
+    assert ended["error"]["message"] == "cancelled while queued for its concurrency key: replaced by c"
+
+
 def test_a_workflow_rule_sets_the_limit_and_the_policy(rt):
     @workflow(name="one_report", version="1", concurrency=Concurrency(key="reports", limit=1, on_conflict="reject"))
     def one_report(ctx, input):
@@ -143,9 +156,11 @@ def test_a_key_function_that_returns_a_non_key_or_raises_is_refused(rt):
     with pytest.raises(InvalidInput) as err:
         rt.start("keyed", "bad", {"account": 7})
     assert err.value.field == "concurrency_key" and "must be a str, got int" in err.value.rule
+    # The start passed no key: the message says it was the rule's function that returned it.
+    assert err.value.rule.startswith("the workflow's key function returned 7: ")
     with pytest.raises(InvalidInput) as err:
         rt.start("keyed", "bad", {"account": ""})
-    assert err.value.field == "concurrency_key"
+    assert err.value.field == "concurrency_key" and "key function returned ''" in err.value.rule
 
     @workflow(name="broken_key", version="1", concurrency=Concurrency(key=lambda input: input["missing"]))
     def broken_key(ctx, input):
@@ -276,3 +291,60 @@ def test_a_malformed_queue_and_an_unconfigured_declared_queue_are_named(rt, sett
     assert {"workflow in_two_at_a_time@1", "workflow in_three_per_second@1"} <= warned
     settings.ILR_QUEUES = {q: {"concurrency": 1} for q in TEST_QUEUES}
     assert declared_queues_are_configured() == []
+
+
+def test_a_start_of_a_version_this_process_does_not_register_keeps_the_workflows_rule(rt, settings):
+    """A rolling deploy: the web process runs the new code (version 2) while the newest deployed
+    version is the workers' 1. The start runs version 1 and must still take the account's key
+    and the queue (it took neither: two refunds of one account ran at once on the old workers)."""
+    settings.ILR_QUEUES = TEST_QUEUES
+
+    @workflow(
+        name="rolling",
+        version="2",
+        queue="two_at_a_time",
+        concurrency=Concurrency(key=lambda input: f"account:{input['account']}"),
+    )
+    def rolling(ctx, input):
+        return None
+
+    rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('rolling', '1', 'old')")
+    rt.start("rolling", "r1", {"account": 42})
+    rt.start("rolling", "r2", {"account": 42})
+    assert rt.describe("r1")["version"] == "1"
+    assert holders(rt, "account:42") == ["r1"] and queue(rt, "account:42") == ["r2"]
+    assert rt.describe("r1")["queue"] == "two_at_a_time"
+    # A workflow no version of which is registered here (another codebase's) takes only the
+    # start's explicit arguments, as before.
+    rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('elsewhere', '1', 'x')")
+    rt.start("elsewhere", "e1", {"account": 42})
+    assert rt.describe("e1")["concurrency"] == [] and rt.describe("e1")["queue"] is None
+
+
+def test_a_queue_whose_concurrency_was_lowered_shows_the_limit_still_in_force(rt, settings):
+    """An operator lowers a busy queue's concurrency from 2 to 1: the queue's live workflows keep
+    the limit 2 until they drain (one limit per key), and rt.queues() and the admin said only
+    "concurrency 1" beside 2 holders, which reads as the limit broken."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    from tests.support.review import admin_page
+
+    rated = {"three_per_second": {"rate": "3/s"}}
+    settings.ILR_QUEUES = {"two_at_a_time": {"concurrency": 2}, **rated}
+    three, two = rt.queues()  # by name
+    assert two["limit_in_force"] is None and two["limit_changed"] is False  # nothing live
+    for wf in ("lo1", "lo2", "lo3"):
+        rt.start("in_two_at_a_time", wf, {})
+    rt.start("in_three_per_second", "rated", {})
+    settings.ILR_QUEUES = {"two_at_a_time": {"concurrency": 1}, **rated}
+    rt.start("in_two_at_a_time", "lo4", {})
+    three, two = rt.queues()  # by name
+    assert (two["concurrency"], two["holding"], two["waiting"]) == (1, 2, 2)
+    assert two["limit_in_force"] == 2 and two["limit_changed"] is True
+    # A rated queue without a concurrency holds its slots under 1000: not a change.
+    assert three["limit_in_force"] == 1000 and three["limit_changed"] is False
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw"))
+    page = admin_page(admin, "admin:ilr_slot_changelist")
+    assert "1 (2 in force until its live workflows drain)" in page and "1000 in force" not in page

@@ -42,10 +42,11 @@ class Command(BaseCommand):
         parser.add_argument("--lease-ttl", type=float, default=30.0, help="claim lease in seconds (default 30)")
         parser.add_argument("--concurrency", type=int, default=4, help="runs in flight at once (default 4)")
         parser.add_argument("--poll", type=float, default=1.0, help="idle poll interval in seconds (default 1.0)")
-        parser.add_argument("--only", default="", help="comma list of name@version to register (default all)")
+        # None, not "": an empty value (a deploy script's unset variable) is refused, not "all".
+        parser.add_argument("--only", default=None, help="comma list of name@version to register (default all)")
         parser.add_argument(
             "--queue",
-            default="",
+            default=None,
             help="comma list of queues to serve: ILR_QUEUES queues (the workflows declared in them) "
             "and Django task queues (ilr.tasks: their task:<queue> workflows); with --only, both; default all",
         )
@@ -99,9 +100,9 @@ class Command(BaseCommand):
             self._import(module)
         self._refuse_pending_migrations()
         definitions = registry.all_definitions()
-        if only or queue:
-            wanted = [item.strip() for item in only.split(",") if item.strip()]
-            pairs = self._task_queues(queue) if queue else []
+        if only is not None or queue is not None:
+            wanted = [item.strip() for item in (only or "").split(",") if item.strip()]
+            pairs = self._task_queues(queue) if queue is not None else []
             for item in wanted:
                 name, sep, version = item.partition("@")
                 if not sep:
@@ -110,7 +111,7 @@ class Command(BaseCommand):
                     pairs.append(registry.get(name, version))
                 except UnknownWorkflow as exc:
                     raise CommandError(f"--only: {exc}", returncode=2) from None
-            if not pairs:
+            if only is not None and not wanted:
                 raise CommandError(f"--only: {only!r} names no name@version", returncode=2)
             definitions = pairs
         if not definitions:
