@@ -54,7 +54,13 @@ def answer_approvals(session: Session, ctx: RunContext, requests: DeferredToolRe
                 f"not approved: {reason}" + (f" ({decided.get('status')} by {by})" if by else "") + "; nothing was sent"
             )
             session.outcomes.append(
-                {"where": where, "tool": spec.name, "input": args, "effect_id": None, "status": f"not_approved:{decided.get('status')}"}
+                {
+                    "where": where,
+                    "tool": spec.name,
+                    "input": args,
+                    "effect_id": None,
+                    "status": f"not_approved:{decided.get('status')}",
+                }
             )
             continue
         session.approvals[call.tool_call_id] = approval

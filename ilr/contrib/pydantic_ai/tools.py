@@ -75,10 +75,14 @@ def effect_tool(
     signature = inspect.signature(function)
     hints = typing.get_type_hints(function)
     params = list(signature.parameters.values())
-    if params and hints.get(params[0].name) is RunContext or (
-        params and typing.get_origin(hints.get(params[0].name)) is RunContext
+    if (
+        params
+        and hints.get(params[0].name) is RunContext
+        or (params and typing.get_origin(hints.get(params[0].name)) is RunContext)
     ):
-        raise UserError(f"effect_tool {function.__name__}: the function is the call's signature; it takes no RunContext")
+        raise UserError(
+            f"effect_tool {function.__name__}: the function is the call's signature; it takes no RunContext"
+        )
     spec = EffectSpec(name or function.__name__, target, policy, premises, summary)
 
     async def call(ctx: RunContext, **kwargs):
@@ -159,7 +163,14 @@ def gated_call(session: Session, spec: EffectSpec, ctx: RunContext, kwargs: dict
         )
     else:
         text = wf.step(
-            f"{session.agent_name}:refusal:{where}", _refusal_words, spec, args, premises, r.effect_id, r.status, r.result
+            f"{session.agent_name}:refusal:{where}",
+            _refusal_words,
+            spec,
+            args,
+            premises,
+            r.effect_id,
+            r.status,
+            r.result,
         )
     outcome["content"] = text
     session.outcomes.append(outcome)
