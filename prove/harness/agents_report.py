@@ -28,9 +28,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from demo.agent_frameworks import DRIVERS, FrameworkDriver, load
 from ilr import Runtime
 from ilr import _db as db
-from demo.agent_frameworks import DRIVERS, FrameworkDriver, load
 from prove.harness.waiting import until
 from prove.queries import AGENTS_MODEL_CALL_COUNT
 

@@ -31,8 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--out", help="directory for agents.{md,json} (default results/)")
 
     def handle(self, *args, framework, tiers, points, out, **options):
-        from ilr import _killpoints as killpoints
         from demo.agent_frameworks import drivers
+        from ilr import _killpoints as killpoints
         from prove.harness.agents_report import Matrix, failed, write_results
 
         try:

@@ -20,8 +20,8 @@ class Command(BaseCommand):
         parser.add_argument("--n", type=int, default=200, help="measured rounds per framework (default 200)")
 
     def handle(self, *args, framework, n, **options):
-        from prove.bench.agent_tools import run, write_results
         from demo.agent_frameworks import drivers
+        from prove.bench.agent_tools import run, write_results
 
         try:
             chosen = drivers(framework)
