@@ -55,7 +55,7 @@ def schedule_in(
     source: str = "api",
 ) -> dict:
     """Create or update schedule ``schedule_id`` (see ``Runtime.schedule``); ``source`` "code"
-    marks one declared in code (``declare_schedule``), which ``ilr_schedules sync --prune`` may
+    marks one declared in code (``declare_schedule``), which ``manage.py ilr_schedules --prune`` may
     delete once no longer declared. An update that keeps
     the spec keeps the next tick; one that changes it moves the next tick to the spec's first
     after now. Pause state and tick records stay. Returns the schedule (``describe``'s shape
@@ -158,8 +158,8 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
             overlap.
     """
     row = _lock(conn, schedule_id)
-    if check_time(start, "start") is None or check_time(end, "end") is None:
-        raise InvalidInput("start" if start is None else "end", "must be an aware datetime")
+    check_time(start, "start", optional=False)
+    check_time(end, "end", optional=False)
     if end <= start:
         raise InvalidInput("end", f"must be after start ({start.isoformat()}), got {end.isoformat()}")
     policy = check_overlap(overlap or row["overlap"])

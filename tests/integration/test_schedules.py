@@ -28,6 +28,10 @@ BAD = [
     ({"every": 5, "start_at": datetime(2026, 1, 2)}, "start_at"),
     ({"every": 5, "start_at": datetime(2026, 1, 2, tzinfo=UTC), "end_at": datetime(2026, 1, 1, tzinfo=UTC)}, "end_at"),
     ({"every": 5, "pause_on_failure": "yes"}, "pause_on_failure"),
+    ({"cron": "0 0 31 2 *"}, "cron"),  # February 31st: a valid expression that never fires
+    ({"every": 1e20}, "every"),  # past any date: an OverflowError before the bound
+    ({"every": 5, "jitter": 1e20}, "jitter"),
+    ({"every": 5, "catchup_window": 1e20}, "catchup_window"),
 ]
 
 
