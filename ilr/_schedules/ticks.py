@@ -113,6 +113,10 @@ class Ticker:
         Returns (run id, status) of one that failed, if any did."""
         failed = None
         self.running = []
+        # A run may end while this transaction runs (its worker commits on its own connection):
+        # it is then seen active, and this tick is handled as if it came a moment earlier (skipped,
+        # buffered, ...); the next tick transaction sees it ended and closes it. No run is seen
+        # ended before it is, so a policy that waits for the end never starts early.
         for r in self.cur.execute(OPEN_RUNS, (self.sid,)).fetchall():
             if r["status"] in ACTIVE:
                 self.running.append(r["id"])
@@ -184,6 +188,7 @@ class Ticker:
         return None
 
     def buffer(self, t: datetime, kind: str, overlap: str) -> None:
+        """Record tick ``t`` buffered (it starts once no run is active) and count it."""
         if self.record(t, kind, overlap, "buffered", "waiting for the active run to end"):
             self.buffered += 1
 
@@ -224,6 +229,8 @@ class Ticker:
         return self.cur.execute(TICK_RECORD, params).fetchone() is not None
 
     def save(self, t: datetime | None) -> None:
+        """Write the schedule's row: next tick ``t`` (None: past ``end_at``) and its fire time,
+        pause state and note, the buffered count (SCHEDULE_SAVE)."""
         fire = self.spec.fire_at(self.sid, t) if t is not None else None
         self.cur.execute(SCHEDULE_SAVE, (t, fire, self.paused, self.note, self.sid, self.sid))
 

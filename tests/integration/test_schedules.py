@@ -198,6 +198,9 @@ def test_schedules_declared_in_code_are_synced_by_the_command_and_pruned_when_go
     with pytest.raises(InvalidInput) as err:
         declare_schedule("bad", "sched_note", cron="not a cron")
     assert err.value.field == "cron" and declared.declared() == {}
+    with pytest.raises(InvalidInput) as err:  # a misspelt option: was a TypeError at sync, not at import
+        declare_schedule("bad", "sched_note", every=5, catchup_windw=60)
+    assert err.value.field == "catchup_windw" and declared.declared() == {}
     declare_schedule("code-a", "sched_note", {"x": 1}, every=600)
     declare_schedule("code-b", "sched_note", cron="0 4 * * *", timezone="Europe/Berlin")
     rt.schedule("api-c", "sched_note", {}, every=60)
