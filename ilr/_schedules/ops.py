@@ -154,7 +154,8 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
 
     Raises:
         InvalidInput: no such schedule (field "schedule_id"), a naive or missing start or end,
-            end not after start or more than MAX_BACKFILL ticks (field "end"), an unknown
+            end not after start or more than MAX_BACKFILL ticks (field "end"), a tick at or
+            before ``ticks_pruned_through`` (field "start": its row was pruned), an unknown
             overlap.
     """
     row = _lock(conn, schedule_id)
@@ -167,6 +168,13 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
     ticks = [t for t in spec.ticks(start - _US, end, MAX_BACKFILL + 1) if t < end]
     if len(ticks) > MAX_BACKFILL:
         raise InvalidInput("end", f"a backfill covers at most {MAX_BACKFILL} ticks")
+    pruned = row["ticks_pruned_through"]  # read under the row lock: no prune moves it meanwhile
+    if pruned is not None and ticks and ticks[0] <= pruned:
+        raise InvalidInput(
+            "start",
+            f"the ticks up to {pruned.isoformat()} were pruned (ILR_SCHEDULE_TICK_RETENTION) and are never "
+            f"started again: start after it, got {start.isoformat()}",
+        )
     ticker = Ticker(conn, row)
     ticker.close_ended()  # an explicit tick starts even when this pauses the schedule
     started = [wf for t in ticks if (wf := ticker.act(t, "backfill", policy))]
