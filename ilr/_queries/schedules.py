@@ -121,3 +121,7 @@ TICK_PRUNE = (
 were skipped or missed; never an open or buffered one), and move ``ticks_pruned_through`` up to
 the newest deleted (``_schedules.ticks``; the horizon's reasoning: docs/protocol.md §5.8). Returns
 no row when nothing was deleted."""
+
+TICK_EXISTS = "select 1 from ilr.schedule_ticks where schedule_id = %s and scheduled_at = %s"
+"""Whether a tick has its row: asked only of a tick at or before ``ticks_pruned_through``, where a
+missing row means pruned (``_schedules.ticks.Ticker.record``)."""

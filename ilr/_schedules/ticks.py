@@ -14,8 +14,8 @@ Pruning (``Ticker.prune``) keeps exactly once: a tick row is deleted only when i
 the schedule's next tick, than its catch-up window and than ``ILR_SCHEDULE_TICK_RETENTION``, and
 ``ticks_pruned_through`` (moved in the same statement, under the row lock) marks the newest one
 deleted. The tick transaction only meets ticks from ``next_tick_at`` on, which never moves back
-past now, and ``record`` refuses any tick at or before the mark, so a pruned tick is never
-recorded, nor its workflow started, again (docs/protocol.md §5.8).
+past now, and ``record`` refuses any tick at or before the mark that has no row, so a pruned tick
+is never recorded, nor its workflow started, again (docs/protocol.md §5.8).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from ilr._queries.schedules import (
     OPEN_RUNS,
     SCHEDULE_SAVE,
     TICK_CLOSE,
+    TICK_EXISTS,
     TICK_OLDEST_BUFFERED,
     TICK_PRUNE,
     TICK_RECORD,
@@ -260,12 +261,15 @@ class Ticker:
 
     def record(self, t: datetime, kind: str, overlap: str | None, outcome: str, reason: str | None, wf_id=None) -> bool:
         """Record tick ``t`` handled under ``overlap`` (TICK_RECORD); False when its record stands
-        as it was, or when ``t`` is at or before ``ticks_pruned_through`` (its row was pruned)."""
+        as it was, or when ``t`` has no row and is at or before ``ticks_pruned_through`` (it was
+        pruned)."""
         if self.pruned_through is not None and t <= self.pruned_through:
-            # Pruned: recorded once already, and its row is gone. Only a transaction that waited
-            # on the row lock while the prune committed can meet it (the lock's read returned the
-            # new mark): it never records, nor starts, it again.
-            return False
+            # At or before the mark: a tick whose row is gone was pruned (recorded once already),
+            # and is never recorded, nor started, again. Only a transaction that waited on the row
+            # lock while the prune committed can meet one (the lock's read returned the new mark).
+            # A row still there (a buffered tick, never pruned) goes on as usual.
+            if self.cur.execute(TICK_EXISTS, (self.sid, t)).fetchone() is None:
+                return False
         started = outcome == "started"
         params: tuple[Any, ...] = (self.sid, t, kind, overlap, outcome, reason, wf_id, started, started)
         return self.cur.execute(TICK_RECORD, params).fetchone() is not None

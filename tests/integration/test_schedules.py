@@ -306,3 +306,22 @@ def test_tick_rows_past_the_retention_are_pruned_and_never_recorded_again(rt, cl
     assert (
         conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"] == before
     )
+
+
+def test_a_buffered_tick_older_than_the_pruned_ones_still_starts(rt, clean_db, settings):
+    """A run longer than the retention: the skipped ticks behind the buffered one are pruned (the
+    mark passes it), and the buffered tick, whose row is never pruned, starts once the run ends."""
+    settings.ILR_SCHEDULE_TICK_RETENTION = 1
+    rt.schedule("bb", "sched_note", {}, every=1, overlap="buffer_one", catchup_window=1000)
+    _due(rt, "bb", 100)
+    _tick(clean_db)  # -100 started (its run stays pending), -99 buffered, the rest skipped
+    rt.schedule("bb", "sched_note", {}, every=1, overlap="buffer_one", catchup_window=30)  # same spec: same next tick
+    _prune(clean_db, "bb")
+    d = rt.describe_schedule("bb")
+    (buffered,) = d["buffered"]
+    assert d["ticks_pruned_through"] > buffered["scheduled_at"]  # skipped ticks after it were pruned
+    rt.terminate(d["recent"][0]["workflow_id"], reason="ended", by="test")
+    _due(rt, "bb", 0)
+    _tick(clean_db)
+    started = {r["scheduled_at"] for r in rt.describe_schedule("bb")["recent"]}
+    assert buffered["scheduled_at"] in started
