@@ -41,7 +41,7 @@ class ScheduleAdmin(ReadOnlyAdmin):
     fields = (
         "id", "workflow_name", "workflow_version", "input", "spec", "jitter_s", "start_at", "end_at", "overlap",
         "catchup_window_s", "pause_on_failure", "paused", "note", "edit_link", "next_ticks", "runs", "missed",
-        "buffered_ticks",
+        "buffered_ticks", "ticks_pruned_through",
     )  # fmt: skip
     readonly_fields = fields
 

@@ -51,6 +51,7 @@ def test_the_form_refuses_bad_input_on_its_field_then_creates_with_a_log_entry(r
     assert "nightly" in list_page and "30 2 * * * (Europe/Berlin)" in list_page
     detail = text(c.get(reverse("admin:ilr_schedule_change", args=["nightly"])))
     assert "next ticks" in detail.lower() and "Edit this schedule" in detail and "Missed and skipped" in detail
+    assert "Ticks pruned through" in detail  # ILR_SCHEDULE_TICK_RETENTION's mark (none yet)
 
 
 def test_pause_resume_trigger_and_backfill_confirm_first_and_log(rt):
