@@ -120,13 +120,13 @@ class Ticker:
         self.save(t)
 
     def prune(self, t: datetime | None) -> None:
-        """Delete up to PRUNE_BATCH of this
-        schedule's tick rows (ended, skipped or missed; never an open or buffered one) older than
-        all of: ``ILR_SCHEDULE_TICK_RETENTION`` (None: never), the catch-up window, and ``t``, the
-        next tick. The next tick bounds it because a backfill may have recorded a tick the ticker
-        has yet to meet (started early): its row must be there when the ticker does. The window
-        bounds it so that no tick a catch-up may still handle loses its row. TICK_PRUNE moves
-        ``ticks_pruned_through``, which ``record`` refuses to go back to."""
+        """Delete up to PRUNE_BATCH of this schedule's tick rows (ended, skipped or missed; never
+        an open or buffered one) older than all of: ``ILR_SCHEDULE_TICK_RETENTION`` (None:
+        never), the catch-up window, and ``t``, the next tick. The next tick bounds it because a
+        backfill may have recorded a tick the ticker has yet to meet (started early): its row
+        must be there when the ticker does. The window bounds it so that no tick a catch-up may
+        still handle loses its row. TICK_PRUNE moves ``ticks_pruned_through``, which ``record``
+        refuses to go back to."""
         retention = settings.SCHEDULE_TICK_RETENTION
         if retention is None:
             return
