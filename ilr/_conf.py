@@ -52,6 +52,10 @@ or an int of 1 or more: ``ILR_HISTORY_WARN_STEPS`` (default 10240 step rows) and
 workflow (HistoryLimitExceeded) or, when it opted in, continues it as new;
 ``ILR_HISTORY_LIMIT_BYTES`` (52428800, 50 MiB): the same at the first durable call once the
 payloads exceed it.
+
+``ILR_SCHEDULE_TICK_RETENTION`` (604800, 7 days; None keeps every row): seconds a schedule's tick
+row is kept once its run ended (or it was skipped or missed); the workers' tick transactions
+delete older ones, a batch at a time (docs/protocol.md §5.8).
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "HISTORY_WARN_BYTES": 10 * 1024 * 1024,
     "HISTORY_LIMIT_STEPS": 51_200,
     "HISTORY_LIMIT_BYTES": 50 * 1024 * 1024,
+    "SCHEDULE_TICK_RETENTION": 7 * 86400,
 }
 HISTORY_SETTINGS = ("HISTORY_WARN_STEPS", "HISTORY_WARN_BYTES", "HISTORY_LIMIT_STEPS", "HISTORY_LIMIT_BYTES")
 """The history thresholds (Temporal's defaults: warn at 10,240 events or 10 MB, fail at 51,200
@@ -137,6 +142,11 @@ def setting_problems(name: str, value: Any) -> list[tuple[str, str]]:
         ok = value is None or (type(value) is int and value >= 1)
         unit = "step rows" if name.endswith("STEPS") else "bytes"
         return [] if ok else [(setting, f"must be None or an int, 1 or more ({unit}), got {value!r}")]
+    if name == "SCHEDULE_TICK_RETENTION":
+        ok = value is None or (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and 1 <= value < float("inf")
+        )
+        return [] if ok else [(setting, f"must be None or seconds, 1 or more, got {value!r}")]
     if name == "POOLER":
         ok = value in (None, "session", "transaction")
         return [] if ok else [(setting, f"must be None, 'session' or 'transaction', got {value!r}")]

@@ -336,6 +336,7 @@ class Schedule(ReadOnlyModel):
     source = models.TextField(default="api")
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
+    ticks_pruned_through = models.DateTimeField(null=True)
 
     class Meta:
         managed = False

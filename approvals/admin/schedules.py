@@ -41,7 +41,7 @@ class ScheduleAdmin(ReadOnlyAdmin):
     fields = (
         "id", "workflow_name", "workflow_version", "input", "spec", "jitter_s", "start_at", "end_at", "overlap",
         "catchup_window_s", "pause_on_failure", "paused", "note", "edit_link", "next_ticks", "runs", "missed",
-        "buffered_ticks",
+        "buffered_ticks", "ticks_pruned_through",
     )  # fmt: skip
     readonly_fields = fields
 
@@ -175,25 +175,27 @@ class ScheduleAdmin(ReadOnlyAdmin):
 
 
 def _act(request, act: str, schedule_id: str, form) -> str:
+    """Do ``act`` on one schedule; returns its line of the message (which Django's admin shows
+    with a capital first letter, so it begins with "Schedule", never the case-sensitive id)."""
     user = request.user
     if act == "pause":
-        return f"{schedule_id}: " + (
+        return f"Schedule {schedule_id}: " + (
             "paused"
             if services.schedule_pause(user=user, schedule_id=schedule_id, note="paused in the admin")
             else "already paused"
         )
     if act == "resume":
-        return f"{schedule_id}: " + (
+        return f"Schedule {schedule_id}: " + (
             "resumed" if services.schedule_resume(user=user, schedule_id=schedule_id) else "not paused"
         )
     if act == "trigger":
         out = services.schedule_trigger(user=user, schedule_id=schedule_id)
-        return f"{schedule_id}: {out['outcome']} {out['workflow_id'] or ''}".strip()
+        return f"Schedule {schedule_id}: {out['outcome']} {out['workflow_id'] or ''}".strip()
     d = form.cleaned_data
     out = services.schedule_backfill(
         user=user, schedule_id=schedule_id, start=d["start"], end=d["end"], overlap=d["overlap"] or None
     )
-    return f"{schedule_id}: {out['ticks']} ticks, {len(out['started'])} started"
+    return f"Schedule {schedule_id}: {out['ticks']} ticks, {len(out['started'])} started"
 
 
 def _initial(obj: Schedule) -> dict:

@@ -6,6 +6,7 @@ ends of the runs that transaction saw); a run's end is its chain's last row's ``
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 
 from ilr._invariants.snapshot import Snapshot, violation
 from ilr._schedules.spec import tick_workflow_id
@@ -17,7 +18,9 @@ _EXCLUSIVE = ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_oth
 def schedule_tick_once(s: Snapshot) -> list:
     """At most one workflow per schedule and tick: each started tick's workflow is the id its
     (schedule, tick) derives, and no first run named as a live schedule's tick, inserted since the
-    schedule was created, lacks its tick row (a second start of one tick would be such a run)."""
+    schedule was created, lacks its tick row (a second start of one tick would be such a run),
+    unless its tick is at or before the schedule's ``ticks_pruned_through`` (its row was pruned,
+    and no tick there is recorded again)."""
     out = []
     for t in s.schedule_ticks:
         if t["outcome"] != "started":
@@ -25,8 +28,24 @@ def schedule_tick_once(s: Snapshot) -> list:
         expected = tick_workflow_id(t["schedule_id"], t["scheduled_at"])
         if t["workflow_id"] != expected:
             out.append(violation(schedule=t["schedule_id"], workflow=t["workflow_id"], expected=expected))
-    out.extend(violation(workflow=wf_id, rule="no tick row started it") for wf_id in s.unticked)
+    for w in s.unticked:
+        tick = tick_of(w["id"], w["schedule_id"])
+        pruned = w["ticks_pruned_through"]
+        if tick is None or pruned is None or tick > pruned:
+            out.append(violation(workflow=w["id"], rule="no tick row started it"))
     return out
+
+
+def tick_of(workflow_id: str, schedule_id: str) -> datetime | None:
+    """The tick a ``sched:<schedule>:<UTC time>Z`` workflow id names; None when it names none."""
+    text = workflow_id[len(f"sched:{schedule_id}:") :]
+    if not text.endswith("Z"):
+        return None
+    try:
+        tick = datetime.fromisoformat(text[:-1] + "+00:00")
+    except ValueError:
+        return None
+    return tick if tick_workflow_id(schedule_id, tick) == workflow_id else None
 
 
 def schedule_tick_not_early(s: Snapshot) -> list:

@@ -46,7 +46,7 @@ class Snapshot:
     """ilr.slots, every row (released ones too), with queued_ts, acquired_ts, released_ts."""
     schedule_ticks: list[dict] = field(default_factory=list)
     """ilr.schedule_ticks with scheduled_ts, started_ts, created_ts and ended_ts (LOAD_SELECT_SCHEDULE_TICKS)."""
-    unticked: list[str] = field(default_factory=list)
+    unticked: list[dict] = field(default_factory=list)
     """Ids of first runs named as a schedule's tick that no tick row started."""
 
     @classmethod
@@ -75,7 +75,7 @@ class Snapshot:
             indexes = {r["indexname"] for r in q(LOAD_SELECT_SQL_2)}
             slots = q(LOAD_SELECT_SLOTS)
             ticks = q(LOAD_SELECT_SCHEDULE_TICKS)
-            unticked = [r["id"] for r in q(LOAD_SELECT_UNTICKED_WORKFLOWS)]
+            unticked = q(LOAD_SELECT_UNTICKED_WORKFLOWS)
         return cls(
             workflows,
             steps,

@@ -6,7 +6,7 @@ from __future__ import annotations
 SCHEDULE_COLUMNS = (
     "id, workflow_name, workflow_version, input, cron, every_s, timezone, jitter_s, start_at, end_at, overlap, "
     "catchup_window_s, pause_on_failure, paused, note, next_tick_at, next_fire_at, buffered, source, created_at, "
-    "updated_at"
+    "updated_at, ticks_pruned_through"
 )
 """The columns a schedule read returns."""
 
@@ -110,3 +110,18 @@ SCHEDULED_TIME = "select scheduled_at from ilr.schedule_ticks where workflow_id 
 
 CODE_SCHEDULES = "select id from ilr.schedules where source = 'code' order by id"
 """The schedules declared in code (``_schedules.declared.sync_in`` prunes among them)."""
+
+TICK_PRUNE = (
+    "with gone as (delete from ilr.schedule_ticks where id in (select id from ilr.schedule_ticks where schedule_id "
+    "= %s and scheduled_at < %s and not open and outcome <> 'buffered' order by scheduled_at limit %s) returning "
+    "scheduled_at) update ilr.schedules set ticks_pruned_through = greatest(ticks_pruned_through, (select "
+    "max(scheduled_at) from gone)) where id = %s and exists (select 1 from gone) returning ticks_pruned_through"
+)
+"""Delete up to a batch of a schedule's oldest tick rows before a horizon whose run ended (or that
+were skipped or missed; never an open or buffered one), and move ``ticks_pruned_through`` up to
+the newest deleted (``_schedules.ticks``; the horizon's reasoning: docs/protocol.md §5.8). Returns
+no row when nothing was deleted."""
+
+TICK_EXISTS = "select 1 from ilr.schedule_ticks where schedule_id = %s and scheduled_at = %s"
+"""Whether a tick has its row: asked only of a tick at or before ``ticks_pruned_through``, where a
+missing row means pruned (``_schedules.ticks.Ticker.record``)."""

@@ -71,9 +71,11 @@ LOAD_SELECT_SCHEDULE_TICKS = (
 chain; null while active) (``_invariants.snapshot.Snapshot.load``)."""
 
 LOAD_SELECT_UNTICKED_WORKFLOWS = (
-    "select w.id from ilr.workflows w join ilr.schedules s on left(w.id, length(s.id) + 7) = 'sched:' || s.id || "
+    "select w.id, s.id as schedule_id, s.ticks_pruned_through from ilr.workflows w join ilr.schedules s on "
+    "left(w.id, length(s.id) + 7) = 'sched:' || s.id || "
     "':' where strpos(w.id, '#') = 0 and strpos(w.id, '/') = 0 and w.created_at >= s.created_at and not exists "
     "(select 1 from ilr.schedule_ticks t where t.workflow_id = w.id) order by w.id"
 )
 """First runs named as a schedule's tick (``sched:<schedule>:...``), inserted since the schedule was
-created (a deleted schedule's ticks went with it), that no tick row started."""
+created (a deleted schedule's ticks went with it), that no tick row started, with the schedule's
+``ticks_pruned_through`` (a pruned tick's run is one of them)."""

@@ -69,9 +69,10 @@ class ScheduleCalls:
             the schedule's row (``describe_schedule`` without its tick lists).
 
         Raises:
-            InvalidInput: naming the field and the rule (a bad cron, both or neither of cron and
-                every, an unknown zone or overlap, negative jitter, end_at not after start_at,
-                a naive datetime); nothing is written.
+            InvalidInput: naming the field and the rule (a bad cron or one no date matches, both
+                or neither of cron and every, an unknown zone or overlap, every, jitter or
+                catchup_window out of range (every 0.001 s to 100 years, the others 0 to 100
+                years), end_at not after start_at, a naive datetime); nothing is written.
         """
         kw = {"cron": cron, "every": every, "timezone": timezone, "jitter": jitter, "start_at": start_at}
         kw |= {"end_at": end_at, "overlap": overlap, "catchup_window": catchup_window}
@@ -83,7 +84,8 @@ class ScheduleCalls:
         return self._tx(pause_schedule_in, schedule_id, note)
 
     def resume_schedule(self, schedule_id: str) -> bool:
-        """Resume from the next tick after now (see ``resume_schedule_in``)."""
+        """Resume from the next tick after now (see ``resume_schedule_in``); True when this call
+        resumed it."""
         return self._tx(resume_schedule_in, schedule_id)
 
     def trigger_schedule(self, schedule_id: str, overlap: str | None = None) -> dict:

@@ -9,9 +9,16 @@ from typing import Any
 
 from psycopg.rows import tuple_row
 
+from ilr._errors import InvalidInput
 from ilr._queries.schedules import CODE_SCHEDULES
 from ilr._schedules.ops import delete_schedule_in, schedule_in
 from ilr._schedules.spec import check_overlap, check_schedule_id, check_spec, check_window
+
+OPTIONS = (
+    "cron", "every", "timezone", "jitter", "start_at", "end_at", "overlap", "catchup_window", "pause_on_failure",
+    "version",
+)  # fmt: skip
+"""``rt.schedule``'s keywords: the options a declaration may give."""
 
 _DECLARED: dict[str, tuple[str, Any, dict]] = {}
 
@@ -21,9 +28,13 @@ def declare_schedule(schedule_id: str, workflow_name: str, input: Any = None, **
     created or updated by ``manage.py ilr_schedules``. Declaring an id twice keeps the last.
 
     Raises:
-        InvalidInput: a bad id, spec, overlap or window, at declaration (at import).
+        InvalidInput: a bad id, an unknown option (named), a bad spec, overlap or window, at
+            declaration (at import).
     """
     check_schedule_id(schedule_id)
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise InvalidInput(unknown[0], f"is not an option of a schedule (options: {', '.join(OPTIONS)})")
     spec = {k: options.get(k) for k in ("cron", "every", "start_at", "end_at")}
     check_spec(timezone=options.get("timezone", "UTC"), jitter=options.get("jitter", 0), **spec)
     check_overlap(options.get("overlap", "skip"))

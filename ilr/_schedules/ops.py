@@ -55,7 +55,7 @@ def schedule_in(
     source: str = "api",
 ) -> dict:
     """Create or update schedule ``schedule_id`` (see ``Runtime.schedule``); ``source`` "code"
-    marks one declared in code (``declare_schedule``), which ``ilr_schedules sync --prune`` may
+    marks one declared in code (``declare_schedule``), which ``manage.py ilr_schedules --prune`` may
     delete once no longer declared. An update that keeps
     the spec keeps the next tick; one that changes it moves the next tick to the spec's first
     after now. Pause state and tick records stay. Returns the schedule (``describe``'s shape
@@ -154,12 +154,13 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
 
     Raises:
         InvalidInput: no such schedule (field "schedule_id"), a naive or missing start or end,
-            end not after start or more than MAX_BACKFILL ticks (field "end"), an unknown
+            end not after start or more than MAX_BACKFILL ticks (field "end"), a tick at or
+            before ``ticks_pruned_through`` (field "start": its row was pruned), an unknown
             overlap.
     """
     row = _lock(conn, schedule_id)
-    if check_time(start, "start") is None or check_time(end, "end") is None:
-        raise InvalidInput("start" if start is None else "end", "must be an aware datetime")
+    check_time(start, "start", optional=False)
+    check_time(end, "end", optional=False)
     if end <= start:
         raise InvalidInput("end", f"must be after start ({start.isoformat()}), got {end.isoformat()}")
     policy = check_overlap(overlap or row["overlap"])
@@ -167,6 +168,13 @@ def backfill_schedule_in(conn, schedule_id: str, start: datetime, end: datetime,
     ticks = [t for t in spec.ticks(start - _US, end, MAX_BACKFILL + 1) if t < end]
     if len(ticks) > MAX_BACKFILL:
         raise InvalidInput("end", f"a backfill covers at most {MAX_BACKFILL} ticks")
+    pruned = row["ticks_pruned_through"]  # read under the row lock: no prune moves it meanwhile
+    if pruned is not None and ticks and ticks[0] <= pruned:
+        raise InvalidInput(
+            "start",
+            f"the ticks up to {pruned.isoformat()} were pruned (ILR_SCHEDULE_TICK_RETENTION) and are never "
+            f"started again: start after it, got {start.isoformat()}",
+        )
     ticker = Ticker(conn, row)
     ticker.close_ended()  # an explicit tick starts even when this pauses the schedule
     started = [wf for t in ticks if (wf := ticker.act(t, "backfill", policy))]

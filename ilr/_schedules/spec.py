@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from ilr import _codec as codec
 from ilr._errors import InvalidInput
@@ -32,6 +32,10 @@ OVERLAPS = ("skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other
 
 MAX_SCHEDULE_ID = 150
 """Characters of a schedule id: its ticks' workflow ids (``sched:<id>:<time>``) stay within 200."""
+
+MAX_EVERY = 100 * 365 * 86400
+"""Seconds between two ``every`` ticks, at the most (100 years): a tick past it would overflow a
+datetime."""
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -135,17 +139,19 @@ def check_schedule_id(schedule_id: Any) -> str:
 
 
 def check_overlap(overlap: Any, field: str = "overlap") -> str:
+    """One of OVERLAPS (InvalidInput naming ``field``)."""
     if overlap not in OVERLAPS:
         raise InvalidInput(field, f"must be one of {', '.join(OVERLAPS)}, got {overlap!r}")
     return overlap
 
 
-def check_time(value: Any, field: str) -> datetime | None:
-    """None, or an aware datetime."""
-    if value is None:
+def check_time(value: Any, field: str, optional: bool = True) -> datetime | None:
+    """An aware datetime, or None when ``optional`` (InvalidInput naming ``field``)."""
+    if value is None and optional:
         return None
     if not isinstance(value, datetime) or value.utcoffset() is None:
-        raise InvalidInput(field, f"must be an aware datetime (with a time zone) or None, got {value!r}")
+        alt = " or None" if optional else ""
+        raise InvalidInput(field, f"must be an aware datetime (with a time zone){alt}, got {value!r}")
     return value
 
 
@@ -154,8 +160,9 @@ def check_spec(cron, every, timezone, jitter, start_at, end_at) -> Spec:
 
     Raises:
         InvalidInput: naming the field: neither or both of cron and every ("cron"), a cron
-            expression croniter refuses ("cron"), every not seconds > 0 ("every"), an unknown
-            zone ("timezone"), jitter not seconds >= 0 ("jitter"), a naive start_at or end_at,
+            expression croniter refuses or one no date matches ("cron"), every not seconds in
+            [0.001, MAX_EVERY] ("every"), an unknown
+            zone ("timezone"), jitter not seconds in [0, MAX_EVERY] ("jitter"), a naive start_at or end_at,
             or an end_at not after start_at ("end_at").
     """
     if (cron is None) == (every is None):
@@ -165,16 +172,20 @@ def check_spec(cron, every, timezone, jitter, start_at, end_at) -> Spec:
             raise InvalidInput(
                 "cron", f"must be a 5-field cron expression (minute hour day month weekday), got {cron!r}"
             )
-    elif not codec.is_seconds(every, positive=True) or every < 0.001:
-        raise InvalidInput("every", f"must be seconds, at least 0.001, got {every!r}")
+        try:
+            croniter(cron, datetime.now(UTC)).get_next(datetime)
+        except CroniterBadDateError:
+            raise InvalidInput("cron", f"never fires (no date matches it), got {cron!r}") from None
+    elif not codec.is_seconds(every, positive=True) or not 0.001 <= every <= MAX_EVERY:
+        raise InvalidInput("every", f"must be seconds, from 0.001 to {MAX_EVERY} (100 years), got {every!r}")
     if not isinstance(timezone, str) or not timezone:
         raise InvalidInput("timezone", f"must be an IANA zone name such as 'Europe/Berlin', got {timezone!r}")
     try:
         ZoneInfo(timezone)
     except (ZoneInfoNotFoundError, ValueError):
         raise InvalidInput("timezone", f"unknown IANA zone {timezone!r}") from None
-    if not codec.is_seconds(jitter):
-        raise InvalidInput("jitter", f"must be seconds >= 0, got {jitter!r}")
+    if not codec.is_seconds(jitter) or jitter > MAX_EVERY:
+        raise InvalidInput("jitter", f"must be seconds from 0 to {MAX_EVERY}, got {jitter!r}")
     start_at = check_time(start_at, "start_at")
     end_at = check_time(end_at, "end_at")
     if start_at is not None and end_at is not None and end_at <= start_at:
@@ -183,6 +194,7 @@ def check_spec(cron, every, timezone, jitter, start_at, end_at) -> Spec:
 
 
 def check_window(catchup_window: Any) -> float:
-    if not codec.is_seconds(catchup_window) or math.isinf(catchup_window):
-        raise InvalidInput("catchup_window", f"must be seconds >= 0, got {catchup_window!r}")
+    """The catch-up window: seconds in [0, MAX_EVERY] (InvalidInput "catchup_window")."""
+    if not codec.is_seconds(catchup_window) or math.isinf(catchup_window) or catchup_window > MAX_EVERY:
+        raise InvalidInput("catchup_window", f"must be seconds from 0 to {MAX_EVERY}, got {catchup_window!r}")
     return float(catchup_window)

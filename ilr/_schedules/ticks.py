@@ -9,6 +9,13 @@ locked``), and once the first commits the row's next tick is later, so the secon
 due; a worker that dies mid-transaction rolls back all three, and the next worker redoes them.
 No tick starts before its time: the due test and every lateness are on the database clock
 (``now()`` of the transaction).
+
+Pruning (``Ticker.prune``) keeps exactly once: a tick row is deleted only when it is older than
+the schedule's next tick, than its catch-up window and than ``ILR_SCHEDULE_TICK_RETENTION``, and
+``ticks_pruned_through`` (moved in the same statement, under the row lock) marks the newest one
+deleted. The tick transaction only meets ticks from ``next_tick_at`` on, which never moves back
+past now, and ``record`` refuses any tick at or before the mark that has no row, so a pruned tick
+is never recorded, nor its workflow started, again (docs/protocol.md §5.8).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from ilr import _codec as codec
+from ilr._conf import settings
 from ilr._errors import InterlockError
 from ilr._ops.deployments import check_input_shape, resolve_version_on
 from ilr._ops.lifecycle import terminate_in
@@ -31,7 +39,9 @@ from ilr._queries.schedules import (
     OPEN_RUNS,
     SCHEDULE_SAVE,
     TICK_CLOSE,
+    TICK_EXISTS,
     TICK_OLDEST_BUFFERED,
+    TICK_PRUNE,
     TICK_RECORD,
     TICK_SKIP_BUFFERED,
 )
@@ -49,6 +59,12 @@ MISSED_LISTED = 100
 
 MAX_TICKS_PER_TX = 1000
 """Ticks one transaction handles per schedule; the rest is due again for the next one."""
+
+PRUNE_EVERY = 10
+"""A schedule's tick transaction prunes at about one in this many (chosen by a hash of its tick)."""
+
+PRUNE_BATCH = 100
+"""Tick rows one prune deletes at most: ten per tick at one prune in ten, where a tick adds one."""
 
 
 def tick_in(conn, limit: int = 50) -> int:
@@ -81,9 +97,11 @@ class Ticker:
         self.note: str | None = row["note"]
         self.running: list[str] = []
         self.buffered: int = row["buffered"]
+        self.pruned_through: datetime | None = row["ticks_pruned_through"]
 
     def run(self) -> None:
-        """Close ended runs, start a buffered tick, handle the due ticks, save the row. An
+        """Close ended runs, start a buffered tick, handle the due ticks, prune old tick rows (at
+        about one turn in PRUNE_EVERY, by a hash of the tick), save the row. An
         allow_all schedule that does not pause on failure and holds no buffered tick needs no
         run's state to act: it closes its ended runs at about one tick in ten (chosen by a hash
         of the tick), which keeps its open ticks few at a tenth of the cost."""
@@ -97,7 +115,27 @@ class Ticker:
         t = self.row["next_tick_at"]
         if self.row["next_fire_at"] is not None and self.row["next_fire_at"] <= self.now:
             t = self.due(t)
+        if zlib.crc32(f"prune|{tick}".encode()) % PRUNE_EVERY == 0:
+            self.prune(t)
         self.save(t)
+
+    def prune(self, t: datetime | None) -> None:
+        """Delete up to PRUNE_BATCH of this schedule's tick rows (ended, skipped or missed; never
+        an open or buffered one) older than all of: ``ILR_SCHEDULE_TICK_RETENTION`` (None:
+        never), the catch-up window, and ``t``, the next tick. The next tick bounds it because a
+        backfill may have recorded a tick the ticker has yet to meet (started early): its row
+        must be there when the ticker does. The window bounds it so that no tick a catch-up may
+        still handle loses its row. TICK_PRUNE moves ``ticks_pruned_through``, which ``record``
+        refuses to go back to."""
+        retention = settings.SCHEDULE_TICK_RETENTION
+        if retention is None:
+            return
+        horizon = self.now - timedelta(seconds=max(retention, self.row["catchup_window_s"]))
+        if t is not None:
+            horizon = min(horizon, t)
+        row = self.cur.execute(TICK_PRUNE, (self.sid, horizon, PRUNE_BATCH, self.sid)).fetchone()
+        if row is not None:
+            self.pruned_through = row["ticks_pruned_through"]
 
     def close_ended(self) -> bool:
         """``refresh_running``, then pause when a run failed and ``pause_on_failure`` is set
@@ -113,6 +151,10 @@ class Ticker:
         Returns (run id, status) of one that failed, if any did."""
         failed = None
         self.running = []
+        # A run may end while this transaction runs (its worker commits on its own connection):
+        # it is then seen active, and this tick is handled as if it came a moment earlier (skipped,
+        # buffered, ...); the next tick transaction sees it ended and closes it. No run is seen
+        # ended before it is, so a policy that waits for the end never starts early.
         for r in self.cur.execute(OPEN_RUNS, (self.sid,)).fetchall():
             if r["status"] in ACTIVE:
                 self.running.append(r["id"])
@@ -184,6 +226,7 @@ class Ticker:
         return None
 
     def buffer(self, t: datetime, kind: str, overlap: str) -> None:
+        """Record tick ``t`` buffered (it starts once no run is active) and count it."""
         if self.record(t, kind, overlap, "buffered", "waiting for the active run to end"):
             self.buffered += 1
 
@@ -218,12 +261,22 @@ class Ticker:
 
     def record(self, t: datetime, kind: str, overlap: str | None, outcome: str, reason: str | None, wf_id=None) -> bool:
         """Record tick ``t`` handled under ``overlap`` (TICK_RECORD); False when its record stands
-        as it was."""
+        as it was, or when ``t`` has no row and is at or before ``ticks_pruned_through`` (it was
+        pruned)."""
+        if self.pruned_through is not None and t <= self.pruned_through:
+            # At or before the mark: a tick whose row is gone was pruned (recorded once already),
+            # and is never recorded, nor started, again. Only a transaction that waited on the row
+            # lock while the prune committed can meet one (the lock's read returned the new mark).
+            # A row still there (a buffered tick, never pruned) goes on as usual.
+            if self.cur.execute(TICK_EXISTS, (self.sid, t)).fetchone() is None:
+                return False
         started = outcome == "started"
         params: tuple[Any, ...] = (self.sid, t, kind, overlap, outcome, reason, wf_id, started, started)
         return self.cur.execute(TICK_RECORD, params).fetchone() is not None
 
     def save(self, t: datetime | None) -> None:
+        """Write the schedule's row: next tick ``t`` (None: past ``end_at``) and its fire time,
+        pause state and note, the buffered count (SCHEDULE_SAVE)."""
         fire = self.spec.fire_at(self.sid, t) if t is not None else None
         self.cur.execute(SCHEDULE_SAVE, (t, fire, self.paused, self.note, self.sid, self.sid))
 

@@ -804,6 +804,7 @@ create table if not exists ilr.schedules (
   source           text not null default 'api', -- 'code': declared in code, synced (ilr_schedules sync)
   created_at       timestamptz not null default now(),
   updated_at       timestamptz not null default now(),
+  ticks_pruned_through timestamptz,            -- the newest tick whose row was pruned (0020)
   constraint schedules_spec check ((cron is null) <> (every_s is null) and (every_s is null or every_s > 0)),
   constraint schedules_overlap check (overlap in
     ('skip', 'buffer_one', 'buffer_all', 'cancel_other', 'terminate_other', 'allow_all')),

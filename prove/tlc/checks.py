@@ -18,6 +18,7 @@ from prove.tlc.plan import (
     NOT_APPLICABLE,
     QUICK_OVERRIDES,
     SAFETY,
+    SCHEDULES,
     SIGNALS,
     SIGNALS_WITNESSES,
     SLOTS,
@@ -102,7 +103,7 @@ class Check:
     """One thing to check: a module and config, constant overrides, what to check, and why."""
 
     id: str
-    kind: str  # mode | broken | control | assumption | liveness | signals | slots | witness | sanity
+    kind: str  # mode | broken | control | assumption | liveness | signals | slots | schedules | witness | sanity
     module: str
     cfg: str  # path relative to spec/
     overrides: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -205,8 +206,8 @@ def build_checks(quick: bool) -> list[Check]:
     """Every check of the profile, in the order they run (cheap, decisive ones first).
 
     The quick profile (CI) keeps what must never regress: every broken config, the interlock
-    mode at every tier, Signals.tla, everything of Slots.tla (small: its controls and witnesses
-    too) and the interlock liveness properties.
+    mode at every tier, Signals.tla, everything of Slots.tla and Schedules.tla (small: their
+    controls too) and the interlock liveness properties.
     """
     checks: list[Check] = []
     for name, invariants in BROKEN.items():
@@ -224,7 +225,7 @@ def build_checks(quick: bool) -> list[Check]:
         )
     for name, invariants in BROKEN.items():
         module = BROKEN_MODULE.get(name, "Runtime")
-        if not quick or module == "Slots":
+        if not quick or module in ("Slots", "Schedules"):
             checks.append(
                 Check(
                     id=f"control/{name}",
@@ -249,6 +250,17 @@ def build_checks(quick: bool) -> list[Check]:
         )
     )
     checks += slots_checks()
+    checks.append(
+        Check(
+            id="schedules",
+            kind="schedules",
+            module="Schedules",
+            cfg="Schedules.cfg",
+            invariants=list(SCHEDULES),
+            must_hold=list(SCHEDULES),
+            title="Schedules.tla",
+        )
+    )
     if not quick:
         checks.append(
             Check(
@@ -444,10 +456,10 @@ def filter_witnesses(check: Check, constants: dict[str, str]) -> None:
 
 
 def quick_overrides(check: Check) -> dict[str, str]:
-    """The quick profile's constants for a check: broken configs, Signals and Slots keep their own
+    """The quick profile's constants for a check: broken configs, Signals, Slots and Schedules keep their own
     (they are small), liveness keeps its long clock but one crash, the rest MaxClock 7 and one
     crash."""
-    if check.kind in ("broken", "control") or check.module in ("Signals", "Slots"):
+    if check.kind in ("broken", "control") or check.module in ("Signals", "Slots", "Schedules"):
         return {}
     if check.kind == "liveness":
         return {"MaxCrashes": "1"}

@@ -163,6 +163,10 @@ BROKEN_READING = {
     "both become holders.",
     "SlotCancelWithoutKeyLock": "a cancel reads a waiter, a release admits it, and the cancel "
     "deletes its row, now a holder's: the slot is lost and the next waiter is stranded.",
+    "ScheduleNoLockNoKey": "two workers read the same next_tick_at without the row lock and, with no "
+    "unique key on the tick's workflow, both insert it: one tick starts twice.",
+    "ScheduleWorkerClock": "a worker whose clock runs ahead takes a tick as due by its own clock "
+    "and starts it before its time on the database clock.",
 }
 
 

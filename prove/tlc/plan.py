@@ -44,6 +44,10 @@ SIGNALS = ["TimerNotEarly", "SignalExactlyOnceConsumed", "NoLostWakeup"]
 #: limit case, named as the registry's rows in docs/protocol.md §11.
 SLOTS = ["SlotMutex", "NoRunWithoutSlot", "NoStrandedWaiter", "SlotFifo"]
 SLOTS_LIVENESS = ["WaiterEventuallyRuns"]
+#: Schedules.tla (the tick transaction, docs/protocol.md §5.8 and §14): two workers, the
+#: database clock and crashes; ScheduleTickOnce and ScheduleTickNotEarly are the registry's rows
+#: of docs/protocol.md §11.
+SCHEDULES = ["TypeOK", "ScheduleTickOnce", "ScheduleTickNotEarly", "MissedNotStarted", "NoTickLost"]
 #: The limit cases Slots.cfg runs at (one key, three workflows).
 SLOTS_CASES = {"l1": {"Limit": "1"}, "l2": {"Limit": "2"}}
 MODES = ["interlock", "temporal_idem", "temporal_precheck"]
@@ -146,6 +150,9 @@ BROKEN = {
     "SlotReleaseNotFenced": ["SlotMutex", "SlotBodiesMutex", "NoRunWithoutSlot"],
     "SlotAcquireWithoutKeyLock": ["NoStrandedWaiter", "SlotMutex", "SlotFifo"],
     "SlotCancelWithoutKeyLock": ["NoStrandedWaiter"],
+    # Schedules.tla.
+    "ScheduleNoLockNoKey": ["ScheduleTickOnce"],
+    "ScheduleWorkerClock": ["ScheduleTickNotEarly"],
 }
 #: The module of each broken config that is not Runtime.tla's.
 BROKEN_MODULE = {
@@ -153,6 +160,8 @@ BROKEN_MODULE = {
     "SlotReleaseNotFenced": "Slots",
     "SlotAcquireWithoutKeyLock": "Slots",
     "SlotCancelWithoutKeyLock": "Slots",
+    "ScheduleNoLockNoKey": "Schedules",
+    "ScheduleWorkerClock": "Schedules",
 }
 BROKEN_SOURCE = {
     "NoLocalLeaseCheck": "finding: the local lease (docs/protocol.md §14)",
@@ -160,6 +169,8 @@ BROKEN_SOURCE = {
     "SlotReleaseNotFenced": "slots: why the release is in the fenced end (docs/protocol.md §14)",
     "SlotAcquireWithoutKeyLock": "slots: why the start takes the key lock (docs/protocol.md §14)",
     "SlotCancelWithoutKeyLock": "slots: why a waiter's cancel takes the key lock (docs/protocol.md §14)",
+    "ScheduleNoLockNoKey": "schedules: why a tick is inserted under the row lock, unique (docs/protocol.md §5.8)",
+    "ScheduleWorkerClock": "schedules: why the due test is on the database clock (docs/protocol.md §5.8)",
 }
 
 #: The two findings' traces (docs/protocol.md §14), as the action sequence each broken config

@@ -11,11 +11,16 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from ilr._invariants import check_all
 from ilr._schedules.spec import OVERLAPS
 from tests.support.db import embedded_cluster_or_skip
 from tests.support.waits import wait_for
 
-RACE_SECONDS = 20
+RACE_SECONDS = 60
+"""The race's length: ticks after the first (issue 44: "a 1 s schedule for a minute")."""
+
+SCHEDULE_INVARIANTS = ("ScheduleTickOnce", "ScheduleTickNotEarly", "ScheduleOverlapRespected")
+"""What ``ilr_check`` verifies of schedules (docs/protocol.md §11)."""
 
 
 def ticks(rt, sid):
@@ -42,21 +47,31 @@ def runs_of(rt, sid):
 
 
 def test_two_workers_racing_a_one_second_schedule_start_each_tick_exactly_once(rt, workers):
-    """Two workers tick a 1 s schedule for 20 s: every tick from the first to the last has exactly
-    one workflow, none inserted before its tick on the database clock, each reading its own
-    ``ctx.scheduled_time``; both workers started some."""
+    """Two workers tick a 1 s schedule for a minute (issue 44): every tick from the first to the
+    61st has exactly one workflow and none was inserted before its tick on the database clock
+    (the gaps here, and ilr_check's schedule invariants over the database), each reads its own
+    ``ctx.scheduled_time``, and both workers started some."""
     workers.start("A", poll=0.1)
     workers.start("B", poll=0.1)
     rt.schedule("race", "sched_note", {}, every=1, overlap="allow_all")
-    time.sleep(RACE_SECONDS)  # the run's length, not an assertion: the checks below wait on conditions
+    first = wait_for(lambda: [r["scheduled_at"] for r in ticks(rt, "race")][:1], timeout=10, message="a first tick")[0]
+    last = first + timedelta(seconds=RACE_SECONDS)
+    wait_for(
+        lambda: ticks(rt, "race")[-1]["scheduled_at"] >= last,
+        timeout=RACE_SECONDS + 15,
+        interval=0.5,
+        message=f"the tick at {last}",
+    )
     rt.pause_schedule("race")
-    rows = ticks(rt, "race")
-    assert len(rows) >= RACE_SECONDS - 3, rows
+    rows = [r for r in ticks(rt, "race") if r["scheduled_at"] <= last]
+    assert len(rows) == RACE_SECONDS + 1, rows
     assert all(r["outcome"] == "started" for r in rows), [r for r in rows if r["outcome"] != "started"]
     gaps = {r2["scheduled_at"] - r1["scheduled_at"] for r1, r2 in zip(rows, rows[1:], strict=False)}
     assert gaps == {timedelta(seconds=1)}  # no tick skipped, none twice
     assert all(r["created_at"] >= r["scheduled_at"] for r in rows)  # never before its time
-    assert len(runs_of(rt, "race")) == len(rows)
+    assert len(runs_of(rt, "race")) == len(ticks(rt, "race"))  # one workflow per tick row, no other
+    held = check_all(rt.connection(), names=SCHEDULE_INVARIANTS)
+    assert held == {name: [] for name in SCHEDULE_INVARIANTS}, held
     for r in rows:
         out = rt.result(r["workflow_id"], timeout=30)
         assert datetime.fromisoformat(out["scheduled_time"]) == r["scheduled_at"]
@@ -67,8 +82,8 @@ def test_two_workers_racing_a_one_second_schedule_start_each_tick_exactly_once(r
         .fetchall()
     )
     assert {o["owner"] for o in owners} == {"A", "B"}
-    late = [(r["created_at"] - r["scheduled_at"]).total_seconds() for r in rows]
-    assert max(late) < 1.0, late
+    late = sorted((r["created_at"] - r["scheduled_at"]).total_seconds() for r in rows)
+    assert late[len(late) // 2] < 1.0, late  # the median: the bound itself is bench_schedules' (p99)
 
 
 def test_a_paused_worker_catches_up_within_the_window_and_records_the_missed_ticks(rt, workers):

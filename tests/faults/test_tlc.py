@@ -85,7 +85,15 @@ def test_slots_liveness(quick_suite):
     assert stranded.traces["WaiterEventuallyRuns"][-1].action in ("Stuttering", "Back")
 
 
-@pytest.mark.parametrize("name", sorted(n for n, m in tlc.BROKEN_MODULE.items() if m == "Slots"))
+def test_schedules_hold(quick_suite):
+    """Schedules.tla's tick transaction (two workers, the database clock, crashes) holds every
+    invariant; its broken designs are among test_broken_config_violates_each_named_invariant's."""
+    result = _result(quick_suite, "schedules")
+    assert result.outcome == {name: "hold" for name in tlc.SCHEDULES}, result.outcome
+    assert result.distinct and result.distinct > 100_000
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in tlc.BROKEN_MODULE.items() if m in ("Slots", "Schedules")))
 def test_slot_broken_control_holds(quick_suite, name):
     result = _result(quick_suite, f"control/{name}")
     assert result.constants["BROKEN"] == '"none"'

@@ -28,6 +28,10 @@ BAD = [
     ({"every": 5, "start_at": datetime(2026, 1, 2)}, "start_at"),
     ({"every": 5, "start_at": datetime(2026, 1, 2, tzinfo=UTC), "end_at": datetime(2026, 1, 1, tzinfo=UTC)}, "end_at"),
     ({"every": 5, "pause_on_failure": "yes"}, "pause_on_failure"),
+    ({"cron": "0 0 31 2 *"}, "cron"),  # February 31st: a valid expression that never fires
+    ({"every": 1e20}, "every"),  # past any date: an OverflowError before the bound
+    ({"every": 5, "jitter": 1e20}, "jitter"),
+    ({"every": 5, "catchup_window": 1e20}, "catchup_window"),
 ]
 
 
@@ -194,6 +198,9 @@ def test_schedules_declared_in_code_are_synced_by_the_command_and_pruned_when_go
     with pytest.raises(InvalidInput) as err:
         declare_schedule("bad", "sched_note", cron="not a cron")
     assert err.value.field == "cron" and declared.declared() == {}
+    with pytest.raises(InvalidInput) as err:  # a misspelt option: was a TypeError at sync, not at import
+        declare_schedule("bad", "sched_note", every=5, catchup_windw=60)
+    assert err.value.field == "catchup_windw" and declared.declared() == {}
     declare_schedule("code-a", "sched_note", {"x": 1}, every=600)
     declare_schedule("code-b", "sched_note", cron="0 4 * * *", timezone="Europe/Berlin")
     rt.schedule("api-c", "sched_note", {}, every=60)
@@ -222,3 +229,99 @@ def test_a_schedule_deleted_and_made_again_leaves_its_old_runs_alone(rt, clean_d
     with db.connect(clean_db) as conn:
         results = check_all(conn)
     assert all(results[n] == [] for n in ("ScheduleTickOnce", "ScheduleTickNotEarly", "ScheduleOverlapRespected"))
+
+
+def _prune(dsn, sid):
+    """One prune of ``sid``'s tick rows under its row lock, as its tick transaction does at about
+    one turn in PRUNE_EVERY (the turn is a hash of the tick; here, every call)."""
+    from psycopg.rows import dict_row
+
+    from ilr._queries.schedules import SCHEDULE_LOCK
+    from ilr._schedules.ticks import Ticker
+
+    with db.connect(dsn) as conn, conn.transaction():
+        row = conn.cursor(row_factory=dict_row).execute(SCHEDULE_LOCK, (sid,)).fetchone()
+        Ticker(conn, row).prune(row["next_tick_at"])
+
+
+def test_tick_rows_past_the_retention_are_pruned_and_never_recorded_again(rt, clean_db, settings):
+    """ILR_SCHEDULE_TICK_RETENTION: the tick rows older than it, than the catch-up window and than
+    the next tick are deleted a batch at a time (never an open one); ticks_pruned_through marks the
+    newest; a pruned tick is never recorded or started again (a backfill over it is refused, the
+    tick transaction's record refuses it), and ScheduleTickOnce tells a pruned tick's run from one
+    no tick row started."""
+    from ilr._invariants import check_all
+    from ilr._schedules.ticks import PRUNE_BATCH
+
+    settings.ILR_SCHEDULE_TICK_RETENTION = 60
+    rt.schedule("pr", "sched_note", {}, every=1, overlap="skip", catchup_window=30)
+    _due(rt, "pr", 300)
+    _tick(clean_db)  # 100 missed rows, one for the rest of the gap, then the window: 1 started, skipped
+    conn = rt.connection()
+    tick = conn.execute("select min(scheduled_at) as t from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()
+    old = tick["t"] + timedelta(seconds=50)  # 250 s ago: a missed tick, started now by a backfill
+    started = rt.backfill_schedule("pr", old, old + timedelta(seconds=1), overlap="allow_all")["started"]
+    assert len(started) == 1
+    rt.terminate(started[0], reason="ended", by="test")
+    _due(rt, "pr", 0)
+    _tick(clean_db)  # sees it ended: its tick row is closed
+    before = conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"]
+    _prune(clean_db, "pr")
+    _prune(clean_db, "pr")
+    rows = conn.execute(
+        "select scheduled_at, outcome, open, now() - scheduled_at as age from ilr.schedule_ticks "
+        "where schedule_id = 'pr' order by scheduled_at"
+    ).fetchall()
+    mark = rt.describe_schedule("pr")["ticks_pruned_through"]
+    assert before - len(rows) == PRUNE_BATCH + 1  # the 100 listed missed ticks and the gap's row
+    assert mark is not None and all(r["scheduled_at"] > mark for r in rows)
+    assert all(r["age"] <= timedelta(seconds=61) for r in rows), rows[0]
+    assert any(r["outcome"] == "started" and r["open"] for r in rows)  # the window's run, still active
+    # The backfilled run's tick row is gone; its workflow stays, and is not started again.
+    with pytest.raises(InvalidInput) as err:
+        rt.backfill_schedule("pr", old - timedelta(seconds=5), old + timedelta(seconds=5), overlap="allow_all")
+    assert err.value.field == "start" and "pruned" in err.value.rule
+    with db.connect(clean_db) as c2, c2.transaction():
+        from psycopg.rows import dict_row
+
+        from ilr._queries.schedules import SCHEDULE_LOCK
+        from ilr._schedules.ticks import Ticker
+
+        ticker = Ticker(c2, c2.cursor(row_factory=dict_row).execute(SCHEDULE_LOCK, ("pr",)).fetchone())
+        assert ticker.act(old, "backfill", "allow_all") is None  # the tick transaction's own guard
+        assert not ticker.record(mark, "tick", "skip", "skipped", "again")
+    assert conn.execute("select count(*) as n from ilr.workflows where id = %s", (started[0],)).fetchone()["n"] == 1
+    assert not conn.execute("select 1 from ilr.schedule_ticks where scheduled_at <= %s", (mark,)).fetchall()
+    after = rt.backfill_schedule("pr", mark + timedelta(seconds=1), mark + timedelta(seconds=3), overlap="allow_all")
+    assert len(after["started"]) == 2  # after the mark: never recorded, started now
+    assert check_all(conn, names=["ScheduleTickOnce"]) == {"ScheduleTickOnce": []}
+    # Not vacuous: a started tick's row deleted after the mark is a run no tick row started.
+    conn.execute("delete from ilr.schedule_ticks where workflow_id = %s", (after["started"][0],))
+    assert [v["workflow"] for v in check_all(conn, names=["ScheduleTickOnce"])["ScheduleTickOnce"]] == [
+        after["started"][0]
+    ]
+    settings.ILR_SCHEDULE_TICK_RETENTION = None
+    before = conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"]
+    _prune(clean_db, "pr")  # None keeps every row
+    assert (
+        conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"] == before
+    )
+
+
+def test_a_buffered_tick_older_than_the_pruned_ones_still_starts(rt, clean_db, settings):
+    """A run longer than the retention: the skipped ticks behind the buffered one are pruned (the
+    mark passes it), and the buffered tick, whose row is never pruned, starts once the run ends."""
+    settings.ILR_SCHEDULE_TICK_RETENTION = 1
+    rt.schedule("bb", "sched_note", {}, every=1, overlap="buffer_one", catchup_window=1000)
+    _due(rt, "bb", 100)
+    _tick(clean_db)  # -100 started (its run stays pending), -99 buffered, the rest skipped
+    rt.schedule("bb", "sched_note", {}, every=1, overlap="buffer_one", catchup_window=30)  # same spec: same next tick
+    _prune(clean_db, "bb")
+    d = rt.describe_schedule("bb")
+    (buffered,) = d["buffered"]
+    assert d["ticks_pruned_through"] > buffered["scheduled_at"]  # skipped ticks after it were pruned
+    rt.terminate(d["recent"][0]["workflow_id"], reason="ended", by="test")
+    _due(rt, "bb", 0)
+    _tick(clean_db)
+    started = {r["scheduled_at"] for r in rt.describe_schedule("bb")["recent"]}
+    assert buffered["scheduled_at"] in started
