@@ -1,5 +1,5 @@
 # Pruned tick rows: ilr.schedules.ticks_pruned_through, from
-# ilr/sql/migrations/0020_schedule_tick_retention.sql.
+# ilr/sql/migrations/0021_schedule_tick_retention.sql.
 
 from django.db import migrations, models
 
@@ -9,13 +9,13 @@ from ilr._db.sql_migrations import RunSQLFile
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("ilr", "0019_schedules"),
+        ("ilr", "0020_slot_fast_paths"),
     ]
 
     operations = [
         migrations.SeparateDatabaseAndState(
             database_operations=[RunSQLFile(
-                "0020_schedule_tick_retention.sql",
+                "0021_schedule_tick_retention.sql",
                 reverse_sql="alter table ilr.schedules drop column if exists ticks_pruned_through")],
             state_operations=[
                 migrations.AddField(
