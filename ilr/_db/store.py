@@ -259,6 +259,7 @@ def finish(
         row = batch.one(conn, FINISH_SQL, params).fetchone()
         if row is None:
             raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before finishing")
+        run.ended = status
         return row
     with conn.transaction():
         cur = conn.cursor()
@@ -270,6 +271,7 @@ def finish(
             wake_parent(cur, row["parent_id"], run.workflow_id)
         if after is not None:
             after(cur)
+    run.ended = status
     return row
 
 
@@ -473,4 +475,6 @@ def mark_stuck_unfenced(conn: db.Connection, run, error_json: str) -> bool:
         ).fetchone()
         if row is not None and row["parent_id"]:
             wake_parent(cur, row["parent_id"], run.workflow_id)
+    if row is not None:
+        run.ended = "stuck"
     return row is not None

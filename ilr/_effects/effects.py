@@ -104,6 +104,16 @@ class EffectCall(EffectDispatch, EffectRecovery):
                     result = self._recover(take_status=take)
                 except LookupFailed as exc:
                     self._suspend_for_lookup(exc)
+                if result is not None:
+                    # A send whose outcome a crashed or fenced claim left unknown, now resolved.
+                    log.info(
+                        "%s: recovered effect %s of %s (epoch %s): %s",
+                        getattr(self.run, "owner", None) or "worker",
+                        self.effect_id,
+                        self.run.workflow_id,
+                        self.run.epoch,
+                        result.status,
+                    )
                 if take and result is not None:
                     return result
                 continue

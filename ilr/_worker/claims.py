@@ -63,6 +63,11 @@ class Run:
         self.local_lease = t0 + lease_ttl
         self.fenced = False
         self.released = False
+        self.ended: str | None = None  # the terminal status its own write recorded (``_db.store``)
+        self.prev_status: str | None = row.get("prev_status")  # 'running': this claim is a takeover
+        self.prev_lease = row.get("prev_lease")  # the lapsed lease a takeover replaced
+        self.prev_owner: str | None = row.get("prev_owner")  # the worker whose lease lapsed
+        self.claimed_at = row.get("now")  # the claim transaction's now()
         self.steps = steps  # the step rows read with the claim (seqs to CLAIM_PRELOAD_SEQS); None: none read
         self.history = None  # the run's History, set by its WorkflowContext (counts what _db.store writes)
         self.born_at = row.get("born_at")  # the earliest created_at of its lineage (ilr.failover)

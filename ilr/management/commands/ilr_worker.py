@@ -10,8 +10,9 @@ module that cannot be imported, an unknown --only pair, a --deployment-refresh t
 positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
 own usage errors do. ILR_POOLER = "transaction" (ilr.conf) is one line naming what needs session
 pooling, and exits 2. Connection budget: concurrency + 4 (see ilr.worker). Once registered it
-prints one line naming what it runs and its settings; on exit one line with the heartbeat count
-and the worst gap between renewals.
+prints one line naming what it runs and its settings; on exit one line saying what it did (runs
+claimed, takeovers among them, how they ended: ``ilr._worker.tally``), the heartbeat count (lease
+renewals while runs were held) and the worst gap between renewals.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class Command(BaseCommand):
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
         self.stdout.write(
-            f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
+            f"ilr_worker {worker_id}: {worker.tally.summary()}; heartbeat: {worker.heartbeats} beats, worst gap "
             f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)"
         )
 

@@ -1,0 +1,37 @@
+"""What a worker did, counted for its exit line: runs claimed (and how many were takeovers of a
+lapsed lease), how each ended, fences and releases (``ilr._worker.worker``)."""
+
+from __future__ import annotations
+
+import threading
+
+OUTCOMES = ("completed", "failed", "cancelled", "stuck", "suspended", "fenced", "abandoned", "errors")
+"""How a claimed run ends in this worker, in the exit line's order: an end status its own write
+recorded; suspended (it sleeps, waits or continued as new: no end yet); fenced (a write refused,
+another claim holds it); abandoned (a database fault stopped it; released later); errors (an
+unexpected runtime error, logged with its traceback)."""
+
+
+class Tally:
+    """Counters of one worker process, safe to bump from its run threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = dict.fromkeys(("claimed", "takeovers", "released", *OUTCOMES), 0)
+
+    def add(self, what: str, n: int = 1) -> None:
+        """Add ``n`` to counter ``what`` (a key of ``counts``; KeyError for any other)."""
+        with self._lock:
+            self.counts[what] += n
+
+    def summary(self) -> str:
+        """One clause for the exit line: "claimed 12 runs (1 takeover): 9 completed, 2 suspended, 1
+        fenced; released 1", naming only the outcomes that happened."""
+        c = dict(self.counts)
+        takeovers = f"{c['takeovers']} takeover" + ("" if c["takeovers"] == 1 else "s")
+        head = f"claimed {c['claimed']} run{'' if c['claimed'] == 1 else 's'} ({takeovers})"
+        ends = ", ".join(f"{c[o]} {o}" for o in OUTCOMES if c[o])
+        text = f"{head}: {ends}" if ends else head
+        if c["released"]:
+            text += f"; released {c['released']} after a database fault"
+        return text
