@@ -21,7 +21,7 @@ def caller_spans():
     """This process's SDK (the code that calls rt.start and approves): its finished spans, in memory."""
     from ilr._telemetry import hooks, setup
 
-    setup.configure({"spans_memory": True})
+    setup.configure({"prometheus": True, "spans_memory": True})  # as test_prometheus does: one meter per process
     exporter = setup.memory_spans()
     exporter.clear()
     yield exporter
