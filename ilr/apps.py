@@ -3,7 +3,8 @@ from django.apps import AppConfig
 
 class IlrConfig(AppConfig):
     """The Interlock runtime. On ready, imports every installed app's ``workflows`` module and
-    registers the ``task:<queue>`` workflows of every ``ilr.tasks.InterlockBackend`` in TASKS."""
+    registers the ``task:<queue>`` workflows of every ``ilr.tasks.InterlockBackend`` in TASKS;
+    then applies ILR_TELEMETRY (spans and metrics, ``ilr._telemetry.setup``)."""
 
     name = "ilr"
     verbose_name = "Interlock runtime"
@@ -15,6 +16,19 @@ class IlrConfig(AppConfig):
 
         autodiscover()
         _register_task_queues()
+        _configure_telemetry()
+
+
+def _configure_telemetry() -> None:
+    """ILR_TELEMETRY applied to this process (ilr._telemetry.setup); a setting of the wrong shape
+    leaves telemetry off here and is named by the system check (ilr.E002)."""
+    from ilr._errors import InvalidInput
+    from ilr._telemetry import setup
+
+    try:
+        setup.configure()
+    except InvalidInput:
+        pass
 
 
 def _register_task_queues() -> None:

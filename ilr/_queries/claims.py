@@ -64,6 +64,8 @@ u as (
             coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
             case when w.parent_id is null and w.continued_from is null then w.created_at
                  else ilr.lineage_created_at(w.id) end as born_at,
+            extract(epoch from now() - case when c.prev_status = 'running' then c.prev_lease
+                                            else w.available_at end)::float8 as schedule_to_start,
             now() as now),
 h as (
   insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at,
@@ -78,6 +80,9 @@ Due rows of priority 0 (nearly all) come from wf_due; the others from wf_due_pri
 only them: the rows above 0 are scanned before wf_due, those below after it. With no such rows
 the two extra scans each read one empty index page. ``priority <> 0`` is written out beside
 ``priority > 0`` so that the planner matches wf_due_priority's predicate.
+
+``schedule_to_start`` is the seconds from the moment the row was due (its available_at, or a
+lapsed lease's expiry) to this claim (the ``interlock.workflow.schedule_to_start`` metric).
 
 Each scan follows one partial index and stops after the rows it locks: wf_due in available_at
 order for the due rows, and wf_running in id order for the lapsed leases. A single

@@ -74,6 +74,11 @@ class Run:
         self.failover: dict | None = None  # the worker's last timeline switch at the claim (ilr.failover)
         self.owner: str | None = None  # the worker running it (set by run_workflow)
         self.context: WorkflowContext | None = None  # set when the run starts; holds its connection
+        self.took_over = row.get("prev_status") == "running"  # the claim took a lapsed lease
+        self.schedule_to_start: float | None = row.get("schedule_to_start")  # seconds from due to claim
+        self.ended: str | None = None  # the terminal status this claim's fenced end committed
+        self.span = None  # the run's span while telemetry is on (ilr._telemetry.tracing)
+        self.span_token = None
 
     clock = staticmethod(time.monotonic)
 
