@@ -259,7 +259,6 @@ def finish(
         row = batch.one(conn, FINISH_SQL, params).fetchone()
         if row is None:
             raise Fenced(f"workflow {run.workflow_id}: epoch {run.epoch} lost its claim before finishing")
-        run.ended = status
         return row
     with conn.transaction():
         cur = conn.cursor()
@@ -271,7 +270,6 @@ def finish(
             wake_parent(cur, row["parent_id"], run.workflow_id)
         if after is not None:
             after(cur)
-    run.ended = status
     return row
 
 

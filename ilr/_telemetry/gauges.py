@@ -225,14 +225,14 @@ GAUGES: list[tuple[str, str, str, Callable[[Figures], Iterable[tuple[float, dict
 ]
 """Every gauge: (instrument name, UCUM unit, description, figures -> [(value, attributes)])."""
 
-_registered: dict[int, FiguresCache] = {}
+_registered: dict[Any, FiguresCache] = {}
 _registered_lock = threading.Lock()
 
 
 def register_gauges(meter_provider: Any = None, cache: FiguresCache | None = None) -> FiguresCache:
     """Create the observable gauges (GAUGES and ``interlock.figures.up``) on the ``interlock``
-    meter of ``meter_provider`` (default the global one). Once per provider: a second call
-    returns the first call's cache.
+    meter of ``meter_provider`` (default the global one). Once per provider (the global one counts
+    once, whichever provider it is then): a second call returns the first call's cache.
 
     Args:
         meter_provider: an OpenTelemetry MeterProvider; None: ``opentelemetry.metrics``' global.
@@ -247,9 +247,12 @@ def register_gauges(meter_provider: Any = None, cache: FiguresCache | None = Non
     from opentelemetry import metrics
 
     provider = meter_provider or metrics.get_meter_provider()
+    # The global provider counts once whatever it is now: instruments made on the API's proxy
+    # provider move to the SDK provider set later (ILR_TELEMETRY installs it after this may run).
+    key: Any = "global" if meter_provider is None else id(provider)
     with _registered_lock:
-        if id(provider) in _registered:
-            return _registered[id(provider)]
+        if key in _registered:
+            return _registered[key]
         cache = cache or FiguresCache()
         meter = provider.get_meter(METER_NAME)
         for name, unit, description, read in GAUGES:
@@ -269,5 +272,5 @@ def register_gauges(meter_provider: Any = None, cache: FiguresCache | None = Non
             unit="",
             description="1 when the last read of the figures succeeded.",
         )
-        _registered[id(provider)] = cache
+        _registered[key] = cache
         return cache

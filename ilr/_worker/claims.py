@@ -63,7 +63,6 @@ class Run:
         self.local_lease = t0 + lease_ttl
         self.fenced = False
         self.released = False
-        self.ended: str | None = None  # the terminal status its own write recorded (``_db.store``)
         self.prev_status: str | None = row.get("prev_status")  # 'running': this claim is a takeover
         self.prev_lease = row.get("prev_lease")  # the lapsed lease a takeover replaced
         self.prev_owner: str | None = row.get("prev_owner")  # the worker whose lease lapsed

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 
-OUTCOMES = ("completed", "failed", "cancelled", "stuck", "suspended", "fenced", "abandoned", "errors")
+OUTCOMES = ("completed", "failed", "cancelled", "stuck", "continued", "suspended", "fenced", "abandoned", "errors")
 """How a claimed run ends in this worker, in the exit line's order: an end status its own write
-recorded; suspended (it sleeps, waits or continued as new: no end yet); fenced (a write refused,
+recorded, or continued (as new); suspended (it sleeps, or waits: no end yet); fenced (a write refused,
 another claim holds it); abandoned (a database fault stopped it; released later); errors (an
 unexpected runtime error, logged with its traceback)."""
 
