@@ -30,6 +30,11 @@ def age(seconds: float | None) -> str:
     return f"{seconds / 86400:.1f} d"
 
 
+def plural(n: int, word: str) -> str:
+    """ "1 run", "2 runs"."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 class OperationsViews:
     """The operations page (``admin:ilr_operations``)."""
 
@@ -52,8 +57,8 @@ class OperationsViews:
             ("workflows-stuck", "Stuck workflows", f.workflows_stuck, ""),
             ("workflows-due", "Due now", f.due_total, f"oldest waited {age(f.due_oldest_age_s)}" if f.due else ""),
             ("versions-unserved", "Unserved versions", len(f.unserved), f"{sum(u['due'] for u in f.unserved)} due"),
-            ("workers-live", "Live workers", f.workers_live, f"{f.runs_held} runs held"),
-            ("keys-waiting", "Waiting on keys", f.keys["waiting"], f"{f.keys['holding']} slots held"),
+            ("workers-live", "Live workers", f.workers_live, plural(f.runs_held, "run") + " held"),
+            ("keys-waiting", "Waiting on keys", f.keys["waiting"], plural(f.keys["holding"], "slot") + " held"),
             ("queues-waiting", "Waiting in queues", sum(q["waiting"] + q["put_off"] for q in f.queues), ""),
             ("schedules-overdue", "Schedules overdue", f.schedules_overdue, f"lag {age(f.schedule_lag_s)}"),
         ]
