@@ -4,7 +4,8 @@ from django.apps import AppConfig
 class IlrConfig(AppConfig):
     """The Interlock runtime. On ready, imports every installed app's ``workflows`` module and
     registers the ``task:<queue>`` workflows of every ``ilr.tasks.InterlockBackend`` in TASKS;
-    then applies ILR_TELEMETRY (spans and metrics, ``ilr._telemetry.setup``)."""
+    then applies ILR_TELEMETRY (spans and metrics, ``ilr._telemetry.setup``) and registers the
+    state gauges when it asks for them (``state_gauges``)."""
 
     name = "ilr"
     verbose_name = "Interlock runtime"
@@ -28,7 +29,16 @@ def _configure_telemetry() -> None:
     try:
         setup.configure()
     except InvalidInput:
-        pass
+        return
+    from ilr._conf import settings
+
+    options = settings.TELEMETRY or {}
+    if options.get("state_gauges") and options.get("enabled") is not False:
+        from ilr._telemetry.gauges import register_gauges
+
+        # On the global provider: the API's proxy until an SDK provider is set (the worker's
+        # --metrics-port sets one later); the gauges move to it then.
+        register_gauges()
 
 
 def _register_task_queues() -> None:

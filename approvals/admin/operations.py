@@ -14,7 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import path
 
 from approvals.admin.common import page_context
-from ilr._telemetry.figures import STUCK_AFTER, read_figures
+from ilr import figures_on
 
 
 def age(seconds: float | None) -> str:
@@ -49,7 +49,7 @@ class OperationsViews:
         if not self.has_view_permission(request):
             raise PermissionDenied
         connection.ensure_connection()
-        f = read_figures(connection.connection)
+        f = figures_on(connection.connection)
         oldest_approval = f"oldest {age(f.approval_oldest_age_s)}"
         glance = [
             ("approvals-pending", "Approval requests pending", f.approvals_pending, oldest_approval),
@@ -84,6 +84,6 @@ class OperationsViews:
                 approvals=[{**a, "age": age(a["age_s"])} for a in f.oldest_approvals],
                 due=[{**d, "age": age(d["oldest_age_s"])} for d in f.due],
                 queues=[{**q, "age": age(q["oldest_waiting_age_s"])} for q in f.queues],
-                stuck_after=age(STUCK_AFTER),
+                stuck_after=age(f.stuck_after_s),
             ),
         )

@@ -114,3 +114,12 @@ union all
 """The oldest stuck workflows (status 'stuck', with the error's type: CrashLoop, NonDeterminism,
 SuspendSwallowed...) and the running ones whose lease lapsed more than ``stuck_after`` s ago
 with no worker taking them over."""
+
+PROPOSED_INDEXES = (
+    "create index wf_stuck on ilr.workflows (updated_at) where status = 'stuck'",
+    "create index effects_ambiguous on ilr.effects (first_dispatched_at) where state = 'ambiguous' "
+    "and reconciled is null",
+)
+"""Not in the schema (a migration would add them): the two partial indexes that would turn the two
+table scans of the figures (the stuck count and list, the ambiguous effects) into index scans.
+``manage.py bench_figures`` measures the read with and without them (results/figures_cost.md)."""

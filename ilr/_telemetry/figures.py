@@ -71,6 +71,7 @@ class Figures:
         workers_live: workers with a live worker_deployments row.
         schedules_overdue: unpaused schedules more than SCHEDULE_GRACE past their fire time.
         schedule_lag_s: how far past its fire time the most overdue schedule is; 0 with none.
+        stuck_after_s: the threshold this read counted lapsed leases as stuck with.
         due: [{"name", "version", "due", "oldest_age_s"}] per pair with due work.
         unserved: [{"name", "version", "due", "last_seen"}] per pair no live worker serves.
         workers: [{"worker_id", "live_until", "runs"}] per live worker (or worker holding runs).
@@ -90,6 +91,7 @@ class Figures:
     workers_live: int
     schedules_overdue: int
     schedule_lag_s: float
+    stuck_after_s: float
     due: list[dict] = field(default_factory=list)
     unserved: list[dict] = field(default_factory=list)
     workers: list[dict] = field(default_factory=list)
@@ -110,7 +112,7 @@ class Figures:
         return max((d["oldest_age_s"] for d in self.due), default=0.0)
 
 
-def read_figures(
+def figures_on(
     conn: Any,
     *,
     stuck_after: float = STUCK_AFTER,
@@ -175,6 +177,7 @@ def read_figures(
         workers_live=counts["workers_live"],
         schedules_overdue=counts["schedules_overdue"],
         schedule_lag_s=counts["schedule_lag_s"],
+        stuck_after_s=float(stuck_after),
         due=due,
         unserved=unserved,
         workers=workers,

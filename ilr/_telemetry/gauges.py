@@ -4,7 +4,7 @@ and the oldest one's age, ambiguous effects, stuck workflows, due work and its l
 unserved versions, worker slots, keys, queues, schedule lag). Names and labels:
 docs/guides/operations-page.md, "Gauges".
 
-Every gauge's callback reads one shared ``FiguresCache``: one read of ``read_figures`` serves
+Every gauge's callback reads one shared ``FiguresCache``: one read of ``figures_on`` serves
 every gauge of a collection, and further collections within ``cache_seconds`` (a scrape storm
 reads the database once per period). The cache reads on a connection of its own, opened on
 first use and replaced when it dies. A failed read is logged once per outage; the gauges then
@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ilr import _db as db
-from ilr._telemetry.figures import STUCK_AFTER, Figures, read_figures
+from ilr._telemetry.figures import STUCK_AFTER, Figures, figures_on
 
 log = logging.getLogger("ilr.telemetry")
 
@@ -43,7 +43,7 @@ class FiguresCache:
         connect: returns a new psycopg connection (default ``ilr.connect`` on Django's
             DATABASES["default"]).
         cache_seconds: how long one read serves (>= 0).
-        stuck_after: ``read_figures``' threshold in seconds.
+        stuck_after: ``figures_on``' threshold in seconds.
         clock: monotonic seconds (tests pass their own).
     """
 
@@ -81,7 +81,7 @@ class FiguresCache:
                     db.discard(self._conn)
                     self._conn = None
                     self._conn = self._connect()
-                self._figures = read_figures(self._conn, stuck_after=self.stuck_after)
+                self._figures = figures_on(self._conn, stuck_after=self.stuck_after)
                 self.reads += 1
                 if not self.up:
                     log.info("operations figures read (gauges up)")

@@ -15,8 +15,9 @@
   view, and ``ilr_worker --metrics-port`` (which sets it).
 - ``service_name``: the ``service.name`` resource of the installed providers; default "interlock".
 - ``state_gauges``: True registers the state gauges (``ilr._telemetry.gauges``: pending approvals,
-  ambiguous effects, due work, unserved versions...) on the meter provider; each reads the
-  database, so turn it on in one process per deployment (docs/guides/operations-page.md).
+  ambiguous effects, due work, unserved versions...) on the global meter provider, from the app's
+  ready() (``ilr.apps``); they read the database, so turn it on in one process per deployment
+  (docs/guides/operations-page.md).
 """
 
 from __future__ import annotations
@@ -99,10 +100,6 @@ def configure(options: dict | None = None, **overrides: Any) -> bool:
             _install(options)
         enabled = options.get("enabled")
         hooks.on = bool(enabled) if enabled is not None else (wants_sdk or _has_sdk_provider())
-    if options.get("state_gauges") and options.get("enabled") is not False:
-        from ilr._telemetry.gauges import register_gauges
-
-        register_gauges()  # once per meter provider
     return hooks.on
 
 

@@ -3,7 +3,10 @@ lapsed lease), how each ended, fences and releases (``ilr._worker.worker``)."""
 
 from __future__ import annotations
 
+import logging
 import threading
+
+log = logging.getLogger("ilr.worker")
 
 OUTCOMES = ("completed", "failed", "cancelled", "stuck", "continued", "suspended", "fenced", "abandoned", "errors")
 """How a claimed run ends in this worker, in the exit line's order: an end status its own write
@@ -23,6 +26,24 @@ class Tally:
         """Add ``n`` to counter ``what`` (a key of ``counts``; KeyError for any other)."""
         with self._lock:
             self.counts[what] += n
+
+    def claimed(self, run, worker_id: str) -> None:
+        """Count a claim (``run``, an ``ilr._worker.claims.Run``); a takeover of a lapsed lease is one
+        INFO line naming the workflow, the new epoch, the worker whose lease lapsed and how long ago."""
+        self.add("claimed")
+        if run.prev_status != "running":
+            return
+        self.add("takeovers")
+        lapsed = (run.claimed_at - run.prev_lease).total_seconds() if run.claimed_at and run.prev_lease else 0.0
+        log.info(
+            "%s: took over %s (epoch %s) from %s, whose lease lapsed %.1f s ago (takeover %d since its last step)",
+            worker_id,
+            run.workflow_id,
+            run.epoch,
+            run.prev_owner or "a worker",
+            lapsed,
+            run.takeovers,
+        )
 
     def summary(self) -> str:
         """One clause for the exit line: "claimed 12 runs (1 takeover): 9 completed, 2 suspended, 1

@@ -262,7 +262,7 @@ class Worker:
                         if older.workflow_id == run.workflow_id:
                             older.fenced = True
                     self._active[(run.workflow_id, run.epoch)] = run
-                    self._count_claim(run)
+                    self.tally.claimed(run, self.worker_id)
                     pool.submit(self._execute, run)
                 if not claimed or len(claimed) < free:
                     # After a failure, the backoff instead of the poll; a wakeup still cuts it
@@ -298,24 +298,6 @@ class Worker:
                 steps[step["workflow_id"]][step["seq"]] = step
         killpoints.hit("claimed")
         return [(row, t0, steps[row["id"]]) for row in rows]
-
-    def _count_claim(self, run: Run) -> None:
-        """Count a claim; a takeover of a lapsed lease is one INFO line naming the workflow, the
-        new epoch, the worker whose lease lapsed and how long ago."""
-        self.tally.add("claimed")
-        if run.prev_status != "running":
-            return
-        self.tally.add("takeovers")
-        lapsed = (run.claimed_at - run.prev_lease).total_seconds() if run.claimed_at and run.prev_lease else 0.0
-        log.info(
-            "%s: took over %s (epoch %s) from %s, whose lease lapsed %.1f s ago (takeover %d since its last step)",
-            self.worker_id,
-            run.workflow_id,
-            run.epoch,
-            run.prev_owner or "a worker",
-            lapsed,
-            run.takeovers,
-        )
 
     def _slot_wake(self) -> None:
         """Run the sweep (SLOT_WAKE) on the claim connection, its own transaction: the starts it

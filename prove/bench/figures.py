@@ -1,11 +1,11 @@
-"""The cost of the operations figures (``ilr._telemetry.figures.read_figures``, issue 46):
+"""The cost of the operations figures (``ilr._telemetry.figures.figures_on``, issue 46):
 ``python manage.py bench_figures [--workflows N] [--rounds R]``.
 
 On a fresh database (``ilr_bench_figures``), N workflows in the shares of a busy system
 (prove.queries.FIGURES_SEED_WORKFLOWS: 5% due, 1% running, 0.5% stuck...), an effect per
 completed one (0.1% ambiguous), approval requests, released slots and 1000 schedules; then
 ANALYZE. Reported: each statement's plan (EXPLAIN ANALYZE: its execution time, the scans it
-makes and whether any is a sequential scan of a large table), and ``read_figures`` timed over R
+makes and whether any is a sequential scan of a large table), and ``figures_on`` timed over R
 rounds (p50, p99: one gauge read, its round trips included), interleaved A/B without and with the
 two proposed partial indexes (created in a transaction that is rolled back). Figures are this
 machine's, which is shared and noisy.
@@ -23,11 +23,9 @@ from pathlib import Path
 
 from ilr import _db as db
 from ilr._queries import figures as q
-from ilr._telemetry.figures import STUCK_AFTER, read_figures
+from ilr._telemetry.figures import STUCK_AFTER, figures_on
 from prove.bench.core import fresh_database
 from prove.queries import (
-    FIGURES_ANALYZE,
-    FIGURES_PROPOSED_INDEXES,
     FIGURES_SEED_APPROVALS,
     FIGURES_SEED_DEPLOYMENTS,
     FIGURES_SEED_EFFECTS,
@@ -54,12 +52,12 @@ PARAMS = {"stuck_after": STUCK_AFTER, "schedule_grace": 30.0, "items": 10, "keys
 
 
 def seed(conn, n: int) -> None:
-    """Write the bench's rows (prove.queries.FIGURES_SEED_*) and ANALYZE."""
+    """Write the bench's rows (prove.queries.FIGURES_SEED_*), then ANALYZE."""
     conn.execute(FIGURES_SEED_DEPLOYMENTS)
     for sql in (FIGURES_SEED_WORKFLOWS, FIGURES_SEED_EFFECTS, FIGURES_SEED_APPROVALS, FIGURES_SEED_SLOTS):
         conn.execute(sql, {"n": n})
     conn.execute(FIGURES_SEED_SCHEDULES)
-    conn.execute(FIGURES_ANALYZE)
+    conn.execute("analyze")
 
 
 def _scans(node: dict, out: list[str]) -> list[str]:
@@ -92,7 +90,7 @@ def _timed(conn, rounds: int) -> list[float]:
     times = []
     for _ in range(rounds):
         t = time.perf_counter()
-        read_figures(conn, queues={"bulk": {"concurrency": 2}})
+        figures_on(conn, queues={"bulk": {"concurrency": 2}})
         times.append((time.perf_counter() - t) * 1000)
     return times
 
@@ -109,7 +107,7 @@ def run(workflows: int = 100_000, rounds: int = 200, out=sys.stdout) -> dict:
     dsn = base.replace(f"dbname={base.split('dbname=')[1].split()[0]}", f"dbname={BENCH_DB}")
     with db.connect(dsn) as conn:
         seed(conn, workflows)
-        figures = read_figures(conn)
+        figures = figures_on(conn)
         plans = explain(conn)
         # A/B, interleaved in blocks of 20 rounds: without the proposed indexes, then with them
         # (created inside a transaction that is rolled back, so the next block has none).
@@ -120,7 +118,7 @@ def run(workflows: int = 100_000, rounds: int = 200, out=sys.stdout) -> dict:
             without += _timed(conn, 20)
             conn.execute("begin")
             try:
-                for ddl in FIGURES_PROPOSED_INDEXES:
+                for ddl in q.PROPOSED_INDEXES:
                     conn.execute(ddl)
                 with_ix += _timed(conn, 20)
                 plans_with = explain(conn)
@@ -143,7 +141,7 @@ def run(workflows: int = 100_000, rounds: int = 200, out=sys.stdout) -> dict:
         "with_indexes_read_ms_p99": _pct(with_ix, 99),
         "plans": plans,
         "plans_with_indexes": plans_with,
-        "proposed_indexes": list(FIGURES_PROPOSED_INDEXES),
+        "proposed_indexes": list(q.PROPOSED_INDEXES),
     }
     out.write(json.dumps({k: v for k, v in result.items() if not k.startswith("plans")}) + "\n")
     return result
@@ -161,12 +159,12 @@ def write_results(result: dict, command: str, name: str = "figures_cost") -> Non
         "# The operations figures' cost",
         "",
         f"Made by `{command}` at {r['commit']} on {r['machine']} (shared, noisy): {r['workflows']} workflows "
-        f"(figures read: {json.dumps(r['figures'])}). One `read_figures` (nine statements in one transaction, "
+        f"(figures read: {json.dumps(r['figures'])}). One `figures_on` (nine statements in one transaction, "
         "its round trips included) timed over "
         f"{r['rounds']} rounds, interleaved in blocks of 20 with rounds on the same database plus the two "
         "proposed partial indexes (created in a rolled-back transaction).",
         "",
-        "| | read_figures p50 (ms) | p99 (ms) |",
+        "| | figures_on p50 (ms) | p99 (ms) |",
         "|---|---|---|",
         f"| schema as shipped | {r['read_ms_p50']} | {r['read_ms_p99']} |",
         f"| with the two proposed indexes | {r['with_indexes_read_ms_p50']} | {r['with_indexes_read_ms_p99']} |",

@@ -3,7 +3,7 @@ worker slots in use, and the version it serves is not unserved."""
 
 from __future__ import annotations
 
-from ilr._telemetry.figures import read_figures
+from ilr._telemetry.figures import figures_on
 from tests.support.db import invocations
 from tests.support.waits import wait_for
 
@@ -13,7 +13,7 @@ def test_worker_slots_in_use_are_the_runs_a_live_worker_holds(rt, workers):
     workers.start("w1", lease_ttl=5)
     rt.start("slow", "held", {"seconds": 30})
     wait_for(lambda: invocations(rt, "held", "nap") == 1, message="w1 inside the step")
-    f = read_figures(rt.connection())
+    f = figures_on(rt.connection())
     assert f.workers_live == 1 and f.runs_held == 1
     assert [(w["worker_id"], w["runs"]) for w in f.workers] == [("w1", 1)]
     assert f.unserved == [] and f.due == []

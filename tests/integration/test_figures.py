@@ -1,4 +1,4 @@
-"""The operations figures (``ilr._telemetry.figures.read_figures``, issue 46) on real PostgreSQL:
+"""The operations figures (``ilr._telemetry.figures.figures_on``, issue 46) on real PostgreSQL:
 each count and list over a known state (tests/support/ops_state.py), and the bad-input refusals.
 A live worker's slots in use: tests/faults/test_figures_live.py."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from ilr import InvalidInput
-from ilr._telemetry.figures import read_figures
+from ilr._telemetry.figures import figures_on
 from tests.support import ops_state
 
 
 def test_every_figure_over_a_known_state(rt):
     ops_state.seed(rt.connection())
-    f = read_figures(rt.connection(), queues={"bulk": {"concurrency": 2}})
+    f = figures_on(rt.connection(), queues={"bulk": {"concurrency": 2}})
     assert f.approvals_pending == ops_state.PENDING_APPROVALS
     assert ops_state.OLDEST_APPROVAL_AGE <= f.approval_oldest_age_s < ops_state.OLDEST_APPROVAL_AGE + 30
     assert [a["workflow_id"] for a in f.oldest_approvals] == ["apr-old", "apr-new"]
@@ -34,7 +34,7 @@ def test_every_figure_over_a_known_state(rt):
     assert f.schedules_overdue == 1 and f.schedule_lag_s >= 120
     assert f.workers_live == 0 and f.runs_held == 0 and f.workers == []
     # A shorter threshold: the lapsed lease (600 s) still counts; a longer one drops it.
-    assert read_figures(rt.connection(), stuck_after=3600).workflows_stuck == 1
+    assert figures_on(rt.connection(), stuck_after=3600).workflows_stuck == 1
 
 
 @pytest.mark.parametrize(
@@ -49,5 +49,5 @@ def test_every_figure_over_a_known_state(rt):
 )
 def test_bad_arguments_are_refused_naming_the_field(rt, kw, field):
     with pytest.raises(InvalidInput) as err:
-        read_figures(rt.connection(), **kw)
+        figures_on(rt.connection(), **kw)
     assert err.value.field == field
