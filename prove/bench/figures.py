@@ -153,7 +153,9 @@ def write_results(result: dict, command: str, name: str = "figures_cost") -> Non
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
     ).stdout.strip()
-    r = {**result, "command": command, "commit": commit or "unknown", "machine": f"{os.cpu_count()} cores"}
+    load = os.getloadavg()[0]  # the shared machine's load when the results were written
+    machine = f"{os.cpu_count()} cores, load average {load:.1f}"
+    r = {**result, "command": command, "commit": commit or "unknown", "machine": machine}
     path.with_suffix(".json").write_text(json.dumps(r, indent=2) + "\n")
     lines = [
         "# The operations figures' cost",
