@@ -444,14 +444,10 @@ class Worker:
             conn = self._get_conn()
             run_workflow(conn, run, worker_id=self.worker_id, dsn=self.dsn, max_takeovers=self.max_takeovers)
             self.tally.add(run.ended or "suspended")
-        except Fenced:
+        except Fenced as exc:
             self.tally.add("fenced")
-            log.info(
-                "%s: fenced out of %s (epoch %s): a write was refused, its claim is no longer current",
-                self.worker_id,
-                run.workflow_id,
-                run.epoch,
-            )
+            # The reason: a write refused by the fence, or the local lease run out before a body.
+            log.info("%s: fenced out of %s (epoch %s): %s", self.worker_id, run.workflow_id, run.epoch, exc)
             if self._last_fault >= run.claimed_t0:
                 # Fenced after a database fault during this claim: the lease ran out while the
                 # database was away. If nobody claimed since, give it back without a takeover;

@@ -95,6 +95,6 @@ def test_fence_and_listen_reconnect_are_one_info_line_each(rt, workers):
     assert rt.result("f1", timeout=30) == {"counts": [2, 1, 1]}
     workers.procs["A"].send_signal(signal.SIGCONT)
     wait_for(
-        lambda: "A: fenced out of f1 (epoch 1): a write was refused" in workers.log("A"),
+        lambda: "A: fenced out of f1 (epoch 1): workflow f1: " in workers.log("A"),
         message="A's fence line",
     )
