@@ -8,7 +8,6 @@ telemetry, or when the process has an OpenTelemetry SDK provider of its own.
 from __future__ import annotations
 
 import functools
-import time
 from contextlib import nullcontext
 
 on = False
@@ -57,36 +56,12 @@ def workflow_started(name: str, version: str) -> None:
     metrics.workflows_started.add(1, {"name": name, "version": version})
 
 
-class _Step:
-    """The span and the metrics of one step or decide attempt at the frontier."""
-
-    __slots__ = ("inner", "t0", "kind")
-
-    def __init__(self, run, seq: int, kind: str, name: str, attempt: int):
-        from ilr._telemetry import metrics, tracing
-
-        self.kind = kind
-        self.inner = tracing.StepSpan(run, seq, kind, name, attempt)
-        if attempt > 1:
-            metrics.step_retries.add(1, {"kind": kind})
-
-    def __enter__(self):
-        self.t0 = time.monotonic()
-        self.inner.__enter__()
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        from ilr._telemetry import metrics
-
-        metrics.step_duration.record(
-            time.monotonic() - self.t0, {"kind": self.kind, "outcome": "ok" if exc is None else "error"}
-        )
-        return self.inner.__exit__(exc_type, exc, tb)
-
-
 def step(run, seq: int, kind: str, name: str, attempt: int):
-    """The context manager around one attempt of a step (``kind`` "step") or decide call."""
-    return _Step(run, seq, kind, name, attempt)
+    """The context manager around one attempt of a step (``kind`` "step") or decide call: its
+    span and its metrics."""
+    from ilr._telemetry.tracing import StepSpan
+
+    return StepSpan(run, seq, kind, name, attempt)
 
 
 def effect(call):
