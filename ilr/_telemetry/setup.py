@@ -96,6 +96,10 @@ def configure(options: dict | None = None, **overrides: Any) -> bool:
             _install(options)
         enabled = options.get("enabled")
         hooks.on = bool(enabled) if enabled is not None else (wants_sdk or _has_sdk_provider())
+        if hooks.on:
+            from ilr._telemetry import tracing
+
+            tracing.bind_tracer()
     return hooks.on
 
 

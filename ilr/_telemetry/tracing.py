@@ -73,6 +73,13 @@ def _ended_by(span, exc: BaseException | None) -> None:
 _tracer = trace.get_tracer("interlock")
 
 
+def bind_tracer() -> None:
+    """Take the tracer from the provider installed now: the one taken at import is a proxy that
+    forwards each call to it (``setup.configure`` calls this once a provider is in place)."""
+    global _tracer
+    _tracer = trace.get_tracer("interlock")
+
+
 def _remote(trace_id: int, span_id: int) -> otel_context.Context:
     """A context whose parent is the span (trace_id, span_id), wherever it is emitted."""
     parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
