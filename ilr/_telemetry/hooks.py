@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 from contextlib import nullcontext
 
+from ilr._telemetry import ids, metrics, tracing
+
 on = False
 """Whether the engine emits spans and event metrics (``setup.configure`` sets it)."""
 
@@ -23,7 +25,6 @@ def _attrs(run) -> dict:
 
 def run_started(run, worker_id: str, schedule_to_start: float | None) -> None:
     """A worker starts running claim ``run`` on this thread."""
-    from ilr._telemetry import metrics, tracing
 
     attrs = _attrs(run)
     if schedule_to_start is not None:
@@ -35,7 +36,6 @@ def run_started(run, worker_id: str, schedule_to_start: float | None) -> None:
 
 def run_ended(run, outcome: str, exc: BaseException | None = None) -> None:
     """The run of claim ``run`` returned (``outcome``: suspended, completed, failed, ...)."""
-    from ilr._telemetry import metrics, tracing
 
     metrics.runs.add(1, {**_attrs(run), "outcome": outcome})
     tracing.end_run(run, outcome, exc)
@@ -43,7 +43,6 @@ def run_ended(run, outcome: str, exc: BaseException | None = None) -> None:
 
 def workflow_ended(run, status: str) -> None:
     """The fenced end of ``run``'s workflow committed with ``status``."""
-    from ilr._telemetry import metrics, tracing
 
     metrics.workflows_ended.add(1, {**_attrs(run), "outcome": status})
     tracing.workflow_ended(run, status, run.born_at)
@@ -51,7 +50,6 @@ def workflow_ended(run, status: str) -> None:
 
 def workflow_started(name: str, version: str) -> None:
     """``rt.start`` inserted a workflow of (name, version)."""
-    from ilr._telemetry import metrics
 
     metrics.workflows_started.add(1, {"name": name, "version": version})
 
@@ -59,15 +57,13 @@ def workflow_started(name: str, version: str) -> None:
 def step(run, seq: int, kind: str, name: str, attempt: int):
     """The context manager around one attempt of a step (``kind`` "step") or decide call: its
     span and its metrics."""
-    from ilr._telemetry.tracing import StepSpan
 
-    return StepSpan(run, seq, kind, name, attempt)
+    return tracing.StepSpan(run, seq, kind, name, attempt)
 
 
 def effect(call):
     """The context manager around one ``ctx.effect`` call at the frontier (an EffectCall whose
     ``seq`` is set): its span, whose outcome and grant ``effect_returned`` sets."""
-    from ilr._telemetry import ids, tracing
 
     run = call.run
     return tracing.Phase(
@@ -88,7 +84,6 @@ def effect(call):
 
 def effect_returned(call, span, result) -> None:
     """``ctx.effect`` returned ``result`` (an EffectResult) at the frontier."""
-    from ilr._telemetry import metrics, tracing
 
     target = str(call.target_name)
     metrics.effects.add(1, {"target": target, "outcome": result.status})
@@ -102,7 +97,6 @@ def phase(call, name: str):
     child of the effect's span; NULL when telemetry is off."""
     if not on or getattr(call, "seq", None) is None:
         return NULL
-    from ilr._telemetry import ids, tracing
 
     run = call.run
     return tracing.Phase(
@@ -121,7 +115,6 @@ def _count(call, name: str) -> int:
 
 def approval_decided(run, seq: int, request: dict) -> None:
     """The outcome of approval request ``request`` (its decided row) was settled at ``seq``."""
-    from ilr._telemetry import tracing
 
     tracing.approval_decided(run, seq, request)
 
