@@ -94,17 +94,17 @@ def run(n: int, workers: int, concurrency: int, rounds: int, command: str, out=s
     off = [r["off"]["workflows_per_s"] for r in report["rounds"]]
     ratio = round(statistics.median(on) / statistics.median(off), 3)
     report["summary"] = {
-        "on_wf_s_median": statistics.median(on),
-        "off_wf_s_median": statistics.median(off),
+        "on_wf_s_median": round(statistics.median(on), 1),
+        "off_wf_s_median": round(statistics.median(off), 1),
         "ratio": ratio,
         "ratio_by_round": [r["ratio"] for r in report["rounds"]],
         "target_ratio": TARGET_RATIO,
         "meets_target": ratio >= TARGET_RATIO,
-        "worker_cpu_s_per_workflow_on_median": statistics.median(
-            r["on"]["worker_cpu_s_per_workflow"] for r in report["rounds"]
+        "worker_cpu_s_per_workflow_on_median": round(
+            statistics.median(r["on"]["worker_cpu_s_per_workflow"] for r in report["rounds"]), 5
         ),
-        "worker_cpu_s_per_workflow_off_median": statistics.median(
-            r["off"]["worker_cpu_s_per_workflow"] for r in report["rounds"]
+        "worker_cpu_s_per_workflow_off_median": round(
+            statistics.median(r["off"]["worker_cpu_s_per_workflow"] for r in report["rounds"]), 5
         ),
     }
     report["elapsed_s"] = round(time.monotonic() - started, 1)
