@@ -24,37 +24,12 @@ import threading
 from typing import Any
 
 from ilr._telemetry import hooks
+from ilr._telemetry.options import telemetry_problems
 
 log = logging.getLogger("ilr.telemetry")
 
-KEYS = {
-    "enabled": (bool, type(None)),
-    "sdk": (bool,),
-    "spans_file": (str,),
-    "spans_memory": (bool,),
-    "metrics_memory": (bool,),
-    "prometheus": (bool,),
-    "service_name": (str,),
-}
-
 _state: dict[str, Any] = {}
 _lock = threading.Lock()
-
-
-def telemetry_problems(value: Any, setting: str = "ILR_TELEMETRY") -> list[tuple[str, str]]:
-    """What is wrong with ``value`` as ILR_TELEMETRY ([] when nothing is)."""
-    if value is None:
-        return []
-    if not isinstance(value, dict):
-        return [(setting, f"must be None or a dict of {', '.join(KEYS)}, got {type(value).__name__}")]
-    out = []
-    for key, item in value.items():
-        if key not in KEYS:
-            out.append((setting, f"unknown key {key!r}; the keys are {', '.join(KEYS)}"))
-        elif not isinstance(item, KEYS[key]) or (isinstance(item, str) and not item):
-            wanted = " or ".join("None" if t is type(None) else t.__name__ for t in KEYS[key])
-            out.append((f"{setting}[{key!r}]", f"must be a {wanted} (non-empty), got {item!r}"))
-    return out
 
 
 def _has_sdk_provider() -> bool:
