@@ -132,7 +132,7 @@ def setting_problems(name: str, value: Any) -> list[tuple[str, str]]:
 
         return queue_problems(value, setting)
     if name == "TELEMETRY":
-        from ilr._telemetry.setup import telemetry_problems
+        from ilr._telemetry.options import telemetry_problems
 
         return telemetry_problems(value, setting)
     if name == "MAX_TAKEOVERS":

@@ -8,8 +8,9 @@ telemetry, or when the process has an OpenTelemetry SDK provider of its own.
 from __future__ import annotations
 
 import functools
-import time
 from contextlib import nullcontext
+
+from ilr._telemetry import ids, metrics, tracing
 
 on = False
 """Whether the engine emits spans and event metrics (``setup.configure`` sets it)."""
@@ -24,7 +25,6 @@ def _attrs(run) -> dict:
 
 def run_started(run, worker_id: str, schedule_to_start: float | None) -> None:
     """A worker starts running claim ``run`` on this thread."""
-    from ilr._telemetry import metrics, tracing
 
     attrs = _attrs(run)
     if schedule_to_start is not None:
@@ -36,7 +36,6 @@ def run_started(run, worker_id: str, schedule_to_start: float | None) -> None:
 
 def run_ended(run, outcome: str, exc: BaseException | None = None) -> None:
     """The run of claim ``run`` returned (``outcome``: suspended, completed, failed, ...)."""
-    from ilr._telemetry import metrics, tracing
 
     metrics.runs.add(1, {**_attrs(run), "outcome": outcome})
     tracing.end_run(run, outcome, exc)
@@ -44,7 +43,6 @@ def run_ended(run, outcome: str, exc: BaseException | None = None) -> None:
 
 def workflow_ended(run, status: str) -> None:
     """The fenced end of ``run``'s workflow committed with ``status``."""
-    from ilr._telemetry import metrics, tracing
 
     metrics.workflows_ended.add(1, {**_attrs(run), "outcome": status})
     tracing.workflow_ended(run, status, run.born_at)
@@ -52,47 +50,20 @@ def workflow_ended(run, status: str) -> None:
 
 def workflow_started(name: str, version: str) -> None:
     """``rt.start`` inserted a workflow of (name, version)."""
-    from ilr._telemetry import metrics
 
     metrics.workflows_started.add(1, {"name": name, "version": version})
 
 
-class _Step:
-    """The span and the metrics of one step or decide attempt at the frontier."""
-
-    __slots__ = ("inner", "t0", "kind")
-
-    def __init__(self, run, seq: int, kind: str, name: str, attempt: int):
-        from ilr._telemetry import metrics, tracing
-
-        self.kind = kind
-        self.inner = tracing.StepSpan(run, seq, kind, name, attempt)
-        if attempt > 1:
-            metrics.step_retries.add(1, {"kind": kind})
-
-    def __enter__(self):
-        self.t0 = time.monotonic()
-        self.inner.__enter__()
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        from ilr._telemetry import metrics
-
-        metrics.step_duration.record(
-            time.monotonic() - self.t0, {"kind": self.kind, "outcome": "ok" if exc is None else "error"}
-        )
-        return self.inner.__exit__(exc_type, exc, tb)
-
-
 def step(run, seq: int, kind: str, name: str, attempt: int):
-    """The context manager around one attempt of a step (``kind`` "step") or decide call."""
-    return _Step(run, seq, kind, name, attempt)
+    """The context manager around one attempt of a step (``kind`` "step") or decide call: its
+    span and its metrics."""
+
+    return tracing.StepSpan(run, seq, kind, name, attempt)
 
 
 def effect(call):
     """The context manager around one ``ctx.effect`` call at the frontier (an EffectCall whose
     ``seq`` is set): its span, whose outcome and grant ``effect_returned`` sets."""
-    from ilr._telemetry import ids, tracing
 
     run = call.run
     return tracing.Phase(
@@ -113,7 +84,6 @@ def effect(call):
 
 def effect_returned(call, span, result) -> None:
     """``ctx.effect`` returned ``result`` (an EffectResult) at the frontier."""
-    from ilr._telemetry import metrics, tracing
 
     target = str(call.target_name)
     metrics.effects.add(1, {"target": target, "outcome": result.status})
@@ -127,7 +97,6 @@ def phase(call, name: str):
     child of the effect's span; NULL when telemetry is off."""
     if not on or getattr(call, "seq", None) is None:
         return NULL
-    from ilr._telemetry import ids, tracing
 
     run = call.run
     return tracing.Phase(
@@ -146,7 +115,6 @@ def _count(call, name: str) -> int:
 
 def approval_decided(run, seq: int, request: dict) -> None:
     """The outcome of approval request ``request`` (its decided row) was settled at ``seq``."""
-    from ilr._telemetry import tracing
 
     tracing.approval_decided(run, seq, request)
 

@@ -9,7 +9,8 @@
   (``ilr._telemetry.ids.IdGenerator``). Implied by each key below.
 - ``spans_file``: a path; every finished span is appended to it as one JSON line (the SDK's
   ``ReadableSpan.to_json``), written before the span's end returns.
-- ``spans_memory``: True keeps finished spans in an InMemorySpanExporter (``memory_spans()``).
+- ``spans_memory``: True keeps finished spans in an InMemorySpanExporter behind a BatchSpanProcessor
+  (``memory_spans()``).
 - ``metrics_memory``: True reads the metrics into an InMemoryMetricReader (``memory_metrics()``).
 - ``prometheus``: True serves the metrics in Prometheus's text format: ``ilr.urls``' ``metrics/``
   view, and ``ilr_worker --metrics-port`` (which sets it).
@@ -27,38 +28,12 @@ import threading
 from typing import Any
 
 from ilr._telemetry import hooks
+from ilr._telemetry.options import telemetry_problems
 
 log = logging.getLogger("ilr.telemetry")
 
-KEYS = {
-    "enabled": (bool, type(None)),
-    "sdk": (bool,),
-    "spans_file": (str,),
-    "spans_memory": (bool,),
-    "metrics_memory": (bool,),
-    "prometheus": (bool,),
-    "service_name": (str,),
-    "state_gauges": (bool,),
-}
-
 _state: dict[str, Any] = {}
 _lock = threading.Lock()
-
-
-def telemetry_problems(value: Any, setting: str = "ILR_TELEMETRY") -> list[tuple[str, str]]:
-    """What is wrong with ``value`` as ILR_TELEMETRY ([] when nothing is)."""
-    if value is None:
-        return []
-    if not isinstance(value, dict):
-        return [(setting, f"must be None or a dict of {', '.join(KEYS)}, got {type(value).__name__}")]
-    out = []
-    for key, item in value.items():
-        if key not in KEYS:
-            out.append((setting, f"unknown key {key!r}; the keys are {', '.join(KEYS)}"))
-        elif not isinstance(item, KEYS[key]) or (isinstance(item, str) and not item):
-            wanted = " or ".join("None" if t is type(None) else t.__name__ for t in KEYS[key])
-            out.append((f"{setting}[{key!r}]", f"must be a {wanted} (non-empty), got {item!r}"))
-    return out
 
 
 def _has_sdk_provider() -> bool:
@@ -100,13 +75,17 @@ def configure(options: dict | None = None, **overrides: Any) -> bool:
             _install(options)
         enabled = options.get("enabled")
         hooks.on = bool(enabled) if enabled is not None else (wants_sdk or _has_sdk_provider())
+        if hooks.on:
+            from ilr._telemetry import tracing
+
+            tracing.bind_tracer()
     return hooks.on
 
 
 def _install(options: dict) -> None:
     try:
         from opentelemetry import metrics, trace
-        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics import AlwaysOffExemplarFilter, MeterProvider
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -121,7 +100,7 @@ def _install(options: dict) -> None:
     resource = Resource.create({"service.name": options.get("service_name") or "interlock"})
     if "tracer" not in _state:
         if type(trace.get_tracer_provider()).__name__ == "ProxyTracerProvider":
-            provider = TracerProvider(id_generator=IdGenerator(), resource=resource)
+            provider = TracerProvider(id_generator=IdGenerator(), resource=resource)  # type: ignore[arg-type]
             trace.set_tracer_provider(provider)
             _state["tracer"] = provider
         else:
@@ -132,10 +111,13 @@ def _install(options: dict) -> None:
         _state["spans_file"] = options["spans_file"]
         tracer.add_span_processor(SimpleSpanProcessor(_json_lines_exporter(options["spans_file"])))
     if options.get("spans_memory") and "spans_memory" not in _state and hasattr(tracer, "add_span_processor"):
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+        # Batched, as a production exporter is (OTLP behind a BatchSpanProcessor): the span's end
+        # only queues it. A queue that drops nothing: these spans are counted (memory_spans()).
         _state["spans_memory"] = InMemorySpanExporter()
-        tracer.add_span_processor(SimpleSpanProcessor(_state["spans_memory"]))
+        tracer.add_span_processor(BatchSpanProcessor(_state["spans_memory"], max_queue_size=10_000_000))
     if "meter" not in _state:
         # A MeterProvider takes its readers when it is made: every reader any key asks for now.
         readers = []
@@ -150,7 +132,11 @@ def _install(options: dict) -> None:
             _state["metrics_memory"] = InMemoryMetricReader()
             readers.append(_state["metrics_memory"])
         if type(metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider":
-            _state["meter"] = MeterProvider(metric_readers=readers, resource=resource)
+            # No exemplars: the Prometheus text format of this exporter carries none, and each
+            # measurement inside a span would pay to sample one.
+            _state["meter"] = MeterProvider(
+                metric_readers=readers, resource=resource, exemplar_filter=AlwaysOffExemplarFilter()
+            )
             metrics.set_meter_provider(_state["meter"])
         else:
             log.info("ILR_TELEMETRY: the process has a meter provider already; ilr records on it")
@@ -165,8 +151,12 @@ def prometheus_ready() -> bool:
 
 
 def memory_spans():
-    """The InMemorySpanExporter of ``spans_memory``, or None."""
-    return _state.get("spans_memory")
+    """The InMemorySpanExporter of ``spans_memory`` (every span ended so far exported to it
+    first), or None."""
+    exporter = _state.get("spans_memory")
+    if exporter is not None:
+        _state["tracer"].force_flush()
+    return exporter
 
 
 def memory_metrics():

@@ -27,7 +27,7 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from ilr._errors import Suspend
-from ilr._telemetry import ids
+from ilr._telemetry import ids, metrics
 
 NS = "interlock"
 """The attribute namespace: every attribute the runtime sets begins with ``interlock.``."""
@@ -73,6 +73,13 @@ def _ended_by(span, exc: BaseException | None) -> None:
 _tracer = trace.get_tracer("interlock")
 
 
+def bind_tracer() -> None:
+    """Take the tracer from the provider installed now: the one taken at import is a proxy that
+    forwards each call to it (``setup.configure`` calls this once a provider is in place)."""
+    global _tracer
+    _tracer = trace.get_tracer("interlock")
+
+
 def _remote(trace_id: int, span_id: int) -> otel_context.Context:
     """A context whose parent is the span (trace_id, span_id), wherever it is emitted."""
     parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
@@ -108,9 +115,10 @@ def begin_run(run, worker_id: str, schedule_to_start: float | None) -> None:
         WORKFLOW_NAME: run.name,
         WORKFLOW_VERSION: run.version,
         EPOCH: run.epoch,
-        TAKEOVERS: run.takeovers,
         WORKER_ID: worker_id,
     }
+    if run.takeovers:
+        attributes[TAKEOVERS] = run.takeovers
     if schedule_to_start is not None:
         attributes[SCHEDULE_TO_START] = schedule_to_start
     span = _start(f"interlock.run {run.name}", ids.span_id_for("run", wf, run.epoch), parent, attributes)
@@ -158,34 +166,30 @@ def workflow_ended(run, status: str, born_at) -> None:
 
 
 class StepSpan:
-    """The span of one attempt of a step or decide call at the frontier (a context manager)."""
+    """The span of one attempt of a step or decide call at the frontier, and its metrics (the
+    attempt's duration; a retry counted): a context manager."""
 
-    __slots__ = ("span", "token", "t0", "kind", "run")
+    __slots__ = ("span", "token", "t0", "kind")
 
     def __init__(self, run, seq: int, kind: str, name: str, attempt: int):
-        self.run = run
         self.kind = kind
-        self.span = _start(
-            f"interlock.{kind} {name}",
-            ids.span_id_for(kind, run.workflow_id, seq, run.epoch),
-            None,
-            {
-                WORKFLOW_ID: run.workflow_id,
-                EPOCH: run.epoch,
-                SEQ: seq,
-                STEP_NAME: name,
-                STEP_KIND: kind,
-                ATTEMPT: attempt,
-            },
-        )
-        self.token = None
+        # The workflow's id, name, version and epoch are on the run span, its parent; the step's
+        # name is in the span's name. Few attributes: the SDK's cost of a span grows with them.
+        attributes = {SEQ: seq, ATTEMPT: attempt} if attempt > 1 else {SEQ: seq}
+        span_id = ids.span_id_for(kind, run.workflow_id, seq, run.epoch)
+        self.span = _start(f"interlock.{kind} {name}", span_id, None, attributes)
+        if attempt > 1:
+            metrics.step_retries.add(1, {"kind": kind})
 
     def __enter__(self):
-        self.t0 = time.monotonic()
         self.token = otel_context.attach(trace.set_span_in_context(self.span))
+        self.t0 = time.monotonic()
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        metrics.step_duration.record(
+            time.monotonic() - self.t0, {"kind": self.kind, "outcome": "ok" if exc is None else "error"}
+        )
         otel_context.detach(self.token)
         _ended_by(self.span, exc)
         self.span.end()

@@ -61,7 +61,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
         _run_workflow(conn, run, worker_id=worker_id, dsn=dsn, max_takeovers=max_takeovers)
         return
     hooks.run_started(run, worker_id, run.schedule_to_start)
-    outcome, error = "returned", None
+    outcome, error = "returned", None  # type: tuple[str, BaseException | None]
     try:
         _run_workflow(conn, run, worker_id=worker_id, dsn=dsn, max_takeovers=max_takeovers)
         outcome = run.ended or ("suspended" if run.context is None or run.context.suspended else "returned")

@@ -182,6 +182,12 @@ class Command(BaseCommand):
             f"ilr_worker {worker_id}: {worker.tally.summary()}; heartbeat: {worker.heartbeats} beats, worst gap "
             f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)"
         )
+        from ilr._telemetry import setup
+
+        if setup.memory_spans() is not None:  # ILR_TELEMETRY spans_memory: what the bench checks it ran
+            self.stdout.write(
+                f"ilr_worker {worker_id}: telemetry: {len(setup.memory_spans().get_finished_spans())} spans in memory"
+            )
 
     def _start_telemetry(self, metrics_port: int | None, metrics_addr: str) -> None:
         """ILR_TELEMETRY for this worker, and the Prometheus endpoint of --metrics-port."""
