@@ -8,6 +8,7 @@ import re
 import signal
 
 from tests.support.db import invocations
+from tests.support.refund_harness import approve, refund_env
 from tests.support.waits import wait_for
 
 INFO = {"ILR_LOG_LEVEL": "INFO"}
@@ -98,3 +99,28 @@ def test_fence_and_listen_reconnect_are_one_info_line_each(rt, workers):
         lambda: "A: fenced out of f1 (epoch 1): workflow f1: " in workers.log("A"),
         message="A's fence line",
     )
+
+
+def test_recovery_of_a_dispatched_effect_is_one_line_after_the_takeover(rt, workers, tmp_path):
+    """A is SIGKILLed right after dispatching a refund (tier 1, the real payment target): B takes
+    the workflow over and recovers the effect, each one INFO line with the workflow and the epoch
+    of B's claim, the recovery line with the effect id and its outcome."""
+    with refund_env(tmp_path, tier=1) as env:
+        a = workers.start("A", lease_ttl=2, env=env.worker_env(ILR_KILL_AT="effect_after_dispatch"))
+        case = env.case("rec1")
+        rt.start("refund_signal", "rec1", case)
+        approve(rt, "rec1")
+        a.wait(30)
+        assert a.returncode == -signal.SIGKILL, workers.log("A")
+        workers.start("B", lease_ttl=2, env=env.worker_env(**INFO))
+        result = rt.result("rec1", timeout=60)
+    effect_id = rt.describe("rec1")["effects"][0]["effect_id"]
+    history = epochs(rt, "rec1")
+    took = next(e for e, owner in history if owner == "B")  # B's first claim: the takeover
+    log = workers.log("B")
+    assert re.search(rf"B: took over rec1 \(epoch {took}\) from A, whose lease lapsed", log), log
+    assert log.count("took over") == 1, log
+    # The recovery may wait for the send to settle (the workflow sleeps until then): its line
+    # names the claim that resolved it, the last one.
+    line = f"B: recovered effect {effect_id} of rec1 (epoch {history[-1][0]}): {result['status']}"
+    assert log.count(line) == 1, log
