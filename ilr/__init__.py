@@ -64,6 +64,7 @@ from ilr._schedules.ops import (
 )
 from ilr._schedules.spec import OVERLAPS as SCHEDULE_OVERLAPS
 from ilr._statuses import ACTIVE, TERMINAL
+from ilr._telemetry.figures import figures_on
 from ilr._worker.worker import Worker
 
 __all__ = [
@@ -115,6 +116,7 @@ __all__ = [
     "backfill_schedule_in",
     "delete_schedule_in",
     "describe_schedule_on",
+    "figures_on",
     # Approvals: identities, lifetimes, the request's signal
     "Approval",
     "approver_identity",

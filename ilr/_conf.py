@@ -42,6 +42,11 @@ setting                    default                                         what 
                                                                            "100/m", "per_key_rate": "5/m"}}``:
                                                                            queues of workflows with a global limit
                                                                            and start rates (``ilr._queues``)
+``ILR_TELEMETRY``          ``None``: spans and metrics only when the       ``{"enabled", "sdk", "spans_file",
+                           process has an OpenTelemetry SDK provider       "spans_memory", "metrics_memory",
+                                                                           "prometheus", "service_name"}``
+                                                                           (``ilr._telemetry.setup``;
+                                                                           docs/guides/telemetry.md)
 =========================  ==============================================  ==========================================
 
 The history thresholds of one run (docs/protocol.md §5.7), each None (no such warning or limit)
@@ -81,6 +86,7 @@ DEFAULTS: dict[str, Any] = {
     "HISTORY_LIMIT_STEPS": 51_200,
     "HISTORY_LIMIT_BYTES": 50 * 1024 * 1024,
     "SCHEDULE_TICK_RETENTION": 7 * 86400,
+    "TELEMETRY": None,
 }
 HISTORY_SETTINGS = ("HISTORY_WARN_STEPS", "HISTORY_WARN_BYTES", "HISTORY_LIMIT_STEPS", "HISTORY_LIMIT_BYTES")
 """The history thresholds (Temporal's defaults: warn at 10,240 events or 10 MB, fail at 51,200
@@ -130,6 +136,10 @@ def setting_problems(name: str, value: Any) -> list[tuple[str, str]]:
         from ilr._queues import queue_problems
 
         return queue_problems(value, setting)
+    if name == "TELEMETRY":
+        from ilr._telemetry.options import telemetry_problems
+
+        return telemetry_problems(value, setting)
     if name == "MAX_TAKEOVERS":
         ok = type(value) is int and value >= 0
         return [] if ok else [(setting, f"must be an int, 0 or more (takeovers before stuck), got {value!r}")]

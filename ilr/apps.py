@@ -3,7 +3,9 @@ from django.apps import AppConfig
 
 class IlrConfig(AppConfig):
     """The Interlock runtime. On ready, imports every installed app's ``workflows`` module and
-    registers the ``task:<queue>`` workflows of every ``ilr.tasks.InterlockBackend`` in TASKS."""
+    registers the ``task:<queue>`` workflows of every ``ilr.tasks.InterlockBackend`` in TASKS;
+    then applies ILR_TELEMETRY (spans and metrics, ``ilr._telemetry.setup``) and registers the
+    state gauges when it asks for them (``state_gauges``)."""
 
     name = "ilr"
     verbose_name = "Interlock runtime"
@@ -15,6 +17,28 @@ class IlrConfig(AppConfig):
 
         autodiscover()
         _register_task_queues()
+        _configure_telemetry()
+
+
+def _configure_telemetry() -> None:
+    """ILR_TELEMETRY applied to this process (ilr._telemetry.setup); a setting of the wrong shape
+    leaves telemetry off here and is named by the system check (ilr.E002)."""
+    from ilr._errors import InvalidInput
+    from ilr._telemetry import setup
+
+    try:
+        setup.configure()
+    except InvalidInput:
+        return
+    from ilr._conf import settings
+
+    options = settings.TELEMETRY or {}
+    if options.get("state_gauges") and options.get("enabled") is not False:
+        from ilr._telemetry.gauges import register_gauges
+
+        # On the global provider: the API's proxy until an SDK provider is set (the worker's
+        # --metrics-port sets one later); the gauges move to it then.
+        register_gauges()
 
 
 def _register_task_queues() -> None:

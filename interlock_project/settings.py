@@ -165,5 +165,10 @@ ILR_SIGNING_KEY = env("ILR_SIGNING_KEY", default=None)
 # needs two different approvers before the grant is issued.
 ILR_TWO_PERSON_CENTS = {"refund": env.int("ILR_TWO_PERSON_REFUND_CENTS", default=50_000)}
 
+# Spans and metrics (docs/guides/telemetry.md): ILR_TELEMETRY as JSON in the environment, e.g.
+# {"spans_file": "/tmp/spans.jsonl"} or {"prometheus": true}; None: telemetry only when the process
+# has an OpenTelemetry SDK provider of its own.
+ILR_TELEMETRY = env.json("ILR_TELEMETRY", default=None)
+
 # --- Approvals (the review UI, /review/; every APPROVALS_* setting: approvals/conf.py) ---------
 LOGIN_URL = "approvals:login"

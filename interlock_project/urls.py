@@ -12,6 +12,7 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="approvals:queue", permanent=False)),
     path("admin/", admin.site.urls),
     path("review/", include("approvals.urls")),
+    path("ilr/", include("ilr.urls")),  # metrics/: the Prometheus endpoint when ILR_TELEMETRY enables it
 ]
 
 # `manage.py demo --serve` runs gunicorn, which serves no static files: it collects them into

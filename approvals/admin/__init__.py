@@ -21,6 +21,9 @@ history) and deployments on their own admin page (linked from the workflow list)
 Every list is paginated without a full count and filters only on indexed or small columns, so
 pages stay fast with tens of thousands of workflows.
 
+The operations page (``operations``; /admin/ilr/workflow/operations/, linked from the admin index
+and the workflow list) shows the state figures at a glance and the items that need a person.
+
 Modules: ``workflows`` (WorkflowAdmin), ``effects`` (effects, the journal), ``grants`` (grants,
 approval requests), ``signals`` (signals, model calls, responses), ``slots`` (concurrency
 keys' holders and waiters), ``filters`` (the list
@@ -28,5 +31,11 @@ filters), ``actions`` (cancel, resume, revoke and their confirmation pages), ``d
 (the deployments page, retire), ``common`` (what they share).
 """
 
+from django.contrib import admin
+
 # Importing the modules registers their ModelAdmins (Django's autodiscover imports this package).
 from approvals.admin import effects, grants, schedules, signals, slots, workflows  # noqa: F401
+
+if admin.site.index_template is None:
+    # The admin index links the operations page above the app list (a project's own index wins).
+    admin.site.index_template = "admin/approvals/index.html"

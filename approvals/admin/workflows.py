@@ -23,13 +23,14 @@ from approvals.admin.actions import WorkflowActions
 from approvals.admin.common import ReadOnlyAdmin, indexed_search, link, pre, table
 from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
+from approvals.admin.operations import OperationsViews
 from approvals.templatetags.approvals_extras import as_json, reveal_html
 from ilr import NO_WORKER_ROW, history_on
 from ilr.models import Claim, Effect, Signal, Slot, Step, Workflow
 
 
 @admin.register(Workflow)
-class WorkflowAdmin(WorkflowActions, DeploymentViews, ReadOnlyAdmin):
+class WorkflowAdmin(OperationsViews, WorkflowActions, DeploymentViews, ReadOnlyAdmin):
     """Workflows: filters by outcome, status, name and version; search by id; the detail page shows the
     step timeline, waiting state, effects, signals, children and claim history. The list names
     every (name, version) with due work and no live worker, above it and on each such row."""

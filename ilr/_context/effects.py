@@ -12,6 +12,7 @@ from ilr._context.steps import StepCalls
 from ilr._db import store
 from ilr._effects.effects import EffectCall, EffectRefused
 from ilr._errors import Cancelled, InvalidInput, SignalTimeout
+from ilr._telemetry import hooks
 
 
 class EffectCalls(StepCalls, LockCalls):
@@ -162,6 +163,8 @@ class EffectCalls(StepCalls, LockCalls):
             self._frontier(seq, "step", name)
             # Settle, then record: a crash between re-settles a decided row, which changes nothing.
             req = ar.settle_request_in(self._conn, self._run, request_id, ended)
+            if hooks.on:
+                hooks.approval_decided(self._run, seq, req)
             outcome = {**ar.outcome_of(req), "payload": req["payload"], "facts_seen": req["premises"]}
             store.record_step(
                 self._conn,

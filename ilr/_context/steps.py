@@ -16,6 +16,7 @@ from ilr._db import store
 from ilr._errors import InvalidInput, SignalTimeout, StepFailed
 from ilr._queries.steps import DECIDE_AT_FRONTIER_INSERT_LLM_CALLS
 from ilr._retry import RetryPolicy
+from ilr._telemetry import hooks
 
 MAX_ERROR_MESSAGE = 2000
 """Characters of a failed attempt's message kept (in ``waiting["last_error"]``, the step's error
@@ -88,14 +89,15 @@ class StepCalls(ReplayCursor):
                     attempt=attempt,
                     last_error=waiting.get("last_error"),
                 )
-        self._run.require_local_lease()
-        try:
-            output = fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every step failure is retried or recorded
-            self._failed_attempt(seq, "step", name, exc, attempt, retry)
-        output_json = codec.dumps(output, f"output of step {name!r}")
-        killpoints.hit("step_before_record")
-        store.record_step(self._conn, self._run, seq=seq, kind="step", name=name, output_json=output_json)
+        with hooks.step(self._run, seq, "step", name, attempt) if hooks.on else hooks.NULL:
+            self._run.require_local_lease()
+            try:
+                output = fn(*args, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - every step failure is retried or recorded
+                self._failed_attempt(seq, "step", name, exc, attempt, retry)
+            output_json = codec.dumps(output, f"output of step {name!r}")
+            killpoints.hit("step_before_record")
+            store.record_step(self._conn, self._run, seq=seq, kind="step", name=name, output_json=output_json)
         killpoints.hit("step_after_record")
         return output
 
@@ -193,7 +195,13 @@ class StepCalls(ReplayCursor):
         row = self._replay(seq, "decide", name, request_hash)
         if row is None:
             self._frontier(seq, "decide", name)
-            row = self._decide_at_frontier(seq, name, call, request, request_hash, premises, retry or RetryPolicy())
+            args = (seq, name, call, request, request_hash, premises, retry or RetryPolicy())
+            if hooks.on:
+                attempt = int((self._waiting_for(seq, "retry") or {}).get("attempt", 1))
+                with hooks.step(self._run, seq, "decide", name, attempt):
+                    row = self._decide_at_frontier(*args)
+            else:
+                row = self._decide_at_frontier(*args)
         out = row["output"]
         return Decision(
             out["response"],

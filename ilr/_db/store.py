@@ -473,4 +473,6 @@ def mark_stuck_unfenced(conn: db.Connection, run, error_json: str) -> bool:
         ).fetchone()
         if row is not None and row["parent_id"]:
             wake_parent(cur, row["parent_id"], run.workflow_id)
+    if row is not None:
+        run.ended = "stuck"
     return row is not None

@@ -31,6 +31,7 @@ from ilr._queries.effects import (
 from ilr._queries.grants import GRANT_FOR_SHARE
 from ilr._queries.journal import LAST_HASH_SQL
 from ilr._queries.misc import LOST_DISPATCH_SELECT_SQL
+from ilr._telemetry import hooks
 
 
 class _Reroute(Exception):
@@ -122,6 +123,7 @@ class EffectDispatch(EffectSend):
         }
         return {"decision": decision, "found": found, "fields": fields}
 
+    @hooks.traced("dispatch")
     def _t_dispatch(self, violations: list[str], lost: dict | None = None) -> EffectResult | None:
         """T_dispatch (docs/protocol.md §6.2). Returns a recorded refusal or duplicate, or None
         when the send is authorized (DISPATCHED committed).

@@ -34,6 +34,7 @@ from ilr._errors import EffectRefused, LookupFailed
 from ilr._queries.effects import EXECUTE_SELECT_EFFECTS, LOOKUP_WAITING_SQL, UNTIL_DELAY_SQL
 from ilr._queries.grants import GRANT_FOR_SHARE
 from ilr._retry import RetryPolicy
+from ilr._telemetry import hooks
 from ilr._worker.watchdog import WATCHDOG_EXIT_CODE, Watchdog
 
 __all__ = [
@@ -76,6 +77,15 @@ class EffectCall(EffectDispatch, EffectRecovery):
             return EffectResult(**row["output"])
         self.ctx._frontier(seq, "effect", self.name)
         self.seq = seq
+        if not hooks.on:
+            return self._at_frontier()
+        with hooks.effect(self) as span:
+            result = self._at_frontier()
+            hooks.effect_returned(self, span, result)
+            return result
+
+    def _at_frontier(self) -> EffectResult:
+        """The call at the frontier: recovery of an open dispatch, else the submit path."""
         # The pre-read looks for an open dispatch to recover. A claim that follows no crash
         # (takeovers 0) and no unsettled send of its own cannot have left one, so its first
         # pass goes straight to T_dispatch: that reads the same row under its lock and, if
@@ -104,6 +114,16 @@ class EffectCall(EffectDispatch, EffectRecovery):
                     result = self._recover(take_status=take)
                 except LookupFailed as exc:
                     self._suspend_for_lookup(exc)
+                if result is not None:
+                    # A send whose outcome a crashed or fenced claim left unknown, now resolved.
+                    log.info(
+                        "%s: recovered effect %s of %s (epoch %s): %s",
+                        getattr(self.run, "owner", None) or "worker",
+                        self.effect_id,
+                        self.run.workflow_id,
+                        self.run.epoch,
+                        result.status,
+                    )
                 if take and result is not None:
                     return result
                 continue

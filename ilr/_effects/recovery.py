@@ -21,6 +21,7 @@ from ilr._journal import journal
 from ilr._journal.history import IDEMPOTENT_RESEND_VIA, REAPPLY_VIA
 from ilr._queries.effects import RECOVER_LOCK_SQL, RECOVER_READ_SQL, T_RESOLVE_UPDATE_EFFECTS
 from ilr._queries.grants import GRANT_FOR_SHARE, RECOVER_SELECT_GRANTS
+from ilr._telemetry import hooks
 
 
 def _sends(n: int) -> str:
@@ -37,6 +38,7 @@ class _Rollback(Exception):
 class EffectRecovery(EffectSend):
     """The recovery path: ``_recover`` reads and looks up, ``_t_resolve`` decides."""
 
+    @hooks.traced("recovery")
     def _recover(self, take_status: bool) -> EffectResult | None:
         """Resolve a dispatched effect whose outcome is unknown (docs/protocol.md §6.5); None
         when it was resolved meanwhile (the caller goes round).

@@ -41,6 +41,7 @@ from ilr._queries.effects import (
 )
 from ilr._queries.journal import LAST_HASH_SQL
 from ilr._queries.steps import RESPONSE_LOG_WITH_RESPONSES
+from ilr._telemetry import hooks
 from ilr._worker.watchdog import Watchdog
 
 # The effect protocol's one logger, whichever module of it writes.
@@ -86,7 +87,7 @@ class EffectSend(EffectCallBase):
             self._suspend_until_settled()
         self.run.require_local_lease()
         try:
-            with Watchdog(remaining, self.effect_id):
+            with hooks.phase(self, "send"), Watchdog(remaining, self.effect_id):
                 result = codec.bound_answer(
                     self.target.apply(self.effect_id, payload, **self._timeout_kwargs(remaining))
                 )
@@ -183,6 +184,7 @@ class EffectSend(EffectCallBase):
             (self.effect_id, self.run.workflow_id, self.run.epoch, json.dumps(result, default=str)),
         )
 
+    @hooks.traced("commit")
     def _t_commit(
         self, result: Any, *, via: str, status: str, rechecked: dict | None, take_status: bool
     ) -> EffectResult:

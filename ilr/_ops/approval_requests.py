@@ -46,6 +46,7 @@ from ilr._queries.workflows import (
     OPEN_FOR_DECISION_LOCK_WORKFLOWS,
     WAKE_UPDATE_WORKFLOWS,
 )
+from ilr._telemetry import hooks, tracing
 
 STATUSES = ("pending", "approved", "rejected", "expired", "cancelled")
 DECIDED = ("approved", "rejected", "expired", "cancelled")
@@ -297,7 +298,12 @@ def approve_request_in(conn, request_id: str, *, by: str, expires_in: float | No
             request_id, "pending", f"{by} approved it already; the two-person rule needs a second, different person"
         )
     now = cur.execute(APPROVE_REQUEST_IN_SELECT_SQL).fetchone()["t"]
-    approvals.append({"by": by, "at": now.isoformat(), "expires_in": seconds})
+    approval = {"by": by, "at": now.isoformat(), "expires_in": seconds}
+    if hooks.on:  # the approver's request span, linked from the approval's span (docs/guides/telemetry.md)
+        traceparent = tracing.current_traceparent()
+        if traceparent:
+            approval["traceparent"] = traceparent
+    approvals.append(approval)
     if len(approvals) < req["approvals_needed"]:
         cur.execute(
             APPROVE_REQUEST_IN_UPDATE_APPROVAL_REQUESTS_2,

@@ -19,7 +19,7 @@ FORK_IN_INSERT_CLAIMS = (
 
 CLAIM_SQL = """
 with expired as (
-  select id, status as prev_status, lease_expires_at as prev_lease
+  select id, status as prev_status, lease_expires_at as prev_lease, owner as prev_owner
     from ilr.workflows
    where status = 'running' and lease_expires_at <= now()
      and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
@@ -27,7 +27,7 @@ with expired as (
    limit %(n)s
    for update skip locked),
 due_high as (
-  select id, status as prev_status, lease_expires_at as prev_lease
+  select id, status as prev_status, lease_expires_at as prev_lease, owner as prev_owner
     from ilr.workflows
    where status in ('pending','sleeping') and priority <> 0 and priority > 0 and available_at <= now()
      and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
@@ -35,7 +35,7 @@ due_high as (
    limit %(n)s
    for update skip locked),
 due as (
-  select id, status as prev_status, lease_expires_at as prev_lease
+  select id, status as prev_status, lease_expires_at as prev_lease, owner as prev_owner
     from ilr.workflows
    where status in ('pending','sleeping') and available_at <= now() and priority = 0
      and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
@@ -43,7 +43,7 @@ due as (
    limit %(n)s
    for update skip locked),
 due_low as (
-  select id, status as prev_status, lease_expires_at as prev_lease
+  select id, status as prev_status, lease_expires_at as prev_lease, owner as prev_owner
     from ilr.workflows
    where status in ('pending','sleeping') and priority <> 0 and priority < 0 and available_at <= now()
      and (name, version) in (select * from unnest(%(names)s::text[], %(versions)s::text[]))
@@ -60,10 +60,12 @@ u as (
     from c
    where w.id = c.id
   returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers, w.parent_id,
-            w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease,
+            w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease, c.prev_owner,
             coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
             case when w.parent_id is null and w.continued_from is null then w.created_at
                  else ilr.lineage_created_at(w.id) end as born_at,
+            extract(epoch from now() - case when c.prev_status = 'running' then c.prev_lease
+                                            else w.available_at end)::float8 as schedule_to_start,
             now() as now),
 h as (
   insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at,
@@ -78,6 +80,9 @@ Due rows of priority 0 (nearly all) come from wf_due; the others from wf_due_pri
 only them: the rows above 0 are scanned before wf_due, those below after it. With no such rows
 the two extra scans each read one empty index page. ``priority <> 0`` is written out beside
 ``priority > 0`` so that the planner matches wf_due_priority's predicate.
+
+``schedule_to_start`` is the seconds from the moment the row was due (its available_at, or a
+lapsed lease's expiry) to this claim (the ``interlock.workflow.schedule_to_start`` metric).
 
 Each scan follows one partial index and stops after the rows it locks: wf_due in available_at
 order for the due rows, and wf_running in id order for the lapsed leases. A single

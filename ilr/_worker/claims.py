@@ -63,12 +63,21 @@ class Run:
         self.local_lease = t0 + lease_ttl
         self.fenced = False
         self.released = False
+        self.prev_status: str | None = row.get("prev_status")  # 'running': this claim is a takeover
+        self.prev_lease = row.get("prev_lease")  # the lapsed lease a takeover replaced
+        self.prev_owner: str | None = row.get("prev_owner")  # the worker whose lease lapsed
+        self.claimed_at = row.get("now")  # the claim transaction's now()
         self.steps = steps  # the step rows read with the claim (seqs to CLAIM_PRELOAD_SEQS); None: none read
         self.history = None  # the run's History, set by its WorkflowContext (counts what _db.store writes)
         self.born_at = row.get("born_at")  # the earliest created_at of its lineage (ilr.failover)
         self.failover: dict | None = None  # the worker's last timeline switch at the claim (ilr.failover)
         self.owner: str | None = None  # the worker running it (set by run_workflow)
         self.context: WorkflowContext | None = None  # set when the run starts; holds its connection
+        self.took_over = row.get("prev_status") == "running"  # the claim took a lapsed lease
+        self.schedule_to_start: float | None = row.get("schedule_to_start")  # seconds from due to claim
+        self.ended: str | None = None  # the terminal status this claim's fenced end committed
+        self.span = None  # the run's span while telemetry is on (ilr._telemetry.tracing)
+        self.span_token = None
 
     clock = staticmethod(time.monotonic)
 

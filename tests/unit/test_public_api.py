@@ -64,6 +64,7 @@ PUBLIC_NAMES = {
     "backfill_schedule_in",
     "delete_schedule_in",
     "describe_schedule_on",
+    "figures_on",
     # Approvals
     "Approval",
     "approver_identity",

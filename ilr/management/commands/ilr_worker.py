@@ -1,5 +1,8 @@
 """``manage.py ilr_worker --id w1 --lease-ttl 30 --concurrency 4 --poll 1.0 [--only name@version,...] [--queue q,...]``.
 
+``--metrics-port N [--metrics-addr A]`` serves the Prometheus endpoint /metrics (ILR_TELEMETRY,
+docs/guides/telemetry.md); a port taken or out of range is one CommandError line (exit 2).
+
 SIGTERM (or Ctrl-C) stops claiming and exits 0 after in-flight work. The worker refuses to start
 on a database that is not PostgreSQL (the system check's sentence, ilr.E001; exit 2, nothing
 opened), while an ilr migration is pending, and exits 2 when a deployed (name, version) has a different
@@ -10,8 +13,9 @@ module that cannot be imported, an unknown --only pair, a --deployment-refresh t
 positive number of seconds) is one CommandError line naming the flag and exits 2, as argparse's
 own usage errors do. ILR_POOLER = "transaction" (ilr.conf) is one line naming what needs session
 pooling, and exits 2. Connection budget: concurrency + 4 (see ilr.worker). Once registered it
-prints one line naming what it runs and its settings; on exit one line with the heartbeat count
-and the worst gap between renewals.
+prints one line naming what it runs and its settings; on exit one line saying what it did (runs
+claimed, takeovers among them, how they ended: ``ilr._worker.tally``), the heartbeat count (lease
+renewals while runs were held) and the worst gap between renewals.
 """
 
 from __future__ import annotations
@@ -67,6 +71,17 @@ class Command(BaseCommand):
             "(default ILR_DEPLOYMENT_REFRESH, else max(lease TTL, 5)); live for 3 periods",
         )
         parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help="serve the Prometheus endpoint /metrics on this port (ILR_TELEMETRY; the telemetry extra)",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            default="127.0.0.1",
+            help="the address --metrics-port binds (default 127.0.0.1; 0.0.0.0 for a scraper on another host)",
+        )
+        parser.add_argument(
             "--no-schedules", action="store_true", help="do not tick schedules (other workers do; default: tick them)"
         )
 
@@ -84,6 +99,8 @@ class Command(BaseCommand):
         allow_code_change,
         deployment_refresh,
         no_schedules=False,
+        metrics_port=None,
+        metrics_addr="127.0.0.1",
         **options,
     ):
         from ilr._conf import settings
@@ -125,6 +142,7 @@ class Command(BaseCommand):
             keys.signing_key()
         except SigningKeyUnavailable as exc:
             raise CommandError(str(exc), returncode=2) from None
+        self._start_telemetry(metrics_port, metrics_addr)
         worker = Worker(
             worker_id,
             definitions,
@@ -162,9 +180,28 @@ class Command(BaseCommand):
             self.stderr.write(f"ilr_worker {worker_id}: {exc}")
             sys.exit(2)
         self.stdout.write(
-            f"ilr_worker {worker_id}: heartbeat: {worker.heartbeats} beats, worst gap "
+            f"ilr_worker {worker_id}: {worker.tally.summary()}; heartbeat: {worker.heartbeats} beats, worst gap "
             f"{worker.worst_heartbeat_gap:.3f} s (schedule {lease_ttl / 3:.3f} s)"
         )
+        from ilr._telemetry import setup
+
+        if setup.memory_spans() is not None:  # ILR_TELEMETRY spans_memory: what the bench checks it ran
+            self.stdout.write(
+                f"ilr_worker {worker_id}: telemetry: {len(setup.memory_spans().get_finished_spans())} spans in memory"
+            )
+
+    def _start_telemetry(self, metrics_port: int | None, metrics_addr: str) -> None:
+        """ILR_TELEMETRY for this worker, and the Prometheus endpoint of --metrics-port."""
+        from ilr._telemetry import prometheus, setup
+
+        try:
+            setup.configure()
+            if metrics_port is not None:
+                prometheus.serve(metrics_port, metrics_addr)
+        except InvalidInput as exc:
+            raise CommandError(f"--metrics-port: {exc}" if metrics_port else str(exc), returncode=2) from None
+        except OSError as exc:
+            raise CommandError(f"--metrics-port: {metrics_addr}:{metrics_port}: {exc}", returncode=2) from None
 
     @staticmethod
     def _task_queues(queue: str) -> list:

@@ -3,7 +3,9 @@ docs/protocol.md §16.7 (runtime vs the Temporal dev server vs the pgbench commi
 results/runtime_bench.{md,json} (or DIR). ``--core`` runs only the three-step runtime benchmark
 (results/runtime_bench_core.*). ``--keys K`` runs only the concurrency-keys benchmark
 (prove/bench/keys.py: N workflows over K keys of limit 1 against the same N without keys, ``--rounds``
-pairs), written to results/keys_bench.{md,json} (or DIR).
+pairs), written to results/keys_bench.{md,json} (or DIR). ``--telemetry`` runs only the telemetry
+benchmark (prove/bench/telemetry.py: the 4-step shape with spans and metrics on against off),
+written to results/telemetry_bench.{md,json} (or DIR).
 """
 
 from __future__ import annotations
@@ -37,10 +39,19 @@ class Command(BaseCommand):
             "without keys, --rounds times each, alternating",
         )
         parser.add_argument(
+            "--telemetry",
+            action="store_true",
+            help="only the telemetry benchmark: the 4-step shape with spans and metrics on (the SDK, in-memory "
+            "exporters) against off, --rounds pairs in alternating order (results/telemetry_bench.*)",
+        )
+        parser.add_argument(
             "--out", default=None, help="directory for runtime_bench.{md,json} and the PNG (default: results/)"
         )
 
-    def handle(self, *args, n, workers, concurrency, quick, core, keys, rounds, out, **options):
+    def handle(self, *args, n, workers, concurrency, quick, core, keys, rounds, out, telemetry=False, **options):
+        if telemetry:
+            self._telemetry(n, workers, concurrency, rounds, out)
+            return
         if keys is not None:
             self._keys(n, keys, workers, concurrency, rounds, out)
             return
@@ -57,6 +68,23 @@ class Command(BaseCommand):
         self.stdout.write(
             f"ratio_vs_temporal {report['ratio_vs_temporal']}, ratio_vs_dbos {report['ratio_vs_dbos']}, "
             f"ratio_vs_commit_bound {report['ratio_vs_commit_bound']}"
+        )
+
+    def _telemetry(self, n: int, workers: int, concurrency: int, rounds: int, out: str | None) -> None:
+        from prove.bench.telemetry import run, write
+
+        for flag, value in (("--n", n), ("--workers", workers), ("--concurrency", concurrency), ("--rounds", rounds)):
+            if value < 1:
+                raise CommandError(f"{flag} must be at least 1, got {value}")
+        command = f"python manage.py bench --telemetry --n {n} --workers {workers} --concurrency {concurrency} " + (
+            f"--rounds {rounds}" + (f" --out {out}" if out else "")
+        )
+        report = run(n, workers, concurrency, rounds, command, out=self.stdout)
+        path = write(report, Path(out) if out else None)
+        s = report["summary"]
+        self.stdout.write(
+            f"telemetry on {s['on_wf_s_median']} wf/s, off {s['off_wf_s_median']} wf/s, ratio {s['ratio']} "
+            f"(target {s['target_ratio']}); {path}"
         )
 
     def _keys(self, n: int, keys: int, workers: int, concurrency: int, rounds: int, out: str | None) -> None:
