@@ -455,6 +455,10 @@ AGENT_TOOLS_COMMITTED_EFFECTS = "select count(*) as n from ilr.effects where sta
 
 # -- the operations figures' cost (prove.bench.figures.seed: rows in the shares of a busy system) ---
 
+FIGURES_DROP_INDEXES = "drop index ilr.wf_stuck, ilr.effects_ambiguous"
+"""The operations figures' two partial indexes (migration 0022) gone, inside the transaction the
+bench rolls back: the read without them."""
+
 FIGURES_SEED_DEPLOYMENTS = "insert into ilr.deployments select 'fig', v::text, 'sha' from generate_series(1, 5) v"
 """Five versions of the workflow ``fig``."""
 

@@ -115,11 +115,7 @@ union all
 SuspendSwallowed...) and the running ones whose lease lapsed more than ``stuck_after`` s ago
 with no worker taking them over."""
 
-PROPOSED_INDEXES = (
-    "create index wf_stuck on ilr.workflows (updated_at) where status = 'stuck'",
-    "create index effects_ambiguous on ilr.effects (first_dispatched_at) where state = 'ambiguous' "
-    "and reconciled is null",
-)
-"""Not in the schema (a migration would add them): the two partial indexes that would turn the two
-table scans of the figures (the stuck count and list, the ambiguous effects) into index scans.
-``manage.py bench_figures`` measures the read with and without them (results/figures_cost.md)."""
+FIGURES_INDEXES = ("ilr.wf_stuck", "ilr.effects_ambiguous")
+"""The two partial indexes of migration 0022 that make the stuck list and the ambiguous effects
+index scans; ``manage.py bench_figures`` measures the read with them and without them (dropped in a
+transaction it rolls back; results/figures_cost.md)."""

@@ -64,6 +64,8 @@ create index if not exists wf_due_priority on ilr.workflows (priority desc, avai
   where status in ('pending','sleeping') and priority <> 0;
 -- Running rows by id, not by lease: renewals stay HOT updates (migration 0004).
 create index if not exists wf_running on ilr.workflows (id) where status = 'running';
+-- The stuck workflows, for the operations figures (ilr._telemetry.figures).
+create index if not exists wf_stuck on ilr.workflows (id) where status = 'stuck';
 -- A workflow's children (migration 0017).
 create index if not exists wf_children on ilr.workflows (parent_id) where parent_id is not null;
 -- The newest workflow of a deduplication key (migration 0016).
@@ -145,6 +147,9 @@ create index if not exists effects_by_grant on ilr.effects (grant_id) where stat
 -- A workflow's effects: the case page, and the case list's refused and ambiguous outcomes
 -- (approvals/cases.py).
 create index if not exists effects_by_workflow on ilr.effects (workflow_id);
+-- The ambiguous effects no person has reconciled, for the operations figures.
+create index if not exists effects_ambiguous on ilr.effects (effect_id)
+  where state = 'ambiguous' and reconciled is null;
 
 create table if not exists ilr.journal (
   seq bigserial primary key,

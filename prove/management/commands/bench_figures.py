@@ -1,7 +1,7 @@
 """``manage.py bench_figures [--workflows N] [--rounds R]``: the cost of the operations figures
 (``ilr._telemetry.figures.figures_on``) on a database of N workflows (prove.bench.figures): each
-statement's plan and time, and one read's p50 and p99, without and with the two proposed partial
-indexes; writes results/figures_cost.md and .json (``--out``: another name)."""
+statement's plan and time, and one read's p50 and p99, with and without the two partial
+indexes of migration 0022; writes results/figures_cost.md and .json (``--out``: another name)."""
 
 from __future__ import annotations
 
