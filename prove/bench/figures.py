@@ -163,7 +163,7 @@ def write_results(result: dict, command: str, name: str = "figures_cost") -> Non
         f"Made by `{command}` at {r['commit']} on {r['machine']} (shared, noisy): {r['workflows']} workflows "
         f"(figures read: {json.dumps(r['figures'])}). One `figures_on` (nine statements in one transaction, "
         "its round trips included) timed over "
-        f"{r['rounds']} rounds, interleaved in blocks of 20 with rounds on the same database without the two "
+        f"{r['rounds']} rounds, interleaved in blocks of 20 with rounds on the same database with the two "
         "partial indexes of migration 0022 dropped (in a rolled-back transaction).",
         "",
         "| | figures_on p50 (ms) | p99 (ms) |",
