@@ -121,8 +121,10 @@ DJANGO_ENTRY_POINTS = {
     "sql",
     "__pycache__",
     "tasks.py",
+    "urls.py",
 }
-"""Where Django looks, and ``ilr.tasks`` (the path TASKS["BACKEND"] names)."""
+"""Where Django looks, ``ilr.tasks`` (the path TASKS["BACKEND"] names) and ``ilr.urls`` (the
+path a project's ``include`` names: the Prometheus endpoint)."""
 
 
 def test_the_public_names_are_pinned():
