@@ -41,7 +41,7 @@ from ilr._ops.workflow_ops import (
 )
 from ilr._queries.effects import AMBIGUOUS_SELECT_EFFECTS
 from ilr._schedules.client import ScheduleCalls
-from ilr._telemetry import hooks, tracing
+from ilr._telemetry import hooks
 
 
 class Runtime(ScheduleCalls):
@@ -94,6 +94,7 @@ class Runtime(ScheduleCalls):
     def _deploy(conn, definition) -> None:
         deploy_on(conn, definition)
 
+    @hooks.traced_start
     def start(
         self,
         name: str,
@@ -158,20 +159,6 @@ class Runtime(ScheduleCalls):
         dedup = check_dedup(dedup_key, dedup_window)
         q = queue_for(name, version, queue)
         args = (wf_id, name, version, input_json)
-        if hooks.on:
-            # The caller's span links to the workflow's trace (docs/guides/telemetry.md).
-            with tracing.linked_to_workflow(
-                f"interlock.start {name}", wf_id, {tracing.WORKFLOW_NAME: name, tracing.WORKFLOW_VERSION: version}
-            ):
-                started = self._start_row(args, priority, q, key, limit, policy, dedup)
-            if not getattr(started, "deduplicated", False):
-                hooks.workflow_started(name, version)
-            return started
-        return self._start_row(args, priority, q, key, limit, policy, dedup)
-
-    def _start_row(self, args, priority, q, key, limit, policy, dedup) -> str:
-        """The start's insert (``start_in``): one autocommit INSERT without a key or dedup, else
-        a transaction."""
         if key is None and dedup[0] is None:
             # One INSERT on the autocommit connection, no transaction round trips.
             with self._lock:
@@ -206,12 +193,10 @@ class Runtime(ScheduleCalls):
 
     # -- messages ----------------------------------------------------------------------------
 
+    @hooks.traced_signal
     def signal(self, wf_id: str, name: str, payload: Any = None, sender: str | None = None) -> int:
         """Send signal ``name`` to ``wf_id`` (see ``signal_in``): the wait returns ``payload``
         exactly as sent (default None, stored as JSON null). Returns the signal id."""
-        if hooks.on:  # the sender's span links to the workflow's trace
-            with tracing.linked_to_workflow(f"interlock.signal {name}", wf_id, {tracing.SIGNAL_NAME: name}):
-                return self._tx(signal_in, wf_id, name, payload, sender)
         return self._tx(signal_in, wf_id, name, payload, sender)
 
     def cancel(self, wf_id: str, by: str | None = None, *, children: str = "tree") -> CancelRequest:
@@ -449,12 +434,10 @@ class Runtime(ScheduleCalls):
     def approve_request(self, request_id: str, *, by: str, expires_in: float | None = None) -> dict:
         """Approve an approval request as ``by`` (see ilr.approve_request_in);
         returns the request row (still pending when a second approver is needed)."""
-
         return self._tx(approve_request_in, request_id, by=by, expires_in=expires_in)
 
     def reject_request(self, request_id: str, *, by: str, reason: str) -> dict:
         """Reject an approval request (see ilr.reject_request_in)."""
-
         return self._tx(reject_request_in, request_id, by=by, reason=reason)
 
     def approval_request(self, request_id: str) -> dict:

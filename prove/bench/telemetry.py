@@ -4,7 +4,7 @@ N 4-step workflows (``bench_steps4``, prove/bench/full_flows.py) over W ``ilr_wo
 concurrency C, each run ``prove.bench.full_measure.run_runtime`` (a fresh database, fresh
 workers, the main bench's figures), with telemetry off (no ILR_TELEMETRY: the engine's hooks are
 off) and on (ILR_TELEMETRY = {"spans_memory": true, "metrics_memory": true}: the OpenTelemetry SDK
-in every worker, every span exported to an in-memory exporter by a SimpleSpanProcessor, every
+in every worker, every span exported to an in-memory exporter behind a BatchSpanProcessor, every
 metric recorded for an in-memory reader). Rounds alternate the order (off, on / on, off) so that
 a drift of the shared machine falls on both; the target (on/off >= 0.9) is read from the
 medians. Each "on" worker says at exit how many spans its exporter holds: the run counts as on
@@ -127,7 +127,7 @@ def write(report: dict, out_dir=None) -> str:
         "(prove/bench/full_measure.py's run_runtime). Off: no ILR_TELEMETRY (the engine's hooks are off). "
         'On: ILR_TELEMETRY = {"spans_memory": true, "metrics_memory": true}: the OpenTelemetry SDK in every '
         "worker, every span (a workflow span, a run span, four step spans per workflow) exported to an "
-        "in-memory exporter by a SimpleSpanProcessor, every metric recorded. Rounds alternate the order. "
+        "in-memory exporter behind a BatchSpanProcessor, every metric recorded. Rounds alternate the order. "
         "The machine is shared: `other_busy_cores` is what else ran meanwhile.",
         "",
         f"Machine: {m.get('cpu_model')}, {m.get('nproc')} cores, {m.get('memory')}, Python {m.get('python')}, "

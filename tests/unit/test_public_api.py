@@ -123,9 +123,11 @@ DJANGO_ENTRY_POINTS = {
     "__pycache__",
     "tasks.py",
     "contrib",
+    "urls.py",
 }
-"""Where Django looks, ``ilr.tasks`` (the path TASKS["BACKEND"] names) and ``ilr.contrib`` (the
-agent-framework integrations a user imports by path, each behind an optional extra)."""
+"""Where Django looks, ``ilr.tasks`` (the path TASKS["BACKEND"] names), ``ilr.urls`` (the path a
+project's ``include`` names: the Prometheus endpoint) and ``ilr.contrib`` (the agent-framework
+integrations a user imports by path, each behind an optional extra)."""
 
 
 def test_the_public_names_are_pinned():
