@@ -25,7 +25,7 @@ from ilr import _db as db
 from ilr._queries import figures as q
 from ilr._telemetry.figures import STUCK_AFTER, figures_on
 from prove.bench.core import fresh_database
-from prove.queries import (
+from prove.queries.figures import (
     FIGURES_DROP_INDEXES,
     FIGURES_SEED_APPROVALS,
     FIGURES_SEED_DEPLOYMENTS,

@@ -8,7 +8,7 @@ writes; the key's insert trigger takes its slot or queues it). Each run is
 main bench. Rounds alternate keyed, unkeyed, keyed, unkeyed ...; the targets are read from the
 medians of the rounds.
 
-After each keyed run the database's own record is read (prove/queries.py, ilr.slots and
+After each keyed run the database's own record is read (prove/queries, ilr.slots and
 ilr.claims): the most simultaneous holders of each key (a sweep of the holding intervals), the
 most simultaneous runs of each key (first claim to end), and for each waiter admitted from the
 queue the time from its predecessor's ``released_at`` to its own first ``claimed_at``, with the
@@ -113,7 +113,7 @@ def run(n: int, keys: int, workers: int, concurrency: int, rounds: int, command:
 
 
 def key_figures(dsn: str) -> dict:
-    """What the bench database's own record says of the keys after a keyed run (prove/queries.py).
+    """What the bench database's own record says of the keys after a keyed run (prove/queries).
 
     Returns:
         {"max_holders", "slot_limit", "keys", "rows", "admitted", "live", "max_running",
@@ -157,7 +157,7 @@ def key_figures(dsn: str) -> dict:
 
 class WaitSampler:
     """What the workers' backends wait on during a run: pg_stat_activity of the bench database
-    every ``period`` s, on its own connection (prove/queries.py KEYS_WORKER_WAITS)."""
+    every ``period`` s, on its own connection (prove/queries KEYS_WORKER_WAITS)."""
 
     def __init__(self, period: float = 0.05):
         self.period = period

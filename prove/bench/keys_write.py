@@ -39,7 +39,7 @@ def write(report: dict, out_dir: Path | None = None) -> Path:
         f"The {p['rounds']} rounds alternate keyed, unkeyed, keyed, unkeyed ...; the targets are read from the "
         "medians of the rounds.",
         "",
-        "After each keyed run the database's own record is read (prove/queries.py): the most simultaneous "
+        "After each keyed run the database's own record is read (prove/queries): the most simultaneous "
         "holders of a key, swept over the `[acquired_at, released_at)` intervals of ilr.slots (a release before "
         "an acquisition at the same instant); the most simultaneous runs of a key, swept over each workflow's "
         "first `claimed_at` (ilr.claims) to its ending write's `updated_at`; and for each waiter admitted from "
