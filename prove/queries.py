@@ -439,3 +439,12 @@ SCHED_BENCH_TICKS = (
 
 SCHED_BENCH_WORKFLOWS = "select count(*) as n from ilr.workflows where id like 'sched:%%'"
 """How many tick workflows exist (one per started tick, or a tick ran twice)."""
+
+# -- bench_agent_tools ------------------------------------------------------------------------------
+
+AGENT_TOOLS_REQUEST_GAP = (
+    "select extract(epoch from max(started_at) - min(started_at))::float8 as s, count(*) as n "
+    "from ilr.llm_calls where workflow_id = %s"
+)
+"""The time between a workflow's first and last model request (database clock; the tool call the
+first response asked for runs in between) and how many there were (``prove.bench.agent_tools``)."""

