@@ -21,7 +21,7 @@ from agents.testing.model import assistant_message, function_call
 from pydantic import Field
 
 from ilr import workflow
-from ilr.contrib.openai_agents import DurableRunner, effect_tool
+from ilr.contrib.openai_agents import DurableRunner, Policy, effect_tool
 
 MODEL = "gpt-4.1-mini"
 """The model name the agent asks for (the EMULATED provider answers every name)."""
@@ -92,7 +92,7 @@ class EmulatedProvider(ModelProvider):
 
 def refund_agent(input: dict) -> Agent:
     """The SDK Agent of ``agent_refund_openai`` (input: url, tier, queryable, approval_timeout,
-    policy "approval" | "standing", grant)."""
+    policy "approval" | "standing" | "above", grant, threshold)."""
     from demo.peers.targets_client import LocalRefunds
 
     target = LocalRefunds(
@@ -104,15 +104,18 @@ def refund_agent(input: dict) -> Agent:
         """The payment's refund facts: eligible, refunded_by_others (cents)."""
         return target.capture(payment)
 
-    standing = input.get("policy", "approval") == "standing"
+    kind = input.get("policy", "approval")
+    policy = {
+        "approval": lambda: Policy.approval(timeout=input.get("approval_timeout", 120)),
+        "standing": lambda: Policy.standing(input["grant"]),
+        "above": lambda: Policy.approval_above(input["threshold"], input["grant"]),
+    }[kind]()
 
     @effect_tool(
         target,
-        needs_approval=not standing,
-        grant=input.get("grant") if standing else None,
+        policy=policy,
         premises=lambda args: target.capture(args["payment"]),
         summary=lambda args: f"Refund {args['amount']} cents of {args['payment']}",
-        approval_timeout=input.get("approval_timeout", 120),
     )
     def issue_refund(payment: str, amount: Annotated[int, Field(ge=1)]) -> None:
         """Refund amount cents of a payment."""

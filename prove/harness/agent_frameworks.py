@@ -87,6 +87,21 @@ DRIVERS: dict[str, FrameworkDriver] = {
         replayed="prove.harness.agent_checks:pydantic_ai_replayed",
         bench="prove.bench.agent_tools:pydantic_ai_bench",
     ),
+    "openai-agents": FrameworkDriver(
+        name="openai-agents",
+        title="OpenAI Agents SDK (ilr.contrib.openai_agents, openai-agents 0.24.0)",
+        module="demo.agent_openai",
+        workflow="agent_refund_openai",
+        version="1",
+        model=(
+            "`demo.agent_openai.EmulatedRefundModel`, an SDK `Model` scripted from the conversation (EMULATED: lookup, "
+            "refund proposal, final answer) in the real SDK `Runner`, under `DurableRunner`"
+        ),
+        needs_model_stub=False,
+        answer="prove.harness.agent_checks_openai:openai_agents_answer",
+        replayed="prove.harness.agent_checks_openai:openai_agents_replayed",
+        bench="prove.bench.agent_tools_openai:openai_agents_bench",
+    ),
 }
 
 NAMES = tuple(DRIVERS)

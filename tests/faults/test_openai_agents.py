@@ -20,8 +20,10 @@ import signal
 import pytest
 
 import demo.agent_openai  # noqa: F401 - registers agent_refund_openai in this process
+from demo.agent_openai import refund_agent
 from ilr import _codec as codec
 from ilr._agents import AMBIGUOUS_TEXT
+from ilr.contrib.openai_agents.replay import request_fingerprints
 from tests.support.refund_harness import refund_env
 from tests.support.waits import wait_for
 
@@ -102,6 +104,9 @@ def check_transcript_replays(rt, wf_id: str, result: dict) -> None:
     from_model = [i for i in from_model if i.get("type") == "function_call" or i.get("role") == "assistant"]
     assert from_model == recorded
     assert all(r["output"]["response"]["emulated"] is True for r in rows)
+    # Each turn's request, rebuilt from the transcript, hashes to the recorded fingerprint.
+    agent = refund_agent({"url": "http://unused"})
+    assert request_fingerprints(agent, result["transcript"]) == [r["fingerprint"] for r in rows]
 
 
 # -- the happy path ------------------------------------------------------------------------------
@@ -308,3 +313,60 @@ def test_edited_arguments_at_an_approved_call_are_a_different_payload_and_refuse
         assert "conflicting_payload" in forked["final_output"]
         assert [r["amount"] for r in env.ledger(input["payment"])] == [2000]
         assert {p["body"]["amount"] for p in refund_posts(env, input["payment"])} == {2000}
+
+
+# -- policies and bad input ----------------------------------------------------------------------
+
+
+def test_below_the_threshold_the_grant_sends_above_it_a_person_approves(rt, workers, tmp_path):
+    """``Policy.approval_above(cents, grant)`` is the SDK's per-call ``needs_approval``: 2000
+    cents under a 5000 threshold sends under the standing grant with no interruption; under a
+    1000 threshold the same call waits on an approval request."""
+    with refund_env(tmp_path, tier=1) as env:
+        grant = rt.grant("agent_refund_openai", "refund", max_cents=5000, by="policy")
+        workers.start("w1", env=env.worker_env(), args=IMPORT)
+        below = start(rt, env, "oa-below", policy="above", threshold=5000, grant=grant)
+        result = rt.result("oa-below", timeout=40)
+        assert [(o["tool"], o["status"]) for o in result["outcomes"]][-1] == ("issue_refund", "COMMITTED")
+        effect = rt.connection().execute("select grant_id from ilr.effects").fetchone()
+        assert effect["grant_id"] == grant
+        assert [r["amount"] for r in env.ledger(below["payment"])] == [2000]
+        above = start(rt, env, "oa-above", policy="above", threshold=1000, grant=grant)
+        req = pending_request(rt, "oa-above")
+        assert req["payload"] == {"payment": above["payment"], "amount": 2000}
+        rt.approve_request(req["id"], by="alice")
+        assert rt.result("oa-above", timeout=40)["outcomes"][-1]["status"] == "COMMITTED"
+        assert rt.connection().execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 1
+
+
+def test_tools_are_checked_when_built_and_when_run():
+    from agents import Agent, function_tool
+
+    from demo.peers.targets_client import LocalRefunds
+    from ilr._errors import InvalidInput
+    from ilr.contrib.openai_agents import effect_tool
+    from ilr.contrib.openai_agents._run import DurableRun
+
+    target = LocalRefunds("http://127.0.0.1:9", tier=1)
+
+    def refund(payment: str, amount: int) -> None:
+        """Refund."""
+
+    with pytest.raises(InvalidInput, match="needs_approval, a grant, or both"):
+        effect_tool(target)(refund)
+    with pytest.raises(InvalidInput, match="needs an effect target"):
+        effect_tool(object(), needs_approval=True)(refund)
+    tool = effect_tool(target, needs_approval=True)(refund)
+    assert tool.name == "refund" and tool.params_json_schema["required"] == ["payment", "amount"]
+
+    @function_tool(needs_approval=True)
+    def wire(amount: int) -> str:
+        """Wire money."""
+        return "sent"
+
+    with pytest.raises(InvalidInput, match="'wire' of agent 'a' needs approval but is a plain function tool"):
+        DurableRun(None, "agent").prepare(Agent(name="a", tools=[wire]))
+    with pytest.raises(InvalidInput, match="two effect tools are named 'refund'"):
+        DurableRun(None, "agent").prepare(
+            Agent(name="a", tools=[tool], handoffs=[Agent(name="b", tools=[effect_tool(target, grant="g")(refund)])])
+        )

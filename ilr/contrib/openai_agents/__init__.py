@@ -28,7 +28,7 @@ from typing import Any
 from agents import Agent, RunConfig, Runner
 from agents.models.multi_provider import MultiProvider
 
-from ilr._agents.tools import TOOL_NAME
+from ilr._agents.tools import TOOL_NAME, Policy
 from ilr._errors import InvalidInput
 from ilr._retry import RetryPolicy
 from ilr.contrib.openai_agents._model import RecordingModel, RecordingProvider
@@ -159,4 +159,4 @@ def _replace(config: RunConfig, **changes) -> RunConfig:
     return dataclasses.replace(config, **changes)
 
 
-__all__ = ["DurableResult", "DurableRunner", "EffectSpec", "EffectTool", "effect_tool"]
+__all__ = ["DurableResult", "DurableRunner", "EffectSpec", "EffectTool", "Policy", "effect_tool"]

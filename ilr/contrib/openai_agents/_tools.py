@@ -19,6 +19,7 @@ from agents import FunctionTool
 from agents.exceptions import UserError
 from agents.function_schema import function_schema
 
+from ilr._agents.tools import Policy
 from ilr._errors import InvalidInput
 
 
@@ -69,6 +70,7 @@ def effect_tool(
     premises: Callable[[dict], dict] | None = None,
     summary: Callable[[dict], str] | None = None,
     approval_timeout: float = 86400.0,
+    policy: Policy | None = None,
 ) -> Any:
     """A side-effecting function tool sent through ``target`` as a gated effect.
 
@@ -83,6 +85,10 @@ def effect_tool(
             a call that needs it waits on an approval request for its exact arguments.
         grant: the standing grant id a call that needs no approval sends under.
         premises, summary, approval_timeout: see EffectSpec.
+        policy: instead of needs_approval, grant and approval_timeout, an ``ilr.Policy`` (as the
+            native agent API and the Pydantic AI integration take it): ``Policy.approval()``
+            asks for every call, ``Policy.standing(grant)`` asks for none,
+            ``Policy.approval_above(cents, grant)`` asks above ``cents``.
 
     Returns:
         an EffectTool, or a decorator making one.
@@ -91,6 +97,8 @@ def effect_tool(
         InvalidInput: no way to authorize a call (neither needs_approval nor grant), a target
             without ``apply``, or neither a function nor a name, description and schema.
     """
+    if policy is not None:
+        needs_approval, grant, approval_timeout = _from_policy(policy), policy.grant, policy.approval_timeout
     if not callable(getattr(target, "apply", None)):
         raise InvalidInput("target", "an effect tool needs an effect target (an object with apply and tier)")
     if needs_approval is False and grant is None:
@@ -117,6 +125,19 @@ def effect_tool(
     if func is not None or params_json_schema is not None:
         return build(func)
     return build
+
+
+def _from_policy(policy: Policy) -> bool | Callable[..., Any]:
+    """A Policy as the SDK's ``needs_approval``: a bool, or a per-call check of the arguments."""
+    if policy.grant is None:
+        return True
+    if policy.approve_above_cents is None:
+        return False
+
+    async def above(run_context: Any, args: dict, call_id: str) -> bool:
+        return policy.needs_approval(args)
+
+    return above
 
 
 def parse_arguments(tool: FunctionTool, arguments: str) -> tuple[Any, list[str]]:
