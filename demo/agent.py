@@ -52,10 +52,19 @@ class AgentDemo(Demo):
     workflow: str = "agent_refund"
     asked: dict = field(default_factory=dict)
     """The approval request the agent's call waited on, as ``_asked`` found it."""
+    framework: str = "native"
+    """The agent's framework (demo.agent_frameworks: native, pydantic-ai, ...)."""
+
+    def __post_init__(self):
+        from demo.agent_frameworks import DRIVERS
+
+        self.driver = DRIVERS[self.framework]
+        self.worker_args = ("--import", self.driver.module)
+        self.workflow = self.driver.workflow
 
     def _banner(self) -> str:
         return (
-            f"Interlock agent demo: a support agent handles a refund ticket (tier {self.tier}, "
+            f"Interlock agent demo: a support agent ({self.driver.title}) handles a refund ticket (tier {self.tier}, "
             f"crash at {self.crash or 'none'})"
         )
 
@@ -64,7 +73,9 @@ class AgentDemo(Demo):
         return super().run()
 
     def _scenario(self, target_url: str, model_url: str, started: float) -> int:
-        from demo.agent_refund import agent_refund  # registers agent_refund in this process
+        import importlib
+
+        importlib.import_module(self.driver.module)  # registers the workflow in this process
 
         rt = Runtime()
         case_id = f"ticket-{time.strftime('%H%M%S')}-{os.getpid()}"
@@ -80,9 +91,9 @@ class AgentDemo(Demo):
             "policy": "approval",
             "approval_timeout": APPROVAL_TIMEOUT,
         }
-        rt.start("agent_refund", case_id, case, version=agent_refund.__ilr_workflow__.version)
+        rt.start(self.workflow, case_id, case, version=self.driver.version)
         self.say(
-            f"\n1. started workflow agent_refund {case_id} (payment {payment}, paid ${PAID / 100:.2f}); "
+            f"\n1. started workflow {self.workflow} {case_id} (payment {payment}, paid ${PAID / 100:.2f}); "
             "the agent reads the ticket"
         )
         plan = [] if self.crash in (None, "none") else [self.crash]
@@ -132,6 +143,12 @@ class AgentDemo(Demo):
     def _conversation(self, transcript: list) -> None:
         """Print each message: the ticket, each turn's text and tool calls, each tool_result."""
         self.say("\nConversation (the transcript the workflow returned)")
+        if self.driver.conversation is not None:
+            from demo.agent_frameworks import load
+
+            for line in load(self.driver.conversation)(transcript):
+                self.say(f"  {_one_line(line, 800)}")
+            return
         names: dict[str, str] = {}
         turn = 0
         for message in transcript:
@@ -164,15 +181,12 @@ class AgentDemo(Demo):
         """Whether the transcript replays identically: each turn's request, rebuilt from the
         returned transcript, hashes to the decide step's recorded fingerprint, and each
         assistant message is the recorded response; and no model call was discarded."""
-        from demo.agent_refund import refund_agent
+        from demo.agent_frameworks import load
 
         rows = [s for s in rt.describe(case_id)["steps"] if s["kind"] == "decide"]
         calls = rt.connection().execute(MODEL_CALL_COUNT, (case_id,)).fetchone()["n"]
-        transcript = result["transcript"]
-        fingerprints = refund_agent(case).turn_fingerprints(transcript)
         recorded = [r["fingerprint"] for r in rows]
-        answers = [m["content"] for m in transcript if m.get("role") == "assistant"]
-        same = fingerprints == recorded and answers == [r["output"]["response"]["content"] for r in rows]
+        same = load(self.driver.replayed)(case, result, rows)
         epochs = sorted({r["epoch"] for r in rows})
         self.say(
             f"\nReplay: {len(rows)} turns recorded (claim epochs {', '.join(map(str, epochs))}); the transcript "
@@ -181,9 +195,7 @@ class AgentDemo(Demo):
         )
         failures = []
         if not same:
-            failures.append(
-                f"the transcript did not replay identically (fingerprints {fingerprints} vs recorded {recorded})"
-            )
+            failures.append(f"the transcript did not replay identically (recorded fingerprints {recorded})")
         if calls != len(rows):
             failures.append(f"{calls - len(rows)} model call(s) discarded; expected none at {self.crash}")
         return failures
@@ -192,11 +204,14 @@ class AgentDemo(Demo):
         self, rt: Runtime, case_id: str, case: dict, target_url: str, result: dict, started: float
     ) -> int:
         expect = expected(self.tier, self.crash)
+        from demo.agent_frameworks import load
+
+        answer = load(self.driver.answer)(result)
         self._conversation(result["transcript"])
-        self.say(f"\nAnswer to the customer: {_one_line(result['text'], 400)}")
+        self.say(f"\nAnswer to the customer: {_one_line(answer, 400)}")
         failures = self._replay_failures(rt, case_id, case, result)
 
-        effects = [o for o in result["outcomes"] if o["kind"] == "effect"]
+        effects = [o for o in result["outcomes"] if o["tool"] == "issue_refund"]
         outcome = effects[-1] if effects else None
         req = rt.approval_request(self.asked["request"]["id"]) if self.asked else None
         self.say("\nApproval")
@@ -238,7 +253,7 @@ class AgentDemo(Demo):
         for p in v["problems"]:
             self.say(f"  problem: {p}")
 
-        if result.get("stop") != "end_turn" or not result.get("text"):
+        if result.get("stop", "end_turn") != "end_turn" or not answer:
             failures.append(f"the agent did not answer the customer (stop {result.get('stop')})")
         if req is None or req["status"] != "approved" or effect is None or effect["grant_id"] != req["grant_id"]:
             failures.append("the effect was not sent under the approval request's grant")

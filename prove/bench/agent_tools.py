@@ -1,5 +1,5 @@
 """``manage.py bench_agent_tools``: the overhead of a gated tool call over a plain tool call, per
-agent framework (prove.harness.agent_frameworks, FrameworkDriver.bench): results/agent_tools_bench.{md,json}.
+agent framework (demo.agent_frameworks, FrameworkDriver.bench): results/agent_tools_bench.{md,json}.
 
 Per framework, three variants of one agent run whose EMULATED model asks for one refund tool
 call, then answers; interleaved one round at a time (the machine is shared):
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from prove.harness.agent_frameworks import FrameworkDriver, load
+from demo.agent_frameworks import FrameworkDriver, load
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "agent_tools_bench.md"

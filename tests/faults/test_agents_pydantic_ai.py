@@ -78,9 +78,7 @@ def check_transcript_replays(rt, wf_id: str, input: dict, result: dict) -> None:
     from ilr.contrib.pydantic_ai.replay import request_fingerprints
 
     decided = rows(rt, wf_id, "decide")
-    assert request_fingerprints("support", None, result["transcript"]) == [
-        r["fingerprint"] for r in decided
-    ]
+    assert request_fingerprints("support", None, result["transcript"]) == [r["fingerprint"] for r in decided]
     responses = [m for m in result["transcript"] if m["kind"] == "response"]
     assert [m["parts"] for m in responses] == [r["output"]["response"]["parts"] for r in decided]
 

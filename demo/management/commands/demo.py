@@ -8,7 +8,8 @@ line, before anything starts, for ``--crash resolve_*`` at tier 3 (nothing resen
 review UI, leaves a refund waiting for approval, and prints the URL and a demo-only login; it
 serves until Ctrl-C (or ``--serve-for SECONDS``). ``--approve-as`` and ``--crash`` do not apply.
 
-``manage.py demo --agent [--tier 1|2|3] [--approve-as NAME] [--crash effect_after_send|...|none]``
+``manage.py demo --agent [--framework native|pydantic-ai|...] [--tier 1|2|3] [--approve-as NAME]
+[--crash effect_after_send|...|none]``
 instead runs the support agent (demo.agent): it reads a ticket, looks the payment up, asks
 for a refund through an approval request, survives a SIGKILL at the send, sends once and answers;
 it prints the conversation, the approval, the ledger and the receipt, and exits non-zero when they
@@ -59,6 +60,12 @@ class Command(BaseCommand):
             "effect_after_send, effect_after_commit or none), the conversation and the receipt",
         )
         parser.add_argument(
+            "--framework",
+            default="native",
+            help="--agent: the agent's framework: native (ilr.agents), pydantic-ai (ilr.contrib.pydantic_ai), "
+            "or another name of demo.agent_frameworks (default native)",
+        )
+        parser.add_argument(
             "--serve",
             action="store_true",
             help="serve the admin and the review UI (gunicorn) with a refund waiting for approval",
@@ -71,18 +78,23 @@ class Command(BaseCommand):
             help="--serve: stop after this many seconds (default: until Ctrl-C)",
         )
 
-    def handle(self, *args, tier, approve_as, crash, agent, serve, port, serve_for, **options):
+    def handle(self, *args, tier, approve_as, crash, agent, framework, serve, port, serve_for, **options):
         """Run the demo (the agent's, or serve the UI); exit with its status."""
         if agent:
             from demo.agent import AgentDemo, check_crash
 
             if serve:
                 raise CommandError("--agent and --serve do not go together")
+            from demo.agent_frameworks import drivers
+
             try:
                 check_crash(crash)
+                [driver] = drivers(framework)
             except ValueError as exc:
-                raise CommandError(str(exc)) from None
-            status = AgentDemo(tier=tier, approve_as=approve_as, crash=crash, out=self.stdout).run()
+                raise CommandError(f"--framework: {exc}" if "framework" in str(exc) else str(exc)) from None
+            status = AgentDemo(
+                tier=tier, approve_as=approve_as, crash=crash, out=self.stdout, framework=driver.name
+            ).run()
         elif serve:
             from demo.serve import ServeDemo
 

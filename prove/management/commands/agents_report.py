@@ -1,6 +1,6 @@
 """``manage.py agents_report [--framework native|pydantic-ai|...|all] [--tiers 1,2,3] [--points P,...]
 [--out DIR]``: the agents kill-point x tier matrix (prove.harness.agents_report), one section per
-framework (prove.harness.agent_frameworks); writes results/agents.{md,json}. Runs on a fresh database
+framework (demo.agent_frameworks); writes results/agents.{md,json}. Runs on a fresh database
 (``ilr_agents_report``) of the configured cluster.
 
 Exit status: 0 when no cell has a duplicate, an unapproved send, a transcript that differs after
@@ -18,7 +18,7 @@ class Command(BaseCommand):
     help = "Run the agent kill-point x tier matrix; write results/agents.md and .json."
 
     def add_arguments(self, parser):
-        from prove.harness.agent_frameworks import NAMES
+        from demo.agent_frameworks import NAMES
         from prove.harness.agents_report import POINTS, TIERS
 
         parser.add_argument(
@@ -31,8 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--out", help="directory for agents.{md,json} (default results/)")
 
     def handle(self, *args, framework, tiers, points, out, **options):
+        from demo.agent_frameworks import drivers
         from ilr import _killpoints as killpoints
-        from prove.harness.agent_frameworks import drivers
         from prove.harness.agents_report import Matrix, failed, write_results
 
         try:

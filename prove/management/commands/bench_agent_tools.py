@@ -14,14 +14,14 @@ class Command(BaseCommand):
     help = "Measure a gated tool call against a plain one per agent framework; write results/agent_tools_bench.md."
 
     def add_arguments(self, parser):
-        from prove.harness.agent_frameworks import NAMES
+        from demo.agent_frameworks import NAMES
 
         parser.add_argument("--framework", default="all", help=f"{', '.join(NAMES)}, a comma list, or all")
         parser.add_argument("--n", type=int, default=200, help="measured rounds per framework (default 200)")
 
     def handle(self, *args, framework, n, **options):
+        from demo.agent_frameworks import drivers
         from prove.bench.agent_tools import run, write_results
-        from prove.harness.agent_frameworks import drivers
 
         try:
             chosen = drivers(framework)

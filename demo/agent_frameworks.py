@@ -36,6 +36,8 @@ class FrameworkDriver:
         answer: "module:function": ``answer(result) -> str``, the final text the model gave.
         replayed: "module:function": ``replayed(input, result, decide_rows) -> bool``, whether
             the transcript rebuilt after a kill hashes to the recorded request fingerprints.
+        conversation: "module:function": ``conversation(transcript) -> [line]`` for ``demo
+            --agent``, or None (the native loop's own printing).
         bench: "module:function": ``bench(n, out) -> dict`` for bench_agent_tools (see
             prove.bench.agent_tools.summarize), or None.
     """
@@ -50,6 +52,7 @@ class FrameworkDriver:
     answer: str
     replayed: str
     bench: str | None = None
+    conversation: str | None = None
 
     @property
     def only(self) -> str:
@@ -69,8 +72,8 @@ DRIVERS: dict[str, FrameworkDriver] = {
             "through the real `anthropic` SDK"
         ),
         needs_model_stub=True,
-        answer="prove.harness.agent_checks:native_answer",
-        replayed="prove.harness.agent_checks:native_replayed",
+        answer="demo.agent_checks:native_answer",
+        replayed="demo.agent_checks:native_replayed",
     ),
     "pydantic-ai": FrameworkDriver(
         name="pydantic-ai",
@@ -83,9 +86,10 @@ DRIVERS: dict[str, FrameworkDriver] = {
             "in the real Pydantic AI agent loop, under `InterlockDurability`"
         ),
         needs_model_stub=False,
-        answer="prove.harness.agent_checks:pydantic_ai_answer",
-        replayed="prove.harness.agent_checks:pydantic_ai_replayed",
+        answer="demo.agent_checks:pydantic_ai_answer",
+        replayed="demo.agent_checks:pydantic_ai_replayed",
         bench="prove.bench.agent_tools:pydantic_ai_bench",
+        conversation="demo.agent_checks:pydantic_ai_conversation",
     ),
     "openai-agents": FrameworkDriver(
         name="openai-agents",
