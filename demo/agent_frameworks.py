@@ -102,8 +102,9 @@ DRIVERS: dict[str, FrameworkDriver] = {
             "refund proposal, final answer) in the real SDK `Runner`, under `DurableRunner`"
         ),
         needs_model_stub=False,
-        answer="prove.harness.agent_checks_openai:openai_agents_answer",
-        replayed="prove.harness.agent_checks_openai:openai_agents_replayed",
+        answer="demo.agent_checks_openai:openai_agents_answer",
+        replayed="demo.agent_checks_openai:openai_agents_replayed",
+        conversation="demo.agent_checks_openai:openai_agents_conversation",
         bench="prove.bench.agent_tools_openai:openai_agents_bench",
     ),
 }
