@@ -17,7 +17,6 @@ import signal
 
 import pytest
 
-from demo.peers.targets_client import http_json
 from ilr import _codec as codec
 from ilr._agents import AMBIGUOUS_TEXT
 from tests.support.agents import TERMINAL, pending_request
@@ -103,3 +102,185 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
         assert len(refund_posts(env, input["payment"])) == 1
         assert llm_calls(rt, "pa-ok") == 3 == len(rows(rt, "pa-ok", "decide"))
         check_transcript_replays(rt, "pa-ok", input, result)
+
+
+# -- SIGKILL: a representative subset of the kill matrix per tier (the full one: agents_report) ----
+
+
+def drive_with_kill(rt, workers, env, wf_id: str, point: str, **input):
+    """w1 runs ``wf_id`` armed with ILR_KILL_AT=point; the approval request is approved as soon as
+    it is pending; once w1 is SIGKILLed, w2 recovers. Returns (input, result, steps at the kill,
+    the approved request)."""
+    w1 = workers.start("w1", env=env.worker_env(ILR_KILL_AT=point))
+    full = start(rt, env, wf_id, **input)
+    approved: list[dict] = []
+
+    def approve_pending() -> None:
+        if not approved:
+            pending = [r for r in rt.approval_requests() if r["workflow_id"] == wf_id]
+            if pending:
+                approved.append(rt.approve_request(pending[0]["id"], by="alice"))
+
+    def killed():
+        approve_pending()
+        d = rt.describe(wf_id)
+        assert d["status"] not in TERMINAL, (point, d["status"], d["error"], d["result"])
+        return w1.poll() is not None
+
+    wait_for(killed, timeout=60, message=f"w1 killed at {point}")
+    assert w1.returncode == -signal.SIGKILL, workers.log("w1")
+    at_kill = rows(rt, wf_id)
+    workers.start("w2", env=env.worker_env())
+    wait_for(
+        lambda: (approve_pending(), rt.describe(wf_id)["status"] in TERMINAL)[1],
+        timeout=90,
+        message=f"{wf_id} ended after the kill at {point}",
+    )
+    return full, rt.result(wf_id, timeout=5), at_kill, approved[0]
+
+
+# (kill point, tier) -> (the refund's EffectResult status, applications at the target).
+# decide_after_response@2: the request that proposes the refund; step_after_record@2: the lookup.
+EXPECTED = {
+    ("decide_after_response@2", 1): ("COMMITTED", 1),
+    ("step_after_record@2", 1): ("COMMITTED", 1),
+    ("effect_after_send", 1): ("COMMITTED_BY_RETRY", 1),
+    ("effect_after_dispatch", 2): ("REAPPLIED_AFTER_QUERY", 1),
+    ("effect_after_commit", 2): ("COMMITTED", 1),
+    ("effect_after_send", 3): ("AMBIGUOUS", 1),
+}
+
+
+@pytest.mark.parametrize("point,tier", list(EXPECTED), ids=[f"{p}-tier{t}" for p, t in EXPECTED])
+def test_a_kill_applies_the_approved_refund_at_most_once_and_the_transcript_replays(rt, workers, tmp_path, point, tier):
+    status, applications = EXPECTED[(point, tier)]
+    wf_id = f"pa-k{tier}-{point.split('@')[0]}"
+    with refund_env(tmp_path, tier=tier) as env:
+        input, result, at_kill, approved = drive_with_kill(rt, workers, env, wf_id, point)
+        payment = input["payment"]
+        [refund] = result["outcomes"]
+        assert refund["status"] == status, result["outcomes"]
+        ledger = env.ledger(payment)
+        assert len(ledger) == applications and all(r["amount"] == 2000 for r in ledger), ledger
+        # 0 unapproved sends: every POST that reached the target carries the approved payload.
+        assert approved["payload"] == {"payment": payment, "amount": 2000}
+        posts = refund_posts(env, payment)
+        assert len(posts) >= applications and all(
+            {k: p["body"][k] for k in ("payment", "amount")} == approved["payload"] for p in posts
+        ), posts
+        if status == "AMBIGUOUS":
+            assert refund["content"].startswith(AMBIGUOUS_TEXT) and AMBIGUOUS_TEXT in result["output"]
+        else:
+            assert f'"{status}"' in result["output"]
+        # A model call the kill discarded is counted, and only then.
+        discarded = llm_calls(rt, wf_id) - len(rows(rt, wf_id, "decide"))
+        assert discarded == (1 if point.startswith("decide_after_response") else 0)
+        after = {s["seq"]: s for s in rows(rt, wf_id)}
+        assert at_kill and all(after[s["seq"]] == s for s in at_kill)
+        check_transcript_replays(rt, wf_id, input, result)
+
+
+# -- what the approver and the world do while the loop waits -------------------------------------
+
+
+def test_an_approver_who_edits_the_arguments_approves_another_payload_and_nothing_is_sent(rt, workers, tmp_path):
+    """The approval is of {amount: 2000}; the approver's tool hands the run 1500 instead
+    (ToolApproved(override_args=...)): the grant is bound to the hash of the approved arguments,
+    so the send of the edited ones is refused, and the model reads why."""
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        input = start(rt, env, "pa-edit", edit_amount=1500)
+        req = pending_request(rt, "pa-edit")
+        assert req["payload"] == {"payment": input["payment"], "amount": 2000}
+        rt.approve_request(req["id"], by="alice")
+        result = rt.result("pa-edit", timeout=40)
+        [refund] = result["outcomes"]
+        assert refund["input"] == {"payment": input["payment"], "amount": 1500}
+        assert refund["status"] == "REFUSED:lease"
+        assert refund["content"] == (
+            f'refused: the approval covers {{"amount": 2000, "payment": "{input["payment"]}"}}, not these '
+            f'arguments {{"amount": 1500, "payment": "{input["payment"]}"}}: edited arguments are another '
+            "payload and need their own approval; nothing was sent"
+        )
+        assert refund["content"] in result["output"]
+        assert refund_posts(env, input["payment"]) == [] and env.ledger(input["payment"]) == []
+
+
+def test_a_rejected_approval_is_a_denied_tool_call_the_model_reads(rt, workers, tmp_path):
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        input = start(rt, env, "pa-no")
+        req = pending_request(rt, "pa-no")
+        rt.reject_request(req["id"], by="bob", reason="refunded by phone already")
+        result = rt.result("pa-no", timeout=40)
+        assert result["outcomes"][-1]["status"] == "not_approved:rejected"
+        said = "not approved: refunded by phone already (rejected by bob); nothing was sent"
+        assert result["output"] == f"Final answer: {said}"
+        assert refund_posts(env, input["payment"]) == []
+        assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
+
+
+def test_a_revoke_during_the_loop_stops_the_send(rt, workers, tmp_path):
+    """Approved while no worker runs, then revoked: the next worker resumes the agent, the send
+    is refused (REFUSED:lease), and the model is told."""
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        input = start(rt, env, "pa-revoke")
+        req = pending_request(rt, "pa-revoke")
+        workers.kill("w1")
+        grant = rt.approve_request(req["id"], by="alice")["grant_id"]
+        assert rt.revoke(grant, by="bob") == []
+        workers.start("w2", env=env.worker_env())
+        result = rt.result("pa-revoke", timeout=40)
+        [refund] = result["outcomes"]
+        assert refund["status"] == "REFUSED:lease"
+        assert refund["content"].startswith("refused: not authorized") and refund["content"] in result["output"]
+        assert refund_posts(env, input["payment"]) == []
+
+
+def test_a_premise_that_changed_after_the_approval_is_refused_in_words_the_model_can_act_on(rt, workers, tmp_path):
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        input = start(rt, env, "pa-stale")
+        req = pending_request(rt, "pa-stale")
+        env.admin("hand_refund", {"payment": input["payment"], "amount": 500})
+        rt.approve_request(req["id"], by="alice")
+        result = rt.result("pa-stale", timeout=40)
+        [refund] = result["outcomes"]
+        assert refund["status"] == "REFUSED:stale_premise"
+        assert refund["content"] == "refused: the premise refunded_by_others changed from 0 to 500; nothing was sent"
+        assert refund["content"] in result["output"]
+        assert refund_posts(env, input["payment"]) == []
+        assert [r["source"] for r in env.ledger(input["payment"])] == ["hand"]
+
+
+def test_a_standing_grant_sends_without_a_request(rt, workers, tmp_path):
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        grant = rt.grant("support", "refund", 5000, by="ops")
+        input = start(rt, env, "pa-grant", policy="standing", grant=grant)
+        result = rt.result("pa-grant", timeout=40)
+        assert [o["status"] for o in result["outcomes"]] == ["COMMITTED"]
+        assert [r for r in rt.approval_requests(status=None) if r["workflow_id"] == "pa-grant"] == []
+        assert len(env.ledger(input["payment"])) == 1
+
+
+# -- misuse: clear errors, nothing sent ------------------------------------------------------------
+
+
+def test_misuse_is_named():
+    from pydantic_ai import Agent
+    from pydantic_ai.exceptions import UserError
+    from pydantic_ai.models.test import TestModel
+
+    from ilr.contrib.pydantic_ai import effect_tool, run
+
+    def refund(payment: str, amount: int) -> str:
+        """Refund."""
+
+    # An effect tool outside a workflow: the plain Pydantic AI run (EMULATED TestModel) stops at it.
+    agent = Agent(TestModel(), name="x", tools=[effect_tool(refund, target=object())])
+    with pytest.raises(UserError, match="sends only inside an Interlock workflow"):
+        agent.run_sync("go")
+    with pytest.raises(UserError, match="no InterlockDurability"):
+        run(None, Agent(TestModel(), name="x"), "go")

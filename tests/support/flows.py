@@ -445,6 +445,7 @@ def credit_server(ctx, input):
         ctx.continue_as_new({"total": total, "n": n, "expect": input["expect"]})
     return {"total": total, "runs": n}
 
+
 # -- agents in Pydantic AI (ilr.contrib.pydantic_ai): the pyd_refund workflow ---------------------
 
 import demo.agent_pydantic_ai  # noqa: E402, F401 - registers pyd_refund

@@ -22,10 +22,6 @@ Outside a workflow the capability is transparent: the agent runs as a plain Pyda
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import threading
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 from pydantic_ai.durable_exec import (
     JSON_CODEC,
@@ -44,30 +40,6 @@ from ilr.contrib.pydantic_ai.session import current_session
 from ilr.contrib.pydantic_ai.transcript import conversation_request
 
 
-def run_coroutine(body: Callable[[], Awaitable[Any]]) -> Any:
-    """Run ``body()`` to completion on a private event loop in a helper thread, with this
-    thread's context variables, and return its result (re-raising its exception).
-
-    Why: a step body is synchronous (``ctx.step`` calls it in the workflow's thread), while the
-    agent's own event loop is running in that thread and cannot be re-entered.
-    """
-    box: dict[str, Any] = {}
-    context = contextvars.copy_context()
-
-    def target():
-        try:
-            box["value"] = context.run(asyncio.run, body())
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
-            box["error"] = exc
-
-    thread = threading.Thread(target=target, name="ilr-pydantic-ai-unit", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 class InterlockBackend(JournalCallableOperationBackend[dict]):
     """Runs each Pydantic AI durable unit as a durable call of the current workflow."""
 
@@ -82,12 +54,19 @@ class InterlockBackend(JournalCallableOperationBackend[dict]):
         if session is None:  # outside ilr.contrib.pydantic_ai.run: a plain call
             return await body()
         ctx = session.ctx
+        loop = asyncio.get_running_loop()
+
+        def on_agent_loop(_request=None):
+            # The durable call waits in a helper thread while the unit's body runs on the agent's
+            # own event loop, where the model's and the tools' clients live.
+            return asyncio.run_coroutine_threadsafe(body(), loop).result()
+
         if isinstance(operation_id, ModelRequestId):
-            request = conversation_request(session.agent_name, cache_key)
-            decision = ctx.decide(
+            decision = await asyncio.to_thread(
+                ctx.decide,
                 f"{session.agent_name}:model:{name}",
-                call=lambda _request: run_coroutine(body),
-                request=request,
+                call=on_agent_loop,
+                request=conversation_request(session.agent_name, cache_key),
                 retry=session.model_retry,
             )
             session.turns.append(decision.ref)
@@ -95,7 +74,7 @@ class InterlockBackend(JournalCallableOperationBackend[dict]):
         step_name = f"{session.agent_name}:{name}"
         if isinstance(operation_id, ToolsetCallToolId):
             step_name = f"{session.agent_name}:tool:{cache_key[0]}"
-        return ctx.step(step_name, run_coroutine, body, retry=session.tool_retry)
+        return await asyncio.to_thread(ctx.step, step_name, on_agent_loop, retry=session.tool_retry)
 
 
 class InterlockDurability(BaseDurabilityCapability):
