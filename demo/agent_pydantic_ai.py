@@ -44,9 +44,22 @@ def scripted_model(amount: int = AMOUNT):
     return FunctionModel(script, model_name="emulated-refund-script")
 
 
+def stub_model():
+    """Pydantic AI's AnthropicModel (the real ``anthropic`` SDK over HTTP) against the local
+    Messages API stub at ILR_MODEL_BASE_URL (EMULATED tool use, scripted per case_id)."""
+    from pydantic_ai.models.anthropic import AnthropicModel
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    from demo.peers import model
+
+    where = model.endpoint()
+    return AnthropicModel(model.MODEL, provider=AnthropicProvider(base_url=where["base_url"], api_key=where["api_key"]))
+
+
 def refund_agent(input: dict):
     """The Pydantic AI Agent of ``pyd_refund`` (input: url, tier, queryable, policy "approval" |
-    "standing" | "above", grant, threshold, amount, approval_timeout)."""
+    "standing" | "above", grant, threshold, amount, approval_timeout; model "function" (default,
+    FunctionModel) or "messages-stub" (``stub_model``))."""
     from pydantic_ai import Agent, ModelRetry
 
     from demo.peers.targets_client import LocalRefunds, UnknownPayment
@@ -71,10 +84,12 @@ def refund_agent(input: dict):
     def issue_refund(payment: str, amount: int) -> str:
         """Refund amount cents of a payment."""
 
+    chosen = input.get("model", "function")
     agent = Agent(
-        scripted_model(input.get("amount", AMOUNT)),
+        stub_model() if chosen == "messages-stub" else scripted_model(input.get("amount", AMOUNT)),
         name="support",
         instructions=SYSTEM,
+        model_settings={"max_tokens": 512},  # as the native agent; the stub does not stream
         capabilities=[InterlockDurability()],
         tools=[
             lookup_payment,

@@ -284,3 +284,25 @@ def test_misuse_is_named():
         agent.run_sync("go")
     with pytest.raises(UserError, match="no InterlockDurability"):
         run(None, Agent(TestModel(), name="x"), "go")
+
+
+def test_a_provider_model_over_http_is_recorded_once_across_a_kill(rt, workers, tmp_path):
+    """Pydantic AI's AnthropicModel (the real ``anthropic`` SDK's async client, over HTTP) against
+    the Messages API stub (EMULATED tool use): the worker is SIGKILLed after the model answered the
+    request that proposes the refund; the recovering worker asks it again (one discarded call,
+    counted by the runtime and seen by the stub), and never asks again a request it recorded."""
+    from demo.peers.targets_client import http_json
+
+    with refund_env(tmp_path, tier=1) as env:
+        assert http_json("POST", f"{env.model_url}/admin/script", {"agent": "refund"})[0] == 200
+        input, result, _, approved = drive_with_kill(
+            rt, workers, env, "pa-sdk", "decide_after_response@2", model="messages-stub"
+        )
+        [refund] = result["outcomes"]
+        assert refund["status"] == "COMMITTED" and refund["input"] == approved["payload"]
+        assert len(env.ledger(input["payment"])) == 1
+        assert result["output"].startswith("Final answer: ") and '"COMMITTED"' in result["output"]
+        decided = rows(rt, "pa-sdk", "decide")
+        assert len(decided) == 3 and llm_calls(rt, "pa-sdk") == 4
+        assert http_json("GET", f"{env.model_url}/admin/calls")[1]["by_case"]["pa-sdk"] == 4
+        check_transcript_replays(rt, "pa-sdk", input, result)

@@ -50,6 +50,10 @@ class InterlockBackend(JournalCallableOperationBackend[dict]):
         )
 
     async def execute(self, *, operation_id, name, body, cache_key, config) -> object:
+        """Run ``body`` as one durable call: ``ctx.decide`` for a model request (fingerprint:
+        ``conversation_request``), ``ctx.step`` for anything else; outside ``run``, ``body()``.
+        Returns the recorded (JSON) result; raises what the durable call raises (StepFailed,
+        Suspend, NonDeterminism, ...)."""
         session = current_session()
         if session is None:  # outside ilr.contrib.pydantic_ai.run: a plain call
             return await body()
