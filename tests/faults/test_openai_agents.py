@@ -366,6 +366,25 @@ def test_tools_are_checked_when_built_and_when_run():
 
     with pytest.raises(InvalidInput, match="'wire' of agent 'a' needs approval but is a plain function tool"):
         DurableRun(None, "agent").prepare(Agent(name="a", tools=[wire]))
+    # Run by the SDK's own Runner (no workflow), an effect tool refuses to send: the EMULATED
+    # model's first call is lookup_payment, here an effect tool under a standing grant.
+    import asyncio
+
+    from agents import Runner
+    from agents.exceptions import UserError
+
+    from demo.agent_openai import agent_prompt, run_config
+
+    schema = {
+        "type": "object",
+        "properties": {"payment": {"type": "string"}},
+        "required": ["payment"],
+        "additionalProperties": False,
+    }
+    lookup = effect_tool(target, grant="g", name="lookup_payment", params_json_schema=schema)
+    agent = Agent(name="a", model="m", tools=[lookup])
+    with pytest.raises(UserError, match="runs only under ilr.contrib.openai_agents.DurableRunner"):
+        asyncio.run(Runner.run(agent, agent_prompt("c", "pay_1"), run_config=run_config({})))
     with pytest.raises(InvalidInput, match="two effect tools are named 'refund'"):
         DurableRun(None, "agent").prepare(
             Agent(name="a", tools=[tool], handoffs=[Agent(name="b", tools=[effect_tool(target, grant="g")(refund)])])
