@@ -121,8 +121,10 @@ DJANGO_ENTRY_POINTS = {
     "sql",
     "__pycache__",
     "tasks.py",
+    "contrib",
 }
-"""Where Django looks, and ``ilr.tasks`` (the path TASKS["BACKEND"] names)."""
+"""Where Django looks, ``ilr.tasks`` (the path TASKS["BACKEND"] names) and ``ilr.contrib`` (the
+agent framework integrations, imported by their path)."""
 
 
 def test_the_public_names_are_pinned():

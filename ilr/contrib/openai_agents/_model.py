@@ -9,15 +9,12 @@ place of each agent's own ``Model`` instance.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agents import Model, ModelProvider
 
 from ilr.contrib.openai_agents._records import request_json, response_from_json, response_json
 from ilr.contrib.openai_agents._threads import run_coroutine
-
-if TYPE_CHECKING:
-    from ilr.contrib.openai_agents._run import DurableRun
 
 
 class RecordingModel(Model):
@@ -26,12 +23,12 @@ class RecordingModel(Model):
     loop); streaming is not offered (a recorded turn is one response).
 
     Args:
-        run: the DurableRun whose context records the turn.
+        run: the DurableRun whose context records the turn (its ``decide``).
         inner: the model that answers (an OpenAI model, or an offline one).
         name: the model's name, part of the request fingerprint.
     """
 
-    def __init__(self, run: DurableRun, inner: Model, name: str | None):
+    def __init__(self, run: Any, inner: Model, name: str | None):
         self.run, self.inner, self.name = run, inner, name
 
     async def get_response(
@@ -91,7 +88,7 @@ class RecordingProvider(ModelProvider):
     """Resolves a model name through the wrapped provider (default the SDK's ``MultiProvider``)
     and hands back its model as a RecordingModel."""
 
-    def __init__(self, run: DurableRun, inner: ModelProvider):
+    def __init__(self, run: Any, inner: ModelProvider):
         self.run, self.inner = run, inner
 
     def get_model(self, model_name: str | None) -> Model:
