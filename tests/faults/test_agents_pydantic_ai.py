@@ -265,6 +265,24 @@ def test_a_standing_grant_sends_without_a_request(rt, workers, tmp_path):
         assert len(env.ledger(input["payment"])) == 1
 
 
+def test_above_the_threshold_a_person_approves_below_it_the_grant_sends(rt, workers, tmp_path):
+    """Policy.approval_above(1500, grant): the model's 2000 asks a person (Pydantic AI's
+    conditional ApprovalRequired becomes an approval request); with the threshold at 2500 the
+    same call sends under the grant, no request written."""
+    with refund_env(tmp_path, tier=1) as env:
+        workers.start("w1", env=env.worker_env())
+        grant = rt.grant("support", "refund", 5000, by="ops")
+        above = start(rt, env, "pa-above", policy="above", threshold=1500, grant=grant)
+        req = pending_request(rt, "pa-above")
+        assert req["payload"] == {"payment": above["payment"], "amount": 2000}
+        rt.approve_request(req["id"], by="alice")
+        assert [o["status"] for o in rt.result("pa-above", timeout=40)["outcomes"]] == ["COMMITTED"]
+        below = start(rt, env, "pa-below", policy="above", threshold=2500, grant=grant)
+        assert [o["status"] for o in rt.result("pa-below", timeout=40)["outcomes"]] == ["COMMITTED"]
+        assert [r for r in rt.approval_requests(status=None) if r["workflow_id"] == "pa-below"] == []
+        assert len(env.ledger(above["payment"])) == 1 and len(env.ledger(below["payment"])) == 1
+
+
 # -- misuse: clear errors, nothing sent ------------------------------------------------------------
 
 

@@ -201,3 +201,28 @@ def test_demo_agent_prints_the_conversation_the_approval_the_ledger_and_the_rece
     for answer in ("valid", "tamper_evident", "happened", "happened_once", "authorized_when_fired", "assumptions_held"):
         assert re.search(rf"^  {answer} +True$", out, re.MULTILINE), (answer, out)
     assert "OK: the conversation replays, and the approval, the ledger and the receipt agree." in out
+
+
+def test_demo_agent_in_pydantic_ai_replays_and_sends_once(clean_db, tmp_path):
+    """`demo --agent --framework pydantic-ai`: the same case written in Pydantic AI (issue 45):
+    its conversation, the approval of the exact arguments, a SIGKILL after the target answered,
+    one refund, and a receipt that verifies; an unknown framework is named."""
+    from tests.support.workers import WorkerProcs
+
+    env = WorkerProcs(tmp_path).env()
+    proc = demo(env, "--agent", "--framework", "pydantic-ai", "--approve-as", "agent-reviewer")
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "Pydantic AI" in out.splitlines()[0]
+    conversation = out[out.index("\nConversation") : out.index("\nAnswer to the customer")]
+    payment = re.search(r"payment (pay_ticket-\S+),", out).group(1)
+    assert f'tool call issue_refund {{"amount": 2000, "payment": "{payment}"}}' in conversation
+    assert "tool-return for issue_refund: " in conversation and "COMMITTED_BY_RETRY" in conversation
+    assert conversation.count("(model):") == 3
+    assert "SIGKILLed at kill point effect_after_send" in out
+    assert "the transcript replays identically" in out and "model calls made 3, recorded 3" in out
+    ledger = out[out.index("\nLedger") : out.index("\nEffectResult")]
+    assert len(re.findall(r"^  refund re_\w+: 2000 cents", ledger, re.MULTILINE)) == 1, ledger
+    assert "OK: the conversation replays, and the approval, the ledger and the receipt agree." in out
+    bad = demo(env, "--agent", "--framework", "langchain", timeout=60)
+    assert bad.returncode != 0 and "unknown framework 'langchain'" in bad.stderr, bad.stdout + bad.stderr

@@ -85,15 +85,16 @@ class Command(BaseCommand):
 
             if serve:
                 raise CommandError("--agent and --serve do not go together")
-            from demo.agent_frameworks import drivers
+            from demo.agent_frameworks import DRIVERS
 
+            if framework not in DRIVERS:
+                raise CommandError(f"--framework: unknown framework {framework!r}; known: {', '.join(DRIVERS)}")
             try:
                 check_crash(crash)
-                [driver] = drivers(framework)
             except ValueError as exc:
-                raise CommandError(f"--framework: {exc}" if "framework" in str(exc) else str(exc)) from None
+                raise CommandError(str(exc)) from None
             status = AgentDemo(
-                tier=tier, approve_as=approve_as, crash=crash, out=self.stdout, framework=driver.name
+                tier=tier, approve_as=approve_as, crash=crash, out=self.stdout, framework=framework
             ).run()
         elif serve:
             from demo.serve import ServeDemo

@@ -14,6 +14,13 @@ is a gated ``ctx.effect`` through its target, and a tool approval is an approval
 the hash of the exact arguments, waited on durably. See docs/guides/agent-frameworks.md.
 """
 
+try:
+    import pydantic_ai  # noqa: F401
+except ImportError as exc:  # the extra is missing: say which
+    raise ImportError(
+        "ilr.contrib.pydantic_ai needs Pydantic AI: pip install 'interlock[pydantic-ai]' (pydantic-ai-slim==2.78.0)"
+    ) from exc
+
 from ilr._agents.tools import Policy
 from ilr.contrib.pydantic_ai.durability import InterlockDurability
 from ilr.contrib.pydantic_ai.run import AgentRun, run

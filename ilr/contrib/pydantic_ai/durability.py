@@ -113,6 +113,7 @@ class InterlockDurability(BaseDurabilityCapability):
     def __init__(self, *, name: str | None = None, models=None):
         super().__init__(name=name, models=models)
         self._backend: InterlockBackend | None = None
+        self._backend_name: str | None = None
 
     @property
     def in_durable_context(self) -> bool:

@@ -126,10 +126,11 @@ def gated_call(session: Session, spec: EffectSpec, ctx: RunContext, kwargs: dict
     """One effect tool call (the tool's body): the result text the model reads."""
     wf = session.ctx
     args = to_jsonable_python(kwargs)
-    where = call_position(ctx.messages, ctx.tool_call_id)
+    call_id = ctx.tool_call_id or ""  # always set for a tool call
+    where = call_position(ctx.messages, call_id)
     key = session.effect_key(where)
     outcome = {"where": where, "tool": spec.name, "input": args, "effect_id": None, "key": key}
-    approval = session.approvals.get(ctx.tool_call_id)
+    approval = session.approvals.get(call_id)
     if approval is None and spec.policy.needs_approval(args):
         # Pydantic AI's deferred flow: InterlockDurability.handle_deferred_tool_calls asks.
         raise ApprovalRequired(metadata={"interlock_key": key})
