@@ -389,3 +389,40 @@ def test_tools_are_checked_when_built_and_when_run():
         DurableRun(None, "agent").prepare(
             Agent(name="a", tools=[tool], handoffs=[Agent(name="b", tools=[effect_tool(target, grant="g")(refund)])])
         )
+
+
+# -- the demo ------------------------------------------------------------------------------------
+
+
+def test_demo_agent_in_the_openai_agents_sdk_replays_and_sends_once(clean_db, tmp_path):
+    """``demo --agent --framework openai-agents``: the support case written for the SDK, its
+    conversation, the approval of the exact arguments, a SIGKILL after the target answered, one
+    refund and a receipt that verifies."""
+    import re
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+    from tests.support.workers import WorkerProcs
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "demo", "--agent", "--framework", "openai-agents"],
+        cwd=ROOT,
+        env=WorkerProcs(tmp_path).env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert "OpenAI Agents SDK" in out.splitlines()[0]
+    conversation = out[out.index("\nConversation") : out.index("\nAnswer to the customer")]
+    payment = re.search(r"payment (pay_ticket-\S+),", out).group(1)
+    assert f'function_call issue_refund {{"payment":"{payment}","amount":2000}}' in conversation
+    assert "function_call_output for issue_refund: " in conversation and "COMMITTED_BY_RETRY" in conversation
+    assert conversation.count("(model):") == 3
+    assert "SIGKILLed at kill point effect_after_send" in out
+    assert "the transcript replays identically" in out and "model calls made 3, recorded 3" in out
+    ledger = out[out.index("\nLedger") : out.index("\nEffectResult")]
+    assert len(re.findall(r"^  refund re_\w+: 2000 cents", ledger, re.MULTILINE)) == 1, ledger
+    assert "OK: the conversation replays, and the approval, the ledger and the receipt agree." in out
