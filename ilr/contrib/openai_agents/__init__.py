@@ -21,6 +21,14 @@ to the model as the tool's output, in words it can act on.
 
 from __future__ import annotations
 
+try:
+    import agents  # noqa: F401
+except ImportError as exc:  # the extra is missing: say which
+    raise ImportError(
+        "ilr.contrib.openai_agents needs the OpenAI Agents SDK: pip install 'interlock[openai-agents]' "
+        "(openai-agents==0.24.0)"
+    ) from exc
+
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any

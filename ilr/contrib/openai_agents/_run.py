@@ -28,7 +28,7 @@ from ilr._errors import InvalidInput, StepFailed
 from ilr.contrib.openai_agents._model import RecordingModel
 from ilr.contrib.openai_agents._records import function_calls, jsonable
 from ilr.contrib.openai_agents._threads import run_coroutine
-from ilr.contrib.openai_agents._tools import EffectTool, parse_arguments
+from ilr.contrib.openai_agents._tools import EffectSpec, EffectTool, parse_arguments
 
 
 class DurableRun:
@@ -151,7 +151,7 @@ class DurableRun:
             (approved, the words the model reads when it is not).
         """
         raw = item.raw_item
-        call_id = raw.get("call_id") if isinstance(raw, dict) else raw.call_id
+        call_id = str(raw.get("call_id") if isinstance(raw, dict) else raw.call_id)
         tool = self.effect_tools.get(item.tool_name)
         if tool is None:
             raise InvalidInput("tools", f"the run asks to approve {item.tool_name!r}, which is not an effect_tool")
@@ -162,7 +162,7 @@ class DurableRun:
             text = f"error: invalid input for {tool.name}: {'; '.join(errors)}. Nothing was run or sent."
             self.outcomes.append({**out, "status": "invalid_input", "content": text, "is_error": True})
             return False, text
-        spec = tool.effect
+        spec = _spec(tool)
         facts = self._premises(tool, t, b, args)
         summary = spec.summary(args) if spec.summary else f"{tool.name} {json.dumps(args, sort_keys=True)}"
         approval = self.guard(
@@ -196,12 +196,13 @@ class DurableRun:
         return True, None
 
     def _premises(self, tool: EffectTool, t: int, b: int, args: dict) -> Any:
-        if tool.effect.premises is None:
+        premises = _spec(tool).premises
+        if premises is None:
             return None
-        return self.guard(lambda: self.ctx.step(f"{self.name}:premises:{t}.{b}", tool.effect.premises, args))
+        return self.guard(lambda: self.ctx.step(f"{self.name}:premises:{t}.{b}", premises, args))
 
     def _effect_invoker(self, tool: EffectTool):
-        spec = tool.effect
+        spec = _spec(tool)
 
         async def invoke(tool_context, arguments: str):
             t, b = self.position(tool_context.tool_call_id)
@@ -263,6 +264,13 @@ class DurableRun:
         self.base = self.guard(
             lambda: self.ctx.step(f"{self.name}:key", same, key if key is not None else self.ctx.workflow_id)
         )
+
+
+def _spec(tool: EffectTool) -> EffectSpec:
+    """An effect tool's EffectSpec (``effect_tool`` always sets one)."""
+    if tool.effect is None:
+        raise InvalidInput("tools", f"effect tool {tool.name!r} has no EffectSpec: make it with effect_tool")
+    return tool.effect
 
 
 def _step(run: DurableRun, name: str, body):
