@@ -448,3 +448,7 @@ AGENT_TOOLS_REQUEST_GAP = (
 )
 """The time between a workflow's first and last model request (database clock; the tool call the
 first response asked for runs in between) and how many there were (``prove.bench.agent_tools``)."""
+
+AGENT_TOOLS_COMMITTED_EFFECTS = "select count(*) as n from ilr.effects where state = 'committed'"
+"""How many effects the bench committed: one per gated run, or a gated figure measured a refusal
+(``prove.bench.agent_tools``)."""

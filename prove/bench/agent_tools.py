@@ -115,6 +115,15 @@ class DurableRuns:
             "grant": self.grant,
         }
 
+    def check_committed(self, gated_runs: int) -> None:
+        """Raise RuntimeError unless every gated run committed its effect (a refused send
+        would make a gated figure measure a refusal)."""
+        from prove.queries import AGENT_TOOLS_COMMITTED_EFFECTS
+
+        n = self.rt.connection().execute(AGENT_TOOLS_COMMITTED_EFFECTS).fetchone()["n"]
+        if n != gated_runs:
+            raise RuntimeError(f"bench_agent_tools: {n} effects committed for {gated_runs} gated runs")
+
     def gap(self, variant: str, i: int) -> float:
         from prove.queries import AGENT_TOOLS_REQUEST_GAP
 
@@ -149,6 +158,7 @@ def pydantic_ai_bench(n: int, out) -> dict:
                     samples[variant].append(s)
             if (i + 1) % 25 == 0:
                 out.write(f"pydantic-ai: {i + 1 - WARMUP}/{n} rounds\n")
+        runs.check_committed(n + WARMUP)
     return summarize(samples)
 
 

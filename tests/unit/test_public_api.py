@@ -124,7 +124,7 @@ DJANGO_ENTRY_POINTS = {
     "contrib",
 }
 """Where Django looks, ``ilr.tasks`` (the path TASKS["BACKEND"] names) and ``ilr.contrib`` (the
-agent framework integrations, imported by their path)."""
+agent-framework integrations a user imports by path, each behind an optional extra)."""
 
 
 def test_the_public_names_are_pinned():
