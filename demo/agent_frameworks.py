@@ -91,6 +91,22 @@ DRIVERS: dict[str, FrameworkDriver] = {
         bench="prove.bench.agent_tools:pydantic_ai_bench",
         conversation="demo.agent_checks:pydantic_ai_conversation",
     ),
+    "openai-agents": FrameworkDriver(
+        name="openai-agents",
+        title="OpenAI Agents SDK (ilr.contrib.openai_agents, openai-agents 0.24.0)",
+        module="demo.agent_openai",
+        workflow="agent_refund_openai",
+        version="1",
+        model=(
+            "`demo.agent_openai.EmulatedRefundModel`, an SDK `Model` scripted from the conversation (EMULATED: lookup, "
+            "refund proposal, final answer) in the real SDK `Runner`, under `DurableRunner`"
+        ),
+        needs_model_stub=False,
+        answer="demo.agent_checks_openai:openai_agents_answer",
+        replayed="demo.agent_checks_openai:openai_agents_replayed",
+        conversation="demo.agent_checks_openai:openai_agents_conversation",
+        bench="prove.bench.agent_tools_openai:openai_agents_bench",
+    ),
 }
 
 NAMES = tuple(DRIVERS)
