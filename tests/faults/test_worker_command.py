@@ -79,4 +79,5 @@ def test_startup_line_then_exit_line(workers):
     assert proc.wait(30) == 0, workers.log("up")
     log = workers.log("up")
     assert "Traceback" not in log
-    assert "ilr_worker up: heartbeat:" in log.splitlines()[-1]
+    last = log.splitlines()[-1]
+    assert last.startswith("ilr_worker up: claimed 0 runs (0 takeovers); heartbeat: "), last
