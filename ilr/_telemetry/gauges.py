@@ -60,7 +60,7 @@ class FiguresCache:
         self.stuck_after = stuck_after
         self._clock = clock
         self._lock = threading.Lock()
-        self._conn = None
+        self._conn: Any = None
         self._figures: Figures | None = None
         self._read_at = float("-inf")
         self.reads = 0
