@@ -194,5 +194,7 @@ def test_a_start_put_off_by_its_keys_rate_leaves_the_queue_slot_to_another_key(r
     # B took the queue's slot before A's turn and ran before A's put-off start took it (it used
     # to wait until A's start, holding the slot since its start, had run and ended).
     assert acquired["slow-b-1"] < a2 and b1_claim < acquired["slow-a-2"], (acquired, b1_claim, a2)
-    # A's second start became a holder of the queue's slot only at (or after) its turn.
-    assert acquired["slow-a-2"] >= a2 - 0.001, (acquired, a2)
+    # A's second start became a holder of the queue's slot only at (or after) its turn, which
+    # the key's rate put at a1 + 4 s. (Its not_before, a2, is read from the clock a little after
+    # it took the slot, in ilr.slot_acquire, so a2 is not the bound: CI once saw it 2 ms later.)
+    assert acquired["slow-a-2"] >= a1 + 4.0 - 1e-6, (acquired, a1)
