@@ -104,6 +104,7 @@ class Workflow(ReadOnlyModel):
     holds_locks = models.BooleanField(default=False)
     dedup_key = models.TextField(null=True)
     parent_close_policy = models.TextField(null=True)
+    trace_context = models.TextField(null=True)
     queue = models.TextField(null=True)
     queue_limit = models.SmallIntegerField(null=True)
     queue_rates = models.JSONField(null=True)

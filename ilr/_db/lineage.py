@@ -59,6 +59,7 @@ def continue_as_new(conn: db.Connection, run, input_json: str, after=None) -> st
                 wf["queue_limit"],
                 json.dumps(wf["queue_rates"]) if wf["queue_rates"] is not None else None,
                 wf["parent_close_policy"],
+                wf["trace_context"],  # the successor's spans stay where its predecessor's were
             ),
         ).fetchone()
         if inserted is None:

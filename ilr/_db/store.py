@@ -40,6 +40,7 @@ from ilr._queries.workflows import (
     WAKE_PARENT_UPDATE_WORKFLOWS,
 )
 from ilr._statuses import TERMINAL
+from ilr._telemetry import hooks, tracing
 
 MAX_ID_LENGTH = 200
 INHERITED_CHILD_POLL = 1.0
@@ -359,6 +360,8 @@ def start_child(
                 concurrency_limit,
                 *queue,
                 parent_close_policy,
+                # The child's spans descend from its parent's workflow span, in its parent's trace.
+                tracing.child_traceparent(run) if hooks.on or run.trace_context else None,
             ),
         ).fetchone()
         if inserted is None:

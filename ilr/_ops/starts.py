@@ -15,6 +15,7 @@ from ilr._queries.workflows import (
     DEDUP_LOCK,
     START_INSERT_WORKFLOWS,
 )
+from ilr._telemetry import hooks, tracing
 
 MAX_DEDUP_WINDOW = 30 * 86400.0
 """The longest deduplication window, in seconds (30 days)."""
@@ -118,8 +119,13 @@ def start_in(
             return Started(first["id"], deduplicated=first["id"] != wf_id)
     if key is not None:
         _before_insert(conn, cur, wf_id, key, limit or 1, on_conflict)
+    # The workflow's spans descend from the caller's current span (rt.start's own, a child of a
+    # Django request's): kept on the row, so every worker that runs it, after any crash, emits
+    # them in that trace under that parent.
+    trace_context = tracing.current_traceparent() if hooks.on else None
     row = cur.execute(
-        START_INSERT_WORKFLOWS, (wf_id, name, version, input_json, priority, key, limit, dedup_key, *queue)
+        START_INSERT_WORKFLOWS,
+        (wf_id, name, version, input_json, priority, key, limit, dedup_key, *queue, trace_context),
     ).fetchone()
     if row is None:
         existing = cur.execute(APPROVE_REQUEST_IN_SELECT_WORKFLOWS, (wf_id,)).fetchone()

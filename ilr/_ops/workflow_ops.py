@@ -36,6 +36,7 @@ from ilr._queries.workflows import (
     RESUME_IN_UPDATE_WORKFLOWS,
 )
 from ilr._statuses import TERMINAL
+from ilr._telemetry import hooks, tracing
 
 FORK_OWNER = "$fork"
 
@@ -99,6 +100,8 @@ def signal_in(conn: psycopg.Connection[Any], wf_id: str, name: str, payload: Any
         (wf["id"], name, payload_json, sender),
     ).fetchone()
     assert sig is not None  # an INSERT ... RETURNING without ON CONFLICT returns its row or raises
+    if hooks.on:  # rt.signal's span links to the workflow span of the run it reached
+        tracing.link_to_workflow(wf["id"], wf["trace_context"])
     waiting = codec.loads_jsonb(wf["waiting"]) or {}
     if wf["status"] == "sleeping" and waiting.get("kind") == "signal" and waiting.get("signal") == name:
         cur.execute(APPROVE_IN_UPDATE_WORKFLOWS, (wf["id"],))

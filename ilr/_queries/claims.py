@@ -59,7 +59,7 @@ u as (
          lease_expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now()
     from c
    where w.id = c.id
-  returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers, w.parent_id,
+  returning w.id, w.name, w.version, w.input, w.epoch, w.waiting, w.takeovers, w.parent_id, w.trace_context,
             w.cancel_requested_at, w.lease_expires_at, c.prev_status, c.prev_lease, c.prev_owner,
             coalesce((w.waiting->>'until')::timestamptz <= now(), true) as waiting_due,
             case when w.parent_id is null and w.continued_from is null then w.created_at

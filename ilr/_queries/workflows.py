@@ -38,22 +38,23 @@ CONTINUE_AS_NEW_UPDATE_WORKFLOWS = (
 
 START_CHILD_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, cancel_requested_at, "
-    "concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, parent_close_policy) values (%s, "
-    "%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) on conflict (id) do nothing returning id"
+    "concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, parent_close_policy, trace_context) "
+    "values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s) on conflict (id) do nothing "
+    "returning id"
 )
 """Insert into ilr.workflows (``_db.store.start_child``)."""
 
 CONTINUE_AS_NEW_SELECT_WORKFLOWS = (
     "select id, name, version, parent_id, continued_from, priority, concurrency_key, concurrency_limit, "
-    "queue, queue_limit, queue_rates, parent_close_policy from ilr.workflows where id = %s"
+    "queue, queue_limit, queue_rates, parent_close_policy, trace_context from ilr.workflows where id = %s"
 )
 """Read from ilr.workflows (``_db.lineage.continue_as_new``)."""
 
 CONTINUE_AS_NEW_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, parent_id, continued_from, "
     "cancel_requested_at, priority, concurrency_key, concurrency_limit, queue, queue_limit, queue_rates, "
-    "parent_close_policy) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s) "
-    "on conflict (id) do nothing returning id"
+    "parent_close_policy, trace_context) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, "
+    "%s::jsonb, %s, %s) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_db.lineage.continue_as_new``)."""
 
@@ -121,8 +122,8 @@ DESCRIBE_ON_SELECT_WORKFLOWS_2 = "select id from ilr.workflows where parent_id =
 
 START_INSERT_WORKFLOWS = (
     "insert into ilr.workflows (id, name, version, input, priority, concurrency_key, concurrency_limit, "
-    "dedup_key, queue, queue_limit, queue_rates) values (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, "
-    "%s::jsonb) on conflict (id) do nothing returning id"
+    "dedup_key, queue, queue_limit, queue_rates, trace_context) values (%s, %s, %s, %s::jsonb, %s, %s, %s, "
+    "%s, %s, %s, %s::jsonb, %s) on conflict (id) do nothing returning id"
 )
 """Insert into ilr.workflows (``_ops.runtime.Runtime.start``)."""
 
@@ -169,7 +170,8 @@ PARENT_OF_SELECT_WORKFLOWS = "select parent_id, status, waiting from ilr.workflo
 """A workflow's parent and whether it is queued, read without a lock (``_ops.workflow_ops.cancel_in``)."""
 
 LOCK_WORKFLOW_LOCK_WORKFLOWS = (
-    "select id, status, waiting, cancel_requested_at, continued_from from ilr.workflows where id = %s for update"
+    "select id, status, waiting, cancel_requested_at, continued_from, trace_context from ilr.workflows "
+    "where id = %s for update"
 )
 """Lock and read rows of ilr.workflows (``_ops.workflow_ops._lock_workflow``)."""
 

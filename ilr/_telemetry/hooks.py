@@ -137,14 +137,14 @@ def traced(name: str):
 
 def traced_start(method):
     """Decorate ``Runtime.start``: with telemetry on, the call runs inside a span of the caller's
-    trace linked to the workflow's (``tracing.linked_to_workflow``), and a start that inserted a
-    workflow counts in ``interlock.workflows.started``."""
+    trace (``tracing.caller_span``), which the workflow's spans descend from, and a start that
+    inserted a workflow counts in ``interlock.workflows.started``."""
 
     @functools.wraps(method)
     def start(self, name, wf_id, *args, **kwargs):
         if not on:
             return method(self, name, wf_id, *args, **kwargs)
-        with tracing.linked_to_workflow(f"interlock.start {name}", wf_id, {tracing.WORKFLOW_NAME: name}):
+        with tracing.caller_span(f"interlock.start {name}", wf_id, {tracing.WORKFLOW_NAME: name}):
             started = method(self, name, wf_id, *args, **kwargs)
         if not getattr(started, "deduplicated", False):
             version = kwargs.get("version", args[1] if len(args) > 1 else None)
@@ -156,13 +156,13 @@ def traced_start(method):
 
 def traced_signal(method):
     """Decorate ``Runtime.signal``: with telemetry on, the call runs inside a span of the
-    sender's trace linked to the workflow's."""
+    sender's trace, linked to the workflow's span (``signal_in`` adds the link)."""
 
     @functools.wraps(method)
     def signal(self, wf_id, name, *args, **kwargs):
         if not on:
             return method(self, wf_id, name, *args, **kwargs)
-        with tracing.linked_to_workflow(f"interlock.signal {name}", wf_id, {tracing.SIGNAL_NAME: name}):
+        with tracing.caller_span(f"interlock.signal {name}", wf_id, {tracing.SIGNAL_NAME: name}):
             return method(self, wf_id, name, *args, **kwargs)
 
     return signal

@@ -80,9 +80,9 @@ def bind_tracer() -> None:
     _tracer = trace.get_tracer("interlock")
 
 
-def _remote(trace_id: int, span_id: int) -> otel_context.Context:
+def _remote(trace_id: int, span_id: int, flags: int = TraceFlags.SAMPLED) -> otel_context.Context:
     """A context whose parent is the span (trace_id, span_id), wherever it is emitted."""
-    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    parent = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(flags))
     return trace.set_span_in_context(NonRecordingSpan(parent), otel_context.Context())
 
 
@@ -99,17 +99,43 @@ def _start(name: str, span_id: int, parent: otel_context.Context | None, attribu
         ids.release(tokens)
 
 
-def _workflow_parent(workflow_id: str, parent_id: str | None) -> otel_context.Context:
-    """The context of a workflow span: its parent workflow's span (a child), else none."""
-    if parent_id:
-        return _remote(ids.trace_id_for(workflow_id), ids.span_id_for("workflow", parent_id))
+def started_from(run) -> SpanContext | None:
+    """The span ``run``'s workflow descends from: the one its row's ``trace_context`` names (the
+    start's span, or a child's parent workflow span), else None (its lineage's derived trace)."""
+    if run.trace_parent is False:
+        run.trace_parent = parse_traceparent(run.trace_context)
+    return run.trace_parent
+
+
+def trace_id_of(run) -> int:
+    """The trace id of ``run``'s workflow: its start's trace, else its lineage root's derived one."""
+    parent = started_from(run)
+    return parent.trace_id if parent is not None else ids.trace_id_for(run.workflow_id)
+
+
+def child_traceparent(run) -> str:
+    """The ``trace_context`` of a child that ``run`` starts: its parent's workflow span, in the
+    parent's trace (so a child with an id of its own stays in its parent's trace)."""
+    return f"00-{trace_id_of(run):032x}-{ids.span_id_for('workflow', run.workflow_id):016x}-01"
+
+
+def _workflow_parent(run) -> otel_context.Context:
+    """The context of a workflow span: the span it was started from, else (a row from before
+    trace contexts were kept) its parent workflow's span, else none."""
+    parent = started_from(run)
+    if parent is not None:
+        return trace.set_span_in_context(NonRecordingSpan(parent), otel_context.Context())
+    if run.parent_id:
+        return _remote(ids.trace_id_for(run.workflow_id), ids.span_id_for("workflow", run.parent_id))
     return otel_context.Context()
 
 
 def begin_run(run, worker_id: str, schedule_to_start: float | None) -> None:
     """Start the run span of claim ``run`` and make it current on this thread (``run.span``)."""
     wf = run.workflow_id
-    parent = _remote(ids.trace_id_for(wf), ids.span_id_for("workflow", wf))
+    started = started_from(run)  # its start's sampling decision holds for its runs too
+    flags = started.trace_flags if started is not None else TraceFlags.SAMPLED
+    parent = _remote(trace_id_of(run), ids.span_id_for("workflow", wf), flags)
     attributes = {
         WORKFLOW_ID: wf,
         WORKFLOW_NAME: run.name,
@@ -154,9 +180,9 @@ def workflow_ended(run, status: str, born_at) -> None:
     span = _start(
         f"interlock.workflow {run.name}",
         ids.span_id_for("workflow", wf),
-        _workflow_parent(wf, run.parent_id),
+        _workflow_parent(run),
         attributes,
-        trace_id=ids.trace_id_for(wf),
+        trace_id=trace_id_of(run),
         start_time=_ns(born_at),
         kind=SpanKind.INTERNAL,
     )
@@ -267,15 +293,19 @@ def parse_traceparent(value) -> SpanContext | None:
     return ctx if ctx.is_valid else None
 
 
-def linked_to_workflow(name: str, workflow_id: str, attributes: dict):
-    """A span in the caller's trace (``rt.start``, ``rt.signal``, an approver's decision) that
-    links to ``workflow_id``'s workflow span; the caller ends it (a context manager)."""
-    link = trace.Link(
-        SpanContext(
-            ids.trace_id_for(workflow_id),
-            ids.span_id_for("workflow", workflow_id),
-            is_remote=True,
-            trace_flags=TraceFlags(TraceFlags.SAMPLED),
-        )
+def link_to_workflow(workflow_id: str, trace_context: str | None) -> None:
+    """Link the caller's current span (``rt.signal``'s) to ``workflow_id``'s workflow span, in
+    the trace its row's ``trace_context`` names (else its lineage's derived trace)."""
+    parent = parse_traceparent(trace_context)
+    trace_id = parent.trace_id if parent is not None else ids.trace_id_for(workflow_id)
+    span_id = ids.span_id_for("workflow", workflow_id)
+    trace.get_current_span().add_link(
+        SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
     )
-    return _tracer.start_as_current_span(name, attributes={WORKFLOW_ID: workflow_id, **attributes}, links=[link])
+
+
+def caller_span(name: str, workflow_id: str, attributes: dict):
+    """A span in the caller's trace (``rt.start``, ``rt.signal``), a child of its current span;
+    the caller ends it (a context manager). A start's workflow descends from it (its
+    ``trace_context``); a signal links it to the workflow (``link_to_workflow``)."""
+    return _tracer.start_as_current_span(name, attributes={WORKFLOW_ID: workflow_id, **attributes})

@@ -77,6 +77,8 @@ class Run:
         self.schedule_to_start: float | None = row.get("schedule_to_start")  # seconds from due to claim
         self.ended: str | None = None  # the terminal status this claim's fenced end committed
         self.span = None  # the run's span while telemetry is on (ilr._telemetry.tracing)
+        self.trace_context: str | None = row.get("trace_context")  # the W3C traceparent it was started from
+        self.trace_parent = False  # its parsed SpanContext, read once (ilr._telemetry.tracing.started_from)
         self.span_token = None
 
     clock = staticmethod(time.monotonic)

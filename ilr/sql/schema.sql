@@ -47,6 +47,7 @@ create table if not exists ilr.workflows (
   holds_locks boolean not null default false, -- took a ctx.lock slot (migration 0016)
   dedup_key text,                           -- rt.start(dedup_key=) (migration 0016)
   parent_close_policy text,                 -- a child's: what its parent's end does to it (migration 0017)
+  trace_context text,                       -- the W3C traceparent its spans descend from (migration 0023)
   foreign key (name, version) references ilr.deployments,
   constraint workflows_cancel_requested_by_with_at check (cancel_requested_by is null or cancel_requested_at is not null),
   constraint workflows_resumed_by_with_at check ((resumed_by is null) = (resumed_at is null)),

@@ -22,9 +22,13 @@ def caller_spans():
     from ilr._telemetry import hooks, setup
 
     setup.configure({"prometheus": True, "spans_memory": True})  # as test_prometheus does: one meter per process
-    exporter = setup.memory_spans()
-    exporter.clear()
-    yield exporter
+    setup.memory_spans().clear()
+
+    class Flushed:
+        def get_finished_spans(self):
+            return setup.memory_spans().get_finished_spans()  # the batch processor's queue flushed first
+
+    yield Flushed()
     hooks.on = False  # the rest of the session runs with telemetry off, as configured
 
 
@@ -43,9 +47,10 @@ def test_spans_of_a_gated_refund_across_a_sigkill_are_parent_linked_and_never_re
 ):
     """Worker A decides, asks for approval, is approved, dispatches and sends, and is SIGKILLed
     right after the send; worker B recovers the effect and finishes. Every span either worker
-    exported is in the workflow's trace, has an id of its own, and names its parent: the decide
-    answered from the history on B's claim emits nothing, and the approval's span links to the
-    approver's request span."""
+    exported is in the trace of the request that started it, has an id of its own, and names its
+    parent: the workflow span is a child of rt.start's span (the start's trace context is kept on
+    the workflow's row), the decide answered from the history on B's claim emits nothing, and the
+    approval's span links to the approver's request span."""
     spans_file = tmp_path / "spans.jsonl"
     telemetry = json.dumps({"spans_file": str(spans_file)})
     tracer = trace.get_tracer("tests.telemetry")
@@ -76,14 +81,17 @@ def test_spans_of_a_gated_refund_across_a_sigkill_are_parent_linked_and_never_re
     spans = read_spans(spans_file)
     ids_seen = Counter(s["context"]["span_id"] for s in spans)
     assert [i for i, n in ids_seen.items() if n > 1] == [], "a span id was exported twice"
-    trace_id = hex_id(ids.trace_id_for(wf), 32)
+    started = next(s for s in caller_spans.get_finished_spans() if s.name == "interlock.start refund")
+    assert started.parent.span_id == start_request.get_span_context().span_id
+    trace_id = hex_id(start_request.get_span_context().trace_id, 32)
+    assert trace_id != hex_id(ids.trace_id_for(wf), 32)  # the request's trace, not the derived one
     assert {s["context"]["trace_id"] for s in spans} == {trace_id}
     by_id = {s["context"]["span_id"]: s for s in spans}
     names = Counter(s["name"].split(" ")[0] for s in spans)
 
     workflow = next(s for s in spans if s["name"] == "interlock.workflow refund")
     assert workflow["context"]["span_id"] == hex_id(ids.span_id_for("workflow", wf), 16)
-    assert workflow["parent_id"] is None
+    assert workflow["parent_id"] == hex_id(started.get_span_context().span_id, 16)
     assert workflow["attributes"]["interlock.workflow.outcome"] == "completed"
 
     runs = [s for s in spans if s["name"] == "interlock.run refund"]
@@ -149,9 +157,51 @@ def test_spans_of_a_gated_refund_across_a_sigkill_are_parent_linked_and_never_re
     )
     assert names["interlock.effect"] == names["interlock.run"] - len(a_epochs)  # one per B claim: A's never ended
 
-    # The caller's side: rt.start's span is a child of the request that called it and links to
-    # the workflow's trace.
-    started = next(s for s in caller_spans.get_finished_spans() if s.name == "interlock.start refund")
-    assert started.parent.span_id == start_request.get_span_context().span_id
-    assert started.links[0].context.trace_id == ids.trace_id_for(wf)
-    assert started.links[0].context.span_id == ids.span_id_for("workflow", wf)
+
+def test_the_start_s_trace_reaches_children_successors_and_signals(rt, workers, tmp_path, caller_spans):
+    """Workflows started inside a request span: a child with an id of its own, a continue-as-new
+    successor and a signal's wait all put their spans in the request's trace. The child's
+    workflow span is a child of its parent's; the successor's is a child of the start's span; the
+    signal's span (in the sender's trace) links to the workflow span of the run it reached."""
+    spans_file = tmp_path / "spans.jsonl"
+    workers.start("W", env={"ILR_TELEMETRY": json.dumps({"spans_file": str(spans_file)})})
+    tracer = trace.get_tracer("tests.telemetry")
+    with tracer.start_as_current_span("POST /batch") as request:
+        rt.start("parent", "tr-parent", {"child_id": "tr-own-kid", "child": {"x": 2}})
+        rt.start("counter", "tr-counter", {"until": 1})
+        rt.start("waiter", "tr-waiter", {})
+    wait_for(lambda: rt.describe("tr-waiter")["status"] == "sleeping", timeout=30, message="the waiter's wait")
+    with tracer.start_as_current_span("POST /approve") as sender:
+        rt.signal("tr-waiter", "approve", {"ok": True})
+    for wf in ("tr-parent", "tr-counter", "tr-waiter"):
+        rt.result(wf, timeout=60)
+    ended = {"interlock.workflow parent", "interlock.workflow child_ok", "interlock.workflow waiter"}
+    wait_for(
+        lambda: (
+            ended <= {s["name"] for s in read_spans(spans_file)}
+            and sum(s["name"] == "interlock.workflow counter" for s in read_spans(spans_file)) == 2
+        ),
+        timeout=30,
+        message="the workflow spans",
+    )
+    spans = read_spans(spans_file)
+    trace_id = hex_id(request.get_span_context().trace_id, 32)
+    assert {s["context"]["trace_id"] for s in spans} == {trace_id}
+    workflow = {
+        s["attributes"]["interlock.workflow.id"]: s for s in spans if s["name"].startswith("interlock.workflow ")
+    }
+    starts = {
+        s.attributes["interlock.workflow.id"]: s
+        for s in caller_spans.get_finished_spans()
+        if s.name.startswith("interlock.start ")
+    }
+    for wf in ("tr-parent", "tr-counter", "tr-waiter"):
+        assert workflow[wf]["parent_id"] == hex_id(starts[wf].get_span_context().span_id, 16), wf
+    assert workflow["tr-own-kid"]["parent_id"] == workflow["tr-parent"]["context"]["span_id"]
+    # The successor keeps its predecessor's start: a sibling under the same rt.start span.
+    assert workflow["tr-counter#1"]["parent_id"] == workflow["tr-counter"]["parent_id"]
+    signalled = next(s for s in caller_spans.get_finished_spans() if s.name == "interlock.signal approve")
+    assert signalled.parent.span_id == sender.get_span_context().span_id
+    (link,) = signalled.links
+    assert hex_id(link.context.trace_id, 32) == trace_id
+    assert hex_id(link.context.span_id, 16) == workflow["tr-waiter"]["context"]["span_id"]
