@@ -3,6 +3,7 @@ deduplication, in one transaction (``Runtime.start``; docs/protocol.md §5.4, §
 
 from __future__ import annotations
 
+import psycopg
 from psycopg.rows import dict_row
 
 from ilr._errors import ConcurrencyLimitReached, InvalidInput, WorkflowConflict
@@ -147,20 +148,67 @@ def _existing(existing, wf_id: str, name: str) -> Started:
 
 
 def _before_insert(conn, cur, wf_id: str, key: str, limit: int, on_conflict: str) -> None:
-    # Lock order (ilr._ops.slots): cancel_in locks the holders' rows before the insert takes the
-    # key's lock; replace_queued takes the key's lock and then the queued rows without waiting.
+    # Lock order (ilr._ops.slots): cancel_in locks the holders' rows before the key's lock;
+    # replace_queued takes the key's lock and then the queued rows without waiting.
     by = f"{CONCURRENCY_ACTOR}:{wf_id}"
     if on_conflict == "cancel_running":
-        holders = [r["workflow_id"] for r in key_rows(conn, key) if r["slot_no"] is not None]
-        if len(holders) >= limit:
-            for holder in holders:
-                cancel_in(conn, holder, by=by)
+        if _cancel_holders_of_a_full_key(conn, key, limit, by):
             # The newest start wins: an older start still waiting would otherwise take the slot
             # the cancelled holder releases, and a burst of cancel_running starts would run one
             # after the other (each found only the first holder running).
             _end_queued_starts(cur, key, wf_id, by)
     elif on_conflict == "replace_queued":
         _end_queued_starts(cur, key, wf_id, by)
+
+
+CANCEL_RUNNING_TRIES = 20
+"""How many times cancel_running decides again when the key's holders changed between its
+guess and its key lock (each try follows a start, an admission or an end of the key)."""
+
+
+def _holders(conn, key: str) -> set[str]:
+    return {r["workflow_id"] for r in key_rows(conn, key) if r["slot_no"] is not None}
+
+
+def _cancel_holders_of_a_full_key(conn, key: str, limit: int, by: str) -> bool:
+    """cancel_running's decision: when ``key``'s live holders fill ``limit``, request each one's
+    cancel (``cancel_in``, by ``by``). Decided under the key's lock, which the caller's
+    transaction keeps when this returns. Returns whether the key was full.
+
+    The race (docs/protocol.md §5.4): holders read before the key's lock miss a start that
+    takes the key meanwhile (of two simultaneous starts of an empty key, the second would queue
+    behind the first, uncancelled). So the holders must be read under the key's lock, but their
+    rows must be locked before it (the lock order: a holder's end holds its row and
+    then waits for the key's lock), so the decision is a guess checked under the lock: in a
+    savepoint, lock and cancel the holders read now when they fill the limit, take the key's
+    lock, and read the holders again. Under the lock no holder can be added, and none of the
+    rows this savepoint locked can end, so when the cancels done match what the holders under
+    the lock call for (all of them when full, none when not), the decision is the one a start
+    serialized at this point would make, and it stands. Otherwise the savepoint rolls back,
+    which also gives back the key's lock and the rows' locks, and the next try guesses the
+    holders read under the lock.
+
+    Raises:
+        psycopg.OperationalError: the holders changed CANCEL_RUNNING_TRIES times in a row.
+    """
+    guess = _holders(conn, key)
+    for _ in range(CANCEL_RUNNING_TRIES):
+        with conn.transaction():  # a savepoint
+            cancelled = set()
+            if len(guess) >= limit:
+                for holder in sorted(guess):  # rows in id order: two such starts lock them alike
+                    cancel_in(conn, holder, by=by)
+                cancelled = guess
+            conn.execute(LOCK_KEY, (key,))
+            held = _holders(conn, key)
+            full = len(held) >= limit
+            if (held & cancelled) == (held if full else set()):
+                return full
+            guess = held
+            raise psycopg.Rollback()
+    raise psycopg.OperationalError(
+        f"concurrency_key {key!r}: its holders kept changing under on_conflict='cancel_running'"
+    )
 
 
 def _end_queued_starts(cur, key: str, wf_id: str, by: str) -> None:

@@ -167,3 +167,55 @@ def test_the_sweep_and_the_holders_end_racing_admit_the_put_off_start_once(rt, c
     assert rt.describe("X2")["waiting"] is None
     with db.connect(clean_db) as conn:
         assert violations(check_all(conn, names=SLOT_CHECKS)) == {}
+
+
+def _waits_on_a_lock(watch: psycopg.Connection, pid: int) -> bool:
+    row = watch.execute("select wait_event_type from pg_stat_activity where pid = %s", (pid,)).fetchone()
+    return bool(row) and row["wait_event_type"] == "Lock"
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["empty-key", "held-key"])
+def test_two_cancel_running_starts_racing_on_one_key_the_second_cancels_the_first(rt, clean_db, held):
+    """s1 and s2 start with on_conflict="cancel_running" at once; s1's transaction is held open
+    after its start (it holds the key's lock, and on a held key the old holder's row). s2 must
+    decide once s1 has committed, as if it came after: s1 (holding the key, or queued for it)
+    has its cancel requested or is ended by s2, and s2 waits for the slot. Deciding on holders
+    read before the key's lock, s2 found an empty key holderless and queued behind s1,
+    uncancelled."""
+    rt.start("keyed", "old", {"account": "acct:c" if held else "acct:other"})  # deploys keyed@1 too
+    by = "$concurrency:s2"
+    with db.connect(clean_db) as a, db.connect(clean_db) as b, db.connect(clean_db) as watch:
+        done = threading.Event()
+
+        def second() -> None:
+            with b.transaction():
+                start_in(
+                    b, "s2", "keyed", "1", '{"account": "acct:c"}', key="acct:c", limit=1, on_conflict="cancel_running"
+                )
+            done.set()
+
+        with a.transaction():
+            start_in(
+                a, "s1", "keyed", "1", '{"account": "acct:c"}', key="acct:c", limit=1, on_conflict="cancel_running"
+            )
+            t = threading.Thread(target=second)
+            t.start()
+            wait_for(lambda: _waits_on_a_lock(watch, b.info.backend_pid), message="s2 waits for s1's locks")
+            assert not done.is_set()
+        t.join(30)
+        assert done.is_set()
+    state = rt.concurrency("acct:c")
+    s1 = rt.describe("s1")
+    if held:
+        # s1 queued behind old (whose cancel it requested); s2 ended s1, a queued start.
+        assert rt.describe("old")["cancel_requested_by"] == "$concurrency:s1"
+        assert s1["status"] == "cancelled" and s1["cancel_requested_by"] == by
+        assert [h["workflow_id"] for h in state["holders"]] == ["old"]
+    else:
+        # s1 took the free slot; s2 came after it and requested its cancel.
+        assert s1["cancel_requested_by"] == by
+        assert [h["workflow_id"] for h in state["holders"]] == ["s1"]
+    assert [w["workflow_id"] for w in state["waiting"]] == ["s2"]
+    with db.connect(clean_db) as conn:
+        bad = violations(check_all(conn, names={"SlotMutex", "NoStrandedWaiter", "SlotFifo", "SlotReleasedAtEnd"}))
+    assert bad == {}
