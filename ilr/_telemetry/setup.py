@@ -111,8 +111,14 @@ def _install(options: dict) -> None:
             _state["tracer"] = trace.get_tracer_provider()
     tracer = _state["tracer"]
     if options.get("spans_file") and "spans_file" not in _state and hasattr(tracer, "add_span_processor"):
+        try:
+            exporter = _json_lines_exporter(options["spans_file"])
+        except OSError as exc:  # the check found it writable; it changed since
+            from ilr._errors import InvalidInput
+
+            raise InvalidInput("ILR_TELEMETRY['spans_file']", f"cannot be opened to append spans: {exc}") from None
         _state["spans_file"] = options["spans_file"]
-        tracer.add_span_processor(SimpleSpanProcessor(_json_lines_exporter(options["spans_file"])))
+        tracer.add_span_processor(SimpleSpanProcessor(exporter))
     if options.get("spans_memory") and "spans_memory" not in _state and hasattr(tracer, "add_span_processor"):
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter

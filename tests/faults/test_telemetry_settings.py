@@ -40,6 +40,12 @@ def manage(workers, *args, env: dict | None = None):
         ('{"prometheus": "yes"}', ["ILR_TELEMETRY['prometheus']", "must be a bool, got 'yes'"]),
         ('{"spans_file": ""}', ["ILR_TELEMETRY['spans_file']", "must be a str (non-empty), got ''"]),
         ('{"bogus": 1}', ["ILR_TELEMETRY", "unknown key 'bogus'"]),
+        # A spans file the process cannot append to (it was a traceback in every command).
+        (
+            '{"spans_file": "/no-such-ilr-dir/spans.jsonl"}',
+            ["ILR_TELEMETRY['spans_file']", "'/no-such-ilr-dir' does not exist"],
+        ),
+        ('{"spans_file": "/"}', ["ILR_TELEMETRY['spans_file']", "must be a file", "directory '/'"]),
     ],
 )
 def test_a_bad_setting_is_named_by_the_check_not_a_traceback(workers, setting, words):
