@@ -28,13 +28,16 @@ CONCURRENCY_ACTOR = "$concurrency"
 class Started(str):
     """The id ``Runtime.start`` returns: a str, with ``deduplicated`` True when a start with the
     same ``dedup_key`` inside its window had started that workflow and this call started
-    nothing."""
+    nothing, and ``existed`` True when a workflow with this id existed already (an idempotent
+    start: this call started nothing)."""
 
     deduplicated: bool
+    existed: bool
 
-    def __new__(cls, wf_id: str, deduplicated: bool = False):
+    def __new__(cls, wf_id: str, deduplicated: bool = False, existed: bool = False):
         obj = super().__new__(cls, wf_id)
         obj.deduplicated = deduplicated
+        obj.existed = existed
         return obj
 
 
@@ -144,7 +147,7 @@ def _existing(existing, wf_id: str, name: str) -> Started:
         raise WorkflowConflict(
             f"workflow_id: {wf_id!r} already belongs to the workflow {existing['name']!r}, not {name!r}"
         )
-    return Started(wf_id)
+    return Started(wf_id, existed=True)
 
 
 def _before_insert(conn, cur, wf_id: str, key: str, limit: int, on_conflict: str) -> None:

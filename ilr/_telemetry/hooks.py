@@ -146,7 +146,7 @@ def traced_start(method):
             return method(self, name, wf_id, *args, **kwargs)
         with tracing.caller_span(f"interlock.start {name}", wf_id, {tracing.WORKFLOW_NAME: name}):
             started = method(self, name, wf_id, *args, **kwargs)
-        if not getattr(started, "deduplicated", False):
+        if not getattr(started, "deduplicated", False) and not getattr(started, "existed", False):
             version = kwargs.get("version", args[1] if len(args) > 1 else None)
             workflow_started(name, self.resolve_version(name, version))
         return started

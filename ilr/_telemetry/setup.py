@@ -28,7 +28,7 @@ import threading
 from typing import Any
 
 from ilr._telemetry import hooks
-from ilr._telemetry.options import telemetry_problems
+from ilr._telemetry.options import SDK_KEYS, telemetry_problems
 
 log = logging.getLogger("ilr.telemetry")
 
@@ -65,11 +65,14 @@ def configure(options: dict | None = None, **overrides: Any) -> bool:
         from ilr._conf import settings
 
         options = settings.TELEMETRY
-    options = {**(options or {}), **{k: v for k, v in overrides.items() if v is not None}}
+    # The setting's own shape first: a non-dict (True, "on") cannot be merged with the overrides.
     problems = telemetry_problems(options)
+    if not problems:
+        options = {**(options or {}), **{k: v for k, v in overrides.items() if v is not None}}
+        problems = telemetry_problems(options)
     if problems:
         raise InvalidInput("ILR_TELEMETRY", "; ".join(f"{where}: {rule}" for where, rule in problems))
-    wants_sdk = any(options.get(k) for k in ("sdk", "spans_file", "spans_memory", "metrics_memory", "prometheus"))
+    wants_sdk = any(options.get(k) for k in SDK_KEYS)
     with _lock:
         if wants_sdk:
             _install(options)
@@ -108,8 +111,14 @@ def _install(options: dict) -> None:
             _state["tracer"] = trace.get_tracer_provider()
     tracer = _state["tracer"]
     if options.get("spans_file") and "spans_file" not in _state and hasattr(tracer, "add_span_processor"):
+        try:
+            exporter = _json_lines_exporter(options["spans_file"])
+        except OSError as exc:  # the check found it writable; it changed since
+            from ilr._errors import InvalidInput
+
+            raise InvalidInput("ILR_TELEMETRY['spans_file']", f"cannot be opened to append spans: {exc}") from None
         _state["spans_file"] = options["spans_file"]
-        tracer.add_span_processor(SimpleSpanProcessor(_json_lines_exporter(options["spans_file"])))
+        tracer.add_span_processor(SimpleSpanProcessor(exporter))
     if options.get("spans_memory") and "spans_memory" not in _state and hasattr(tracer, "add_span_processor"):
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -142,7 +151,16 @@ def _install(options: dict) -> None:
             log.info("ILR_TELEMETRY: the process has a meter provider already; ilr records on it")
             _state["meter"] = metrics.get_meter_provider()
     elif options.get("prometheus") and "prometheus" not in _state:
-        log.warning("ILR_TELEMETRY: the meter provider was made without the Prometheus reader; no metrics to serve")
+        # The provider was made earlier (the app's ready() for another SDK key, before
+        # ilr_worker --metrics-port asked for this reader): an SDK provider takes a reader later.
+        if hasattr(_state["meter"], "add_metric_reader"):
+            from opentelemetry.exporter.prometheus import PrometheusMetricReader
+
+            reader = PrometheusMetricReader()
+            _state["meter"].add_metric_reader(reader)
+            _state["prometheus"] = reader
+        else:
+            log.warning("ILR_TELEMETRY: the meter provider takes no more readers; no metrics to serve")
 
 
 def prometheus_ready() -> bool:

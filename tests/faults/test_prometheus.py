@@ -65,3 +65,25 @@ def test_the_web_process_serves_the_metrics_view_when_telemetry_enables_promethe
         assert 'interlock_workflows_started_total{name="three_steps"' in body, body
     finally:
         hooks.on = False
+
+
+def test_the_started_counter_counts_a_start_once_not_its_idempotent_repeats(rt, client):
+    """A client that retries its start (the same id, the same name) starts one workflow:
+    ``interlock_workflows_started_total`` grows by one, not by the number of calls."""
+    import re
+
+    from ilr._telemetry import hooks, setup
+
+    def started() -> float:
+        body = client.get("/ilr/metrics/").content.decode()
+        found = re.search(r'^interlock_workflows_started_total\{name="three_steps",[^}]*\} (\S+)$', body, re.M)
+        return float(found.group(1)) if found else 0.0
+
+    setup.configure({"prometheus": True})
+    try:
+        before = started()
+        for _ in range(3):
+            assert rt.start("three_steps", "prom-retried", {}) == "prom-retried"
+        assert started() == before + 1
+    finally:
+        hooks.on = False

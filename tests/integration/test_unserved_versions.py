@@ -44,6 +44,9 @@ def test_due_is_available_pending_or_sleeping_or_running_with_a_lapsed_lease(rt)
     admin = Client()
     admin.force_login(User.objects.create_superuser("root", password="pw"))
     assert "none left since a clean exit, or none ever" in admin_page(admin)
+    # The operations page says the same (it read "never", under a version served a minute before).
+    operations = admin.get("/admin/ilr/workflow/operations/").content.decode()
+    assert "none left since a clean exit, or none ever" in operations and "never" not in operations
     by_version = {r["version"]: r for r in rt.drain_report("orphan")}
     assert {v: (r["due"], r["unserved"], r["workers"]) for v, r in by_version.items()} == {
         "1": (2, True, []),

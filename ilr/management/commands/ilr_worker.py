@@ -199,7 +199,9 @@ class Command(BaseCommand):
             if metrics_port is not None:
                 prometheus.serve(metrics_port, metrics_addr)
         except InvalidInput as exc:
-            raise CommandError(f"--metrics-port: {exc}" if metrics_port else str(exc), returncode=2) from None
+            raise CommandError(
+                f"--metrics-port: {exc}" if metrics_port is not None else str(exc), returncode=2
+            ) from None
         except OSError as exc:
             raise CommandError(f"--metrics-port: {metrics_addr}:{metrics_port}: {exc}", returncode=2) from None
 
