@@ -10,7 +10,10 @@ from ilr import _codec as codec
 from ilr._context.locks import LockCalls
 from ilr._context.steps import StepCalls
 from ilr._db import store
-from ilr._effects.effects import EffectCall, EffectRefused
+from ilr._effects import effects
+from ilr._effects.call_state import EffectCallState
+from ilr._effects.effects import EffectRefused
+from ilr._effects.result import EffectResult
 from ilr._errors import Cancelled, InvalidInput, SignalTimeout
 from ilr._telemetry import hooks
 
@@ -235,9 +238,30 @@ class EffectCalls(StepCalls, LockCalls):
         held = self.held_locks_premise()
         if held is not None:
             local_premises = (*local_premises, held)
-        result = EffectCall(
-            self, target, key, payload, premises, grant, name, local_premises, compensation, decision
-        ).execute()
+        call = EffectCallState.for_call(
+            self,
+            self._run,
+            # The connection for each next transaction, read then: one that died while idle is
+            # replaced (``_conn``).
+            lambda: self._conn,
+            target,
+            key,
+            payload,
+            premises,
+            grant,
+            name,
+            local_premises,
+            compensation,
+            decision,
+        )
+        seq = self._next_seq()
+        row = self._replay(seq, "effect", call.name, call.fingerprint)
+        if row is not None:
+            result = EffectResult(**row["output"])
+        else:
+            self._frontier(seq, "effect", call.name)
+            call.seq = seq
+            result = effects.execute(call)
         if raise_on_refusal and result.refused:
             raise EffectRefused(result)
         return result

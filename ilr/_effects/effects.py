@@ -12,22 +12,27 @@ and, after a crash or an unknown outcome, once database now() > send_deadline + 
 Lock order in every transaction of these modules: workflow row (the fence), then effect row,
 then grant row. The late-result transaction locks only the effect row.
 
-The modules, each one path, layered into ``EffectCall`` here:
+The steps are functions of one state object (``EffectCallState``), each module one step;
+``execute`` here routes a call at the frontier between them:
 
 - ``ilr/_effects/result.py``: EffectResult and STATUSES.
 - ``ilr/_effects/rules.py``: the grant check and the recovery decision, pure.
-- ``ilr/_effects/call_base.py``: the call's state, its step row, resolving entries, releasing the workflow.
-- ``ilr/_effects/send.py``: the send, T_commit, the late result, the target's refusals.
-- ``ilr/_effects/dispatch.py``: the submit path and T_dispatch.
-- ``ilr/_effects/recovery.py``: recovery and T_resolve.
+- ``ilr/_effects/call_state.py``: the call's state; the writes every step shares (its step row,
+  a resolving entry, releasing the workflow).
+- ``ilr/_effects/dispatch.py``: ``submit``: the premises, T_dispatch, then ``send``.
+- ``ilr/_effects/send.py``: ``send``: the send, T_commit, the late result, the target's refusals.
+- ``ilr/_effects/recovery.py``: ``recover``: the re-check and lookup, T_resolve, then ``send``.
+- ``ilr/_effects/orphans.py``: ``recover`` under a synthetic claim, for an ended workflow.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import NoReturn
 
-from ilr._effects.dispatch import EffectDispatch, _Reroute
-from ilr._effects.recovery import EffectRecovery
+from ilr._effects.call_state import EffectCallState, release_until
+from ilr._effects.dispatch import submit
+from ilr._effects.recovery import recover
 from ilr._effects.result import STATUSES, EffectResult
 from ilr._effects.rules import effective_tier, lease_snapshot, needs_query, recovery_decision
 from ilr._errors import EffectRefused, LookupFailed
@@ -42,12 +47,13 @@ __all__ = [
     "LOOKUP_RETRY",
     "STATUSES",
     "WATCHDOG_EXIT_CODE",
-    "EffectCall",
+    "EffectCallState",
     "EffectRefused",
     "EffectResult",
     "LookupFailed",
     "Watchdog",
     "effective_tier",
+    "execute",
     "lease_snapshot",
     "needs_query",
     "recovery_decision",
@@ -63,93 +69,86 @@ outcome stays unknown. Either way the runtime writes nothing and tries again lat
 activity attempt would be retried."""
 
 
-class EffectCall(EffectDispatch, EffectRecovery):
-    """One ``ctx.effect`` call at the frontier (or replayed). See ``WorkflowContext.effect``.
+def execute(call: EffectCallState) -> EffectResult:
+    """Run one ``ctx.effect`` call at the frontier (its ``seq`` set; see ``WorkflowContext.effect``):
+    recovery of an open dispatch (``recovery.recover``), anything else by the submit path
+    (``dispatch.submit``); a target that cannot be read releases the workflow until the next
+    read (``_suspend_for_lookup``).
 
-    ``execute`` routes the call: an open dispatch to recovery (``EffectRecovery._recover``),
-    anything else to the submit path (``EffectDispatch._submit``); a target that cannot be read
-    releases the workflow until the next read (``_suspend_for_lookup``)."""
+    Raises:
+        Suspend: the workflow was released to wait. Fenced: the claim was lost.
+    """
+    if not hooks.on:
+        return _at_frontier(call)
+    with hooks.effect(call) as span:
+        result = _at_frontier(call)
+        hooks.effect_returned(call, span, result)
+        return result
 
-    def execute(self) -> EffectResult:
-        seq = self.ctx._next_seq()
-        row = self.ctx._replay(seq, "effect", self.name, self.fingerprint)
-        if row is not None:
-            return EffectResult(**row["output"])
-        self.ctx._frontier(seq, "effect", self.name)
-        self.seq = seq
-        if not hooks.on:
-            return self._at_frontier()
-        with hooks.effect(self) as span:
-            result = self._at_frontier()
-            hooks.effect_returned(self, span, result)
-            return result
 
-    def _at_frontier(self) -> EffectResult:
-        """The call at the frontier: recovery of an open dispatch, else the submit path."""
-        # The pre-read looks for an open dispatch to recover. A claim that follows no crash
-        # (takeovers 0) and no unsettled send of its own cannot have left one, so its first
-        # pass goes straight to T_dispatch: that reads the same row under its lock and, if
-        # anyone's send is open, writes nothing and reroutes here (_Reroute). The rule keeps
-        # every outcome; it saves a round trip on the common path (issue 9).
-        waiting = self.run.waiting or {}
-        pre_read = self.run.takeovers > 0 or waiting.get("kind") == "effect"
-        while True:
-            eff = (
-                self.conn.execute(
-                    EXECUTE_SELECT_EFFECTS,
-                    (self.effect_id,),
-                ).fetchone()
-                if pre_read
-                else None
-            )
-            pre_read = True
-            if eff is not None and eff["state"] == "dispatched":
-                # An unresolved send exists (ours from a crashed claim, or another workflow's).
-                # Ours with the same payload: its recovery outcome is this call's status. Anyone
-                # else's, or another payload: resolve it without taking its status, then go
-                # round; the next pass returns DUPLICATE_IGNORED or refuses (docs/protocol.md
-                # §6.8).
-                take = eff["dispatch_workflow_id"] == self.run.workflow_id and eff["payload_hash"] == self.payload_hash
-                try:
-                    result = self._recover(take_status=take)
-                except LookupFailed as exc:
-                    self._suspend_for_lookup(exc)
-                if result is not None:
-                    # A send whose outcome a crashed or fenced claim left unknown, now resolved.
-                    log.info(
-                        "%s: recovered effect %s of %s (epoch %s): %s",
-                        getattr(self.run, "owner", None) or "worker",
-                        self.effect_id,
-                        self.run.workflow_id,
-                        self.run.epoch,
-                        result.status,
-                    )
-                if take and result is not None:
-                    return result
-                continue
+def _at_frontier(call: EffectCallState) -> EffectResult:
+    """The call at the frontier: recovery of an open dispatch, else the submit path."""
+    # The pre-read looks for an open dispatch to recover. A claim that follows no crash
+    # (takeovers 0) and no unsettled send of its own cannot have left one, so its first
+    # pass goes straight to T_dispatch: that reads the same row under its lock and, if
+    # anyone's send is open, writes nothing and reroutes here (``submit`` returns None). The rule keeps
+    # every outcome; it saves a round trip on the common path (issue 9).
+    run = call.run
+    waiting = run.waiting or {}
+    pre_read = run.takeovers > 0 or waiting.get("kind") == "effect"
+    while True:
+        eff = call.conn.execute(EXECUTE_SELECT_EFFECTS, (call.effect_id,)).fetchone() if pre_read else None
+        pre_read = True
+        if eff is not None and eff["state"] == "dispatched":
+            # An unresolved send exists (ours from a crashed claim, or another workflow's).
+            # Ours with the same payload: its recovery outcome is this call's status. Anyone
+            # else's, or another payload: resolve it without taking its status, then go
+            # round; the next pass returns DUPLICATE_IGNORED or refuses (docs/protocol.md
+            # §6.8).
+            take = eff["dispatch_workflow_id"] == run.workflow_id and eff["payload_hash"] == call.payload_hash
             try:
-                return self._submit()
-            except _Reroute:
-                continue  # another claim dispatched it meanwhile: go round to the recovery path
+                result = recover(call, take_status=take)
             except LookupFailed as exc:
-                self._suspend_for_lookup(exc)  # the premises could not be read; nothing was sent
+                _suspend_for_lookup(call, exc)
+            if result is not None:
+                # A send whose outcome a crashed or fenced claim left unknown, now resolved.
+                log.info(
+                    "%s: recovered effect %s of %s (epoch %s): %s",
+                    getattr(run, "owner", None) or "worker",
+                    call.effect_id,
+                    run.workflow_id,
+                    run.epoch,
+                    result.status,
+                )
+            if take and result is not None:
+                return result
+            continue
+        try:
+            submitted = submit(call)
+        except LookupFailed as exc:
+            _suspend_for_lookup(call, exc)  # the premises could not be read; nothing was sent
+        if submitted is not None:
+            return submitted
+        # Another claim dispatched it meanwhile: go round to the recovery path.
 
-    def _suspend_for_lookup(self, failed: LookupFailed) -> None:
-        """Release the workflow until the next read of the target (LOOKUP_RETRY), writing
-        nothing to the effect or its journal: before a send nothing was dispatched; in recovery
-        the effect stays dispatched with its outcome unknown. The next claim goes round this
-        call again (``waiting.kind`` is "effect"). ``waiting`` carries the attempt and the
-        target's error, for describe() and the admin.
 
-        Raises:
-            Suspend: released. Fenced: the claim was lost meanwhile.
-        """
-        waiting = self.run.waiting or {}
-        attempt = (waiting.get("lookup_attempt") or 0) + 1 if waiting.get("effect_id") == self.effect_id else 1
-        delay = LOOKUP_RETRY.interval(attempt)
-        log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, self.run.workflow_id, delay)
-        self._release_until(
-            UNTIL_DELAY_SQL,
-            {"delay": delay, "attempt": attempt, "error": failed.error},
-            LOOKUP_WAITING_SQL,
-        )
+def _suspend_for_lookup(call: EffectCallState, failed: LookupFailed) -> NoReturn:
+    """Release the workflow until the next read of the target (LOOKUP_RETRY), writing nothing
+    to the effect or its journal: before a send nothing was dispatched; in recovery the effect
+    stays dispatched with its outcome unknown. The next claim goes round this call again
+    (``waiting.kind`` is "effect"). ``waiting`` carries the attempt and the target's error, for
+    describe() and the admin.
+
+    Raises:
+        Suspend: released. Fenced: the claim was lost meanwhile.
+    """
+    waiting = call.run.waiting or {}
+    attempt = (waiting.get("lookup_attempt") or 0) + 1 if waiting.get("effect_id") == call.effect_id else 1
+    delay = LOOKUP_RETRY.interval(attempt)
+    log.warning("%s (attempt %d); workflow %s retries in %.0f s", failed, attempt, call.run.workflow_id, delay)
+    release_until(
+        call,
+        UNTIL_DELAY_SQL,
+        {"delay": delay, "attempt": attempt, "error": failed.error},
+        LOOKUP_WAITING_SQL,
+    )

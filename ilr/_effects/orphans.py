@@ -20,11 +20,11 @@ from typing import Any
 import psycopg
 
 from ilr import _db as db
-from ilr._amounts import amount_field
-from ilr._effects.effects import EffectCall, LookupFailed
-from ilr._effects.targets import attr, registered_targets
-from ilr._errors import Fenced, Suspend
-from ilr._queries.effects import LOCK_WORKFLOW_SQL, NO_MORE_WAITING_SQL, ORPHAN_CLAIM_SQL, ORPHANS_SQL
+from ilr._effects.call_state import EffectCallState, target_settings
+from ilr._effects.recovery import recover
+from ilr._effects.targets import registered_targets
+from ilr._errors import Fenced, LookupFailed, Suspend
+from ilr._queries.effects import LOCK_WORKFLOW_SQL, ORPHAN_CLAIM_SQL, ORPHANS_SQL
 from ilr._queries.workflows import HEARTBEAT_UPDATE_WORKFLOWS, RECOVER_ONE_UPDATE_WORKFLOWS
 from ilr._statuses import ACTIVE
 
@@ -53,25 +53,18 @@ class _SyntheticRun:
             raise Fenced(f"orphan recovery of {self.workflow_id}: local lease ran out")
 
 
-class _RecoveryContext:
-    def __init__(self, run, conn):
-        self._run, self._conn, self.suspended = run, conn, False
+class _SweepContext:
+    """What an orphan's recovery has for a workflow context: nothing is ever released
+    (``_NotSettled`` instead), so nothing is ever suspended."""
+
+    suspended = False
 
 
 class _NotSettled(Exception):
     """The effect's send deadline plus settle margin is still ahead (or a resend's outcome is
-    unknown): the sweep writes nothing and reports it."""
-
-
-class _OrphanCall(EffectCall):
-    """The recovery path of one orphan: an ended workflow has nothing to release."""
-
-    def _release_until(self, until_sql, params, more_waiting_sql=NO_MORE_WAITING_SQL, also=None):
-        # A worker releases its workflow to pending until the settle deadline; an ended workflow
-        # must keep its status (it would become claimable), so the sweep stops here instead,
-        # writing nothing (``also`` included): a send's unknown outcome, an overrun one too
-        # (watchdog.SendOverrun), leaves the effect dispatched for a later sweep.
-        raise _NotSettled()
+    unknown): the sweep writes nothing and reports it. Raised instead of releasing the ended
+    workflow (``EffectCallState.raise_instead_of_release``): a send's unknown outcome, an
+    overrun one too (watchdog.SendOverrun), leaves the effect dispatched for a later sweep."""
 
 
 class _Heartbeat:
@@ -116,25 +109,20 @@ class _Heartbeat:
         self._thread.join()
 
 
-def _call_for(ctx, target, effect: dict) -> EffectCall:
-    call = _OrphanCall.__new__(_OrphanCall)
-    call.ctx, call.run, call.target = ctx, ctx._run, target
-    call.target_name, call.action = attr(target, "name"), attr(target, "action")
-    call.amount_field = amount_field(target)  # the key a grant's max_cents caps (ilr.amounts)
-    call.effect_id, call.payload, call.payload_hash = effect["effect_id"], effect["payload"], effect["payload_hash"]
-    call.seq, call.name, call.compensation, call.premises = None, "orphan-recovery", False, None
-    # Every target attribute EffectCallBase.__init__ reads (this call skips __init__).
-    for key in (
-        "send_timeout",
-        "settle_margin",
-        "premise_max_age",
-        "queryable",
-        "dedup_window",
-        "resend_policy",
-        "lookup_after",
-    ):
-        setattr(call, key, attr(target, key))
-    return call
+def _call_for(conn, run: _SyntheticRun, target, effect: dict) -> EffectCallState:
+    """The state of one orphan's recovery: no step row (seq None), the effect as recorded."""
+    return EffectCallState(
+        ctx=_SweepContext(),
+        run=run,
+        connection=lambda: conn,
+        target=target,
+        **target_settings(target),
+        effect_id=effect["effect_id"],
+        payload=effect["payload"],
+        payload_hash=effect["payload_hash"],
+        name="orphan-recovery",
+        raise_instead_of_release=_NotSettled,
+    )
 
 
 def find_orphans(conn) -> list[dict]:
@@ -256,7 +244,7 @@ def _recover_one(conn, eff: dict, target, lease_ttl: float, dsn: str | None = No
     # T_commit would then refuse, and the effect would stay dispatched ("fenced").
     beat = _Heartbeat(dsn or db.conninfo(), run)
     try:
-        result = _call_for(_RecoveryContext(run, conn), target, eff)._recover(take_status=False)
+        result = recover(_call_for(conn, run, target, eff), take_status=False)
         return result.status if result is not None else "resolved meanwhile"
     except _NotSettled:
         return "not settled yet"

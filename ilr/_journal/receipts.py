@@ -207,7 +207,7 @@ def _happened_once(entries: list[dict], happened: Any) -> tuple[Any, list[str]]:
     the effect was applied twice, and after an unanswered send it may have been."""
     # Recovery reapplies only while the effect is still dispatched, i.e. while no first-send or
     # late-commit COMMITTED and no target rejection answered the last send; a LATE_RESULT is the
-    # only way the journal can hold that send's answer (EffectCall._recover, EffectCall._late_result).
+    # only way the journal can hold that send's answer (recovery.recover, send._late_result).
     reapplied = any(e.get("kind") == "COMMITTED" and e.get("via") == REAPPLY_VIA for e in entries)
     if not (happened is True and reapplied):
         return happened, []

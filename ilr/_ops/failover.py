@@ -29,7 +29,7 @@ The rules, and why they are enough:
    lineage's ``created_at`` (itself, its parent, the run it continued from) is older than
    ``seen_at`` (database clocks of the two servers agreeing within CLOCK_MARGIN). For such a run
    every first send (no DISPATCHED on this primary) may repeat a lost one, and is decided as a
-   recovery would decide an unknown outcome (effects.EffectCall._submit):
+   recovery would decide an unknown outcome (``ilr._effects.dispatch.submit``):
 
    - nothing is looked up or sent before ``seen_at + send_timeout + settle_margin``: the lost
      send started before the old primary died, which was before ``seen_at``, so by then it has

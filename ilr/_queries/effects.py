@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 RESOLVE_IN_UPDATE_EFFECTS = "update ilr.effects set state = %s, next_attempt_at = null where effect_id = %s"
-"""Set next_attempt_at, state on ilr.effects (``_effects.call_base.EffectCallBase._resolve_in``)."""
+"""Set next_attempt_at, state on ilr.effects (``_effects.call_state.resolve``)."""
 
 LOST_AMBIGUOUS_UPDATE_EFFECTS = "update ilr.effects set state = 'ambiguous' where effect_id = %s"
-"""Set state on ilr.effects (``_effects.dispatch.EffectDispatch._lost_ambiguous``)."""
+"""Set state on ilr.effects (``_effects.dispatch._lost_ambiguous``)."""
 
 T_DISPATCH_INSERT_EFFECTS = (
     "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) values (%s, "
     "%s, %s, %s, %s::jsonb, %s) on conflict (effect_id) do update set effect_id = excluded.effect_id "
     "returning *"
 )
-"""Insert into ilr.effects (``_effects.dispatch.EffectDispatch._t_dispatch``)."""
+"""Insert into ilr.effects (``_effects.dispatch.t_dispatch``)."""
 
 T_DISPATCH_UPDATE_EFFECTS = (
     "update ilr.effects set state = 'dispatched', grant_id = %s, dispatch_workflow_id = %s, "
@@ -21,16 +21,16 @@ T_DISPATCH_UPDATE_EFFECTS = (
     "%s, settle_margin = make_interval(secs => %s), sends = sends + 1 where effect_id = %s"
 )
 """Set dispatch_epoch, dispatch_workflow_id, first_dispatched_at, grant_id, secs, send_deadline, sends,
-settle_margin, state on ilr.effects (``_effects.dispatch.EffectDispatch._t_dispatch``)."""
+settle_margin, state on ilr.effects (``_effects.dispatch.t_dispatch``)."""
 
 T_DISPATCH_UPDATE_EFFECTS_2 = "update ilr.effects set state = 'committed' where effect_id = %s"
-"""Set state on ilr.effects (``_effects.dispatch.EffectDispatch._t_dispatch``,
-``_effects.send.EffectSend._commit_pipeline``, ``_effects.send.EffectSend._late_result``)."""
+"""Set state on ilr.effects (``_effects.dispatch.t_dispatch``,
+``_effects.send._commit_pipeline``, ``_effects.send._late_result``)."""
 
 EXECUTE_SELECT_EFFECTS = (
     "select state, payload_hash, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s"
 )
-"""Read from ilr.effects (``_effects.effects.EffectCall.execute``)."""
+"""Read from ilr.effects (``_effects.effects.execute``)."""
 
 RECONCILE_IN_LOCK_EFFECTS = "select state, reconciled, now() as now from ilr.effects where effect_id = %s for update"
 """Lock and read rows of ilr.effects (``_effects.reconcile.reconcile_in``)."""
@@ -46,58 +46,58 @@ T_RESOLVE_UPDATE_EFFECTS = (
     "make_interval(secs => %s), sends = sends + 1, next_attempt_at = null where effect_id = %s"
 )
 """Set dispatch_epoch, dispatch_workflow_id, next_attempt_at, secs, send_deadline, sends on ilr.effects
-(``_effects.recovery.EffectRecovery._t_resolve``)."""
+(``_effects.recovery.t_resolve``)."""
 
 LATE_RESULT_LOCK_EFFECTS = (
     "select state, dispatch_workflow_id, dispatch_epoch, now() as now, extract(epoch from send_deadline "
     "+ settle_margin)::float8 as settle_deadline from ilr.effects where effect_id = %s for update"
 )
-"""Lock and read rows of ilr.effects (``_effects.send.EffectSend._late_result``)."""
+"""Lock and read rows of ilr.effects (``_effects.send._late_result``)."""
 
 SUSPEND_AFTER_FAILED_SEND_SELECT_EFFECTS = (
     "(select greatest(send_deadline + settle_margin, now() + make_interval(secs => %(delay)s)) from "
     "ilr.effects where effect_id = %(eid)s)"
 )
-"""Read from ilr.effects (``_effects.send.EffectSend._suspend_after_failed_send``)."""
+"""Read from ilr.effects (``_effects.send._suspend_after_failed_send``)."""
 
 REFUSE_AFTER_SEND_UPDATE_EFFECTS = (
     "update ilr.effects set state = 'proposed', next_attempt_at = null where effect_id = %s"
 )
-"""Set next_attempt_at, state on ilr.effects (``_effects.send.EffectSend._refuse_after_send``)."""
+"""Set next_attempt_at, state on ilr.effects (``_effects.send._refuse_after_send``)."""
 
 SUSPEND_AFTER_FAILED_SEND_SELECT_EFFECTS_2 = "select last_error, sends from ilr.effects where effect_id = %s"
-"""Read from ilr.effects (``_effects.send.EffectSend._suspend_after_failed_send``)."""
+"""Read from ilr.effects (``_effects.send._suspend_after_failed_send``)."""
 
 SUSPEND_AFTER_FAILED_SEND_UPDATE_EFFECTS = (
     "update ilr.effects set last_error = %s::jsonb || jsonb_build_object('at', now()), next_attempt_at = "
     "now() + make_interval(secs => %s) where effect_id = %s and state = 'dispatched' and "
     "dispatch_workflow_id = %s and dispatch_epoch = %s and sends = %s"
 )
-"""Set last_error, next_attempt_at, secs on ilr.effects (``_effects.send.EffectSend._suspend_after_failed_send``)."""
+"""Set last_error, next_attempt_at, secs on ilr.effects (``_effects.send._suspend_after_failed_send``)."""
 
 COMMITTED_BY_US_SELECT_EFFECTS = (
     "select state = 'committed' and dispatch_workflow_id = %s and dispatch_epoch = %s as ours from "
     "ilr.effects where effect_id = %s"
 )
-"""Read from ilr.effects (``_effects.send.EffectSend._committed_by_us``)."""
+"""Read from ilr.effects (``_effects.send._committed_by_us``)."""
 
 LATE_RESULT_INSERT_EFFECTS = (
     "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) select %s, "
     "%s, %s, %s, %s::jsonb, %s where exists (select 1 from ilr.workflows where id = %s) on conflict "
     "(effect_id) do nothing"
 )
-"""Insert into ilr.effects (``_effects.send.EffectSend._late_result``)."""
+"""Insert into ilr.effects (``_effects.send._late_result``)."""
 
 LATE_RESULT_UPDATE_EFFECTS = "update ilr.effects set late_result = %s::jsonb where effect_id = %s"
-"""Set late_result on ilr.effects (``_effects.send.EffectSend._late_result``)."""
+"""Set late_result on ilr.effects (``_effects.send._late_result``)."""
 
 REFUSE_AFTER_SEND_LOCK_EFFECTS = (
     "select state, dispatch_workflow_id, dispatch_epoch from ilr.effects where effect_id = %s for update"
 )
-"""Lock and read rows of ilr.effects (``_effects.send.EffectSend._refuse_after_send``)."""
+"""Lock and read rows of ilr.effects (``_effects.send._refuse_after_send``)."""
 
 RESOLVE_REJECTED_RESEND_LOCK_EFFECTS = "select state from ilr.effects where effect_id = %s for update"
-"""Lock and read rows of ilr.effects (``_effects.send.EffectSend._resolve_rejected_resend``)."""
+"""Lock and read rows of ilr.effects (``_effects.send._resolve_rejected_resend``)."""
 
 REVOKE_IN_SELECT_EFFECTS = (
     "select effect_id from ilr.effects where grant_id = %s and state = 'dispatched' order by effect_id"
@@ -111,7 +111,7 @@ AMBIGUOUS_SELECT_EFFECTS = "select * from ilr.effects where state = 'ambiguous' 
 """Read from ilr.effects (``_ops.runtime.Runtime.ambiguous``)."""
 
 
-# -- from _effects/call_base.py -----------------------------------------------------------------
+# -- from _effects/call_state.py -----------------------------------------------------------------
 
 SETTLED_UNTIL_SQL = (
     "(select greatest(send_deadline + settle_margin, next_attempt_at) from ilr.effects where effect_id = %(eid)s)"
@@ -188,7 +188,7 @@ BUNDLE_SQL = (
 never shows a row ahead of (or behind) its chain."""
 
 
-# -- recovery and the release to wait (from _effects.call_base, _effects.recovery) ------------------
+# -- recovery and the release to wait (from _effects.call_state, _effects.recovery) ------------------
 
 SETTLED_SQL = "now() > send_deadline + settle_margin and (next_attempt_at is null or now() >= next_attempt_at)"
 """True when recovery of an ilr.effects row may act (the same rule as SETTLED_UNTIL_SQL)."""
@@ -199,14 +199,14 @@ RECOVER_READ_SQL = (
     "from ilr.effects e where effect_id = %s"
 )
 """Recovery's short read of a dispatched effect: its row, whether it is settled, its age in
-seconds (``_effects.recovery.EffectRecovery._recover``)."""
+seconds (``_effects.recovery.recover``)."""
 
 RECOVER_LOCK_SQL = (
     "select state, grant_id, sends, dispatch_workflow_id, dispatch_epoch, "
     f"{SETTLED_SQL} as settled from ilr.effects where effect_id = %s for update"
 )
 """Lock the effect row for recovery's resolving transaction and read whether it is settled
-(``_effects.recovery.EffectRecovery._t_resolve``)."""
+(``_effects.recovery.t_resolve``)."""
 
 NO_MORE_WAITING_SQL = "'{}'::jsonb"
 """No more keys in a released workflow's waiting object (``release_to_wait_sql``'s default)."""
@@ -228,7 +228,7 @@ def release_to_wait_sql(until_sql: str, more_waiting_sql: str = NO_MORE_WAITING_
     """Release a running workflow, fenced by epoch and live lease, to pending until the time
     ``until_sql`` gives, waiting on its effect (``{seq, kind, effect_id, until}`` plus the jsonb
     object ``more_waiting_sql`` gives); returns the workflow id, or no row when the claim was lost
-    (``_effects.call_base.EffectCallBase._release_until``). Both arguments are statements of
+    (``_effects.call_state.release_until``). Both arguments are statements of
     this module."""
     return (
         "update ilr.workflows w set status = 'pending', owner = null, lease_expires_at = null, "

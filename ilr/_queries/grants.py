@@ -5,7 +5,7 @@ from __future__ import annotations
 RECOVER_SELECT_GRANTS = (
     "select revoked_at is null and (expires_at is null or expires_at > now()) as live from ilr.grants where id = %s"
 )
-"""Read from ilr.grants (``_effects.recovery.EffectRecovery._recover``)."""
+"""Read from ilr.grants (``_effects.recovery.recover``)."""
 
 INSERT_PAYLOAD_GRANT_INSERT_GRANTS = (
     "insert into ilr.grants (id, principal, action, max_cents, payload_hash, facts_seen, granted_by, "

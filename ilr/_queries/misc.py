@@ -18,7 +18,7 @@ WAIT_CHILD_SELECT_SQL = (
 """Read (``_db.store.wait_child``)."""
 
 LOST_DISPATCH_SELECT_SQL = "select now() < %s as early"
-"""Read (``_effects.dispatch.EffectDispatch._lost_dispatch``)."""
+"""Read (``_effects.dispatch._lost_dispatch``)."""
 
 
 OPEN_FOR_DECISION_SELECT_SQL = "select clock_timestamp() < %s as live"

@@ -12,7 +12,7 @@ RESPONSE_LOG_WITH_RESPONSES = (
     "with async as (select set_config('synchronous_commit', 'off', true)) insert into ilr.responses "
     "(effect_id, workflow_id, epoch, result) select %s::text, %s::text, %s::bigint, %s::jsonb from async"
 )
-"""Read and write ilr.responses (``_effects.send.EffectSend._response_log``)."""
+"""Read and write ilr.responses (``_effects.send._response_log``)."""
 
 DESCRIBE_ON_SELECT_STEPS = (
     "select seq, name, kind, fingerprint, output, error, epoch, created_at from ilr.steps where "

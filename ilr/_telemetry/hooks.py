@@ -62,7 +62,7 @@ def step(run, seq: int, kind: str, name: str, attempt: int):
 
 
 def effect(call):
-    """The context manager around one ``ctx.effect`` call at the frontier (an EffectCall whose
+    """The context manager around one ``ctx.effect`` call at the frontier (an EffectCallState whose
     ``seq`` is set): its span, whose outcome and grant ``effect_returned`` sets."""
 
     run = call.run
@@ -120,15 +120,16 @@ def approval_decided(run, seq: int, request: dict) -> None:
 
 
 def traced(name: str):
-    """Decorate an EffectCall method as the effect's ``name`` phase (see ``phase``)."""
+    """Decorate a step of the effect procedure (a function whose first argument is the
+    EffectCallState) as the effect's ``name`` phase (see ``phase``)."""
 
-    def decorate(method):
-        @functools.wraps(method)
-        def wrapper(self, *args, **kwargs):
+    def decorate(step):
+        @functools.wraps(step)
+        def wrapper(call, *args, **kwargs):
             if not on:
-                return method(self, *args, **kwargs)
-            with phase(self, name):
-                return method(self, *args, **kwargs)
+                return step(call, *args, **kwargs)
+            with phase(call, name):
+                return step(call, *args, **kwargs)
 
         return wrapper
 

@@ -3,7 +3,7 @@
 1. The pure decision function ``ilr._effects.effects.recovery_decision`` against a table written here
    independently from the table's rows, for every combination of tier, dedup window passed,
    queryable, grant live, premises stale and found.
-2. The database path (the real ``_recover`` on a real connection, a real T_dispatch before it,
+2. The database path (the real ``recovery.recover`` on a real connection, a real T_dispatch before it,
    the real HTTP target answering the lookup and the resend) driven into each combination,
    producing the same status and the same resolving journal entry.
 """
@@ -20,7 +20,10 @@ from demo.peers.target import target_process
 from demo.peers.targets_client import LocalRefunds, http_json
 from ilr import _db as db
 from ilr._context.context import WorkflowContext
-from ilr._effects.effects import EffectCall, effective_tier, needs_query, recovery_decision
+from ilr._effects.call_state import EffectCallState
+from ilr._effects.dispatch import t_dispatch
+from ilr._effects.effects import effective_tier, needs_query, recovery_decision
+from ilr._effects.recovery import recover
 from ilr._journal import journal
 from ilr._queries.claims import CLAIM_SQL
 from ilr._worker.claims import Run
@@ -115,7 +118,7 @@ def targets(tmp_path_factory):
 
 
 def _dispatched_call(rt, target, tag: str):
-    """A claimed "waiter" run and an EffectCall whose T_dispatch committed DISPATCHED and whose
+    """A claimed "waiter" run and an effect call (EffectCallState) whose T_dispatch committed DISPATCHED and whose
     first send was never made (its answer "lost"). Returns (conn, run, call, payment, payload,
     grant)."""
     payment = f"pay-{tag}"
@@ -127,9 +130,12 @@ def _dispatched_call(rt, target, tag: str):
     run = Run(row, 60, time.monotonic())
     grant = rt.grant("waiter", "refund", max_cents=5000, by="policy")
     payload = {"payment": payment, "amount": 2000}
-    call = EffectCall(WorkflowContext(run, conn, {}), target, f"key-{tag}", payload, facts, grant, None, (), False)
+    ctx = WorkflowContext(run, conn, {})
+    call = EffectCallState.for_call(
+        ctx, run, lambda: conn, target, f"key-{tag}", payload, facts, grant, None, (), False
+    )
     call.seq = 1
-    assert call._t_dispatch([]) is None
+    assert t_dispatch(call, []) is None
     return conn, run, call, payment, payload, grant
 
 
@@ -156,7 +162,7 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
         http_json("POST", f"{url}/admin/hand_refund", {"payment": payment, "amount": 500})
     if not grant_live:
         rt.revoke(grant, by="bob")
-    result = call._recover(take_status=True)
+    result = recover(call, take_status=True)
     want = expected_status(tier, window, queryable, grant_live, stale_premise, found)
     assert result.status == want
     last = journal.parsed(conn, call.effect_id)[-1]
@@ -225,7 +231,7 @@ def test_database_path_when_a_lookup_is_due_or_the_policy_spent(rt, targets, que
         targets[1], tier=1, queryable=queryable, send_timeout=3, settle_margin=1, resend_policy=policy
     )
     conn, _run, call, _payment, payload, _grant = _dispatched_call(rt, target, tag)
-    # The failed send as the sender records it (_suspend_after_failed_send), and settled.
+    # The failed send as the sender records it (``send._suspend_after_failed_send``), and settled.
     last_error = {
         "type": "TargetHTTPError",
         "message": "HTTP 500",
@@ -241,7 +247,7 @@ def test_database_path_when_a_lookup_is_due_or_the_policy_spent(rt, targets, que
     )
     if found:
         target.apply(call.effect_id, payload)  # the first send did land after all
-    result = call._recover(take_status=True)
+    result = recover(call, take_status=True)
     want = expected_converging(queryable, due, found)
     assert result.status == want
     entries = journal.parsed(conn, call.effect_id)

@@ -23,7 +23,9 @@ from ilr import _codec as codec
 from ilr import _db as db
 from ilr._context.context import WorkflowContext
 from ilr._db.batch import Batch
-from ilr._effects.effects import EffectCall
+from ilr._effects.call_state import EffectCallState
+from ilr._effects.dispatch import t_dispatch
+from ilr._effects.recovery import t_resolve
 from ilr._errors import Suspend
 from ilr._journal import journal
 from ilr._queries.claims import CLAIM_SQL
@@ -133,18 +135,25 @@ def claimed(rt):
     conn.close()
 
 
-def _call(ctx, grant, target=None):
-    target = target or LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3)
-    call = EffectCall(ctx, target, "race-key", PAYLOAD, None, grant, None, (), False)
-    call.seq = 1
+def _state(run, conn, target, key, grant, local_premises=(), seq=1):
+    """The state of a ``ctx.effect`` call at ``seq`` of an in-process context on ``conn``."""
+    ctx = WorkflowContext(run, conn, {})
+    call = EffectCallState.for_call(
+        ctx, run, lambda: conn, target, key, PAYLOAD, None, grant, None, local_premises, False
+    )
+    call.seq = seq
     return call
+
+
+def _call(run, conn, grant, target=None):
+    target = target or LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3)
+    return _state(run, conn, target, "race-key", grant)
 
 
 def _dispatch(conn, run, grant, pattern):
     pc = PausingConnection(conn, pattern)
-    ctx = WorkflowContext(run, pc, {})
-    call = _call(ctx, grant)
-    return pc, call, in_thread(call._t_dispatch, [])
+    call = _call(run, pc, grant)
+    return pc, call, in_thread(t_dispatch, call, [])
 
 
 # -- revoke against T_dispatch -------------------------------------------------------------------
@@ -201,8 +210,7 @@ def test_cancel_waits_for_the_fenced_dispatch(claimed):
 def test_cancel_committed_first_refuses_the_dispatch(claimed):
     rt, conn, run, grant = claimed
     rt.cancel("race", by="ops")
-    ctx = WorkflowContext(run, conn, {})
-    assert _call(ctx, grant)._t_dispatch([]).status == "REFUSED:cancelled"
+    assert t_dispatch(_call(run, conn, grant), []).status == "REFUSED:cancelled"
 
 
 # -- signal against the suspend transaction --------------------------------------------------------
@@ -243,17 +251,16 @@ def test_signal_committed_first_is_consumed_by_the_suspend(claimed):
 
 def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
     rt, conn, run, grant = claimed
-    ctx = WorkflowContext(run, conn, {})
-    call = _call(ctx, grant)
-    assert call._t_dispatch([]) is None
+    call = _call(run, conn, grant)
+    assert t_dispatch(call, []) is None
     conn.execute(
         "update ilr.effects set send_deadline = now() - interval '10 seconds', settle_margin = interval '1 second'"
     )
     eff = conn.execute("select *, true as settled, 0.0::float8 as age from ilr.effects").fetchone()
     dispatched = [e for e in journal.parsed(conn, call.effect_id) if e["kind"] == "DISPATCHED"][-1]
     pc = PausingConnection(conn, r"from ilr\.grants where id = %s for share")
-    call.ctx = WorkflowContext(run, pc, {})  # call.conn reads the context's connection
-    t, out = in_thread(call._t_resolve, eff, dispatched, [], False, None, True)
+    call.connection = lambda: pc  # call.conn reads it for each transaction
+    t, out = in_thread(t_resolve, call, eff, dispatched, [], False, None, True)
     assert pc.paused.wait(10)
     revoker, rv = in_thread(lambda: Runtime().revoke(grant, by="bob"))
     time.sleep(0.3)
@@ -270,9 +277,8 @@ def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
 
 def test_constraints_refuse_forks_second_commits_and_rewrites(claimed):
     rt, conn, run, grant = claimed
-    ctx = WorkflowContext(run, conn, {})
-    call = _call(ctx, grant)
-    assert call._t_dispatch([]) is None
+    call = _call(run, conn, grant)
+    assert t_dispatch(call, []) is None
     eid = call.effect_id
     last = conn.execute(
         "select hash from ilr.journal where effect_id = %s order by seq desc limit 1", (eid,)
@@ -350,19 +356,15 @@ def test_lock_order_workflow_effect_grant(claimed):
     ).fetchone()
     run2 = Run(row, 60, time.monotonic())
     pc2 = PausingConnection(conn, pattern)
-    call2 = EffectCall(
-        WorkflowContext(run2, pc2, {}),
+    call2 = _state(
+        run2,
+        pc2,
         LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3),
         "race-key-2",
-        PAYLOAD,
-        None,
         grant,
-        None,
-        (),
-        False,
+        seq=2,
     )
-    call2.seq = 2
-    t2, out2 = in_thread(call2._t_dispatch, [])
+    t2, out2 = in_thread(t_dispatch, call2, [])
     assert pc2.paused.wait(10)
     right = db.connect(application_name="right-order")
 
@@ -400,20 +402,15 @@ def test_local_premises_read_inside_t_dispatch(claimed):
         n = cur.execute("select count(*) as n from ilr.effects where effect_id = %s", (call.effect_id,)).fetchone()["n"]
         return [f"{n} effect row(s) already"]
 
-    ctx = WorkflowContext(run, conn, {})
-    call = EffectCall(
-        ctx,
+    call = _state(
+        run,
+        conn,
         LocalRefunds("http://127.0.0.1:9", tier=1, send_timeout=3, settle_margin=3),
         "race-key",
-        PAYLOAD,
-        None,
         grant,
-        None,
         (premise, refusing),
-        False,
     )
-    call.seq = 1
-    out = call._t_dispatch([])
+    out = t_dispatch(call, [])
     assert seen == [{"status": "running", "owner": "T"}]
     assert out.status == "REFUSED:stale_premise"
     kinds = [r["kind"] for r in conn.execute("select kind from ilr.journal order by seq").fetchall()]
@@ -421,11 +418,8 @@ def test_local_premises_read_inside_t_dispatch(claimed):
     refused = json.loads(conn.execute("select body from ilr.journal where kind = 'REFUSED'").fetchone()["body"])
     assert refused["reason"] == ["1 effect row(s) already"]
 
-    call2 = EffectCall(
-        WorkflowContext(run, conn, {}), call.target, "race-key-ok", PAYLOAD, None, grant, None, (premise,), False
-    )
-    call2.seq = 2
-    assert call2._t_dispatch([]) is None  # DISPATCHED committed
+    call2 = _state(run, conn, call.target, "race-key-ok", grant, (premise,), seq=2)
+    assert t_dispatch(call2, []) is None  # DISPATCHED committed
     assert (
         conn.execute("select state from ilr.effects where effect_id = %s", (call2.effect_id,)).fetchone()["state"]
         == "dispatched"

@@ -72,7 +72,7 @@ def lease(live: bool = True) -> dict:
 
 
 def rechecked(*violations: str, live: bool = True) -> dict:
-    """A recovery re-check as effects._t_resolve writes it."""
+    """A recovery re-check as recovery.t_resolve writes it."""
     return {"lease_live": live, "lease": lease(live), "violations": list(violations), "at": T0 + 5}
 
 
