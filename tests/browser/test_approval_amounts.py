@@ -18,6 +18,8 @@ from django.urls import reverse
 
 from ilr import ApprovalRefused, InvalidInput
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.queries.approvals import COUNT_APPROVAL_REQUESTS
+from tests.support.queries.grants import COUNT_GRANTS, GRANTED_BY_OF_GRANTS_BY_ID
 from tests.support.refund_harness import refund_env, wait_for_request
 from tests.support.waits import failure_of
 
@@ -71,7 +73,7 @@ def test_an_unreadable_amount_under_a_money_rule_is_refused_at_request_time(rt, 
             assert error["type"] == "InvalidInput" and error["field"] == "payload.value", error
             if value is None:
                 assert "two-person rule" in error["rule"] and "ILR_TWO_PERSON_CENTS" in error["rule"], error
-        assert rt.connection().execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_APPROVAL_REQUESTS).fetchone()["n"] == 0
 
 
 @pytest.mark.django_db(transaction=True)
@@ -119,7 +121,7 @@ def test_the_rule_reads_the_amount_field_the_approver_is_shown(
             browser.close()
         req = rt.approval_request(req["id"])
         assert req["amount_cents"] == 10_000_000 and req["approvals_needed"] == 2, req
-        assert rt.connection().execute("select count(*) as n from ilr.grants").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_GRANTS).fetchone()["n"] == 0
         with pytest.raises(ApprovalRefused, match="two-person rule"):
             rt.approve_request(req["id"], by="alice")
         assert rt.approval_request(req["id"])["status"] == "pending"
@@ -206,7 +208,7 @@ def test_one_person_under_two_spellings_or_through_ui_and_api_counts_once(rt, wo
                 rt.approve_request(api["id"], by=bad)
             assert err.value.field == "by", bad
         assert [a["by"] for a in rt.approval_request(api["id"])["approvals"]] == ["alice"]
-        assert rt.connection().execute("select count(*) as n from ilr.grants").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_GRANTS).fetchone()["n"] == 0
 
         # The UI's user "Alice" (her Django username), then the API as " alice ": one person.
         browser_user = _approver("Alice")
@@ -225,14 +227,12 @@ def test_one_person_under_two_spellings_or_through_ui_and_api_counts_once(rt, wo
             reverse("approvals:approve", args=[api["id"]]), {"payload_hash": api["payload_hash"]}, follow=True
         )
         assert "two-person rule" in r.content.decode() and "Nothing was changed" in r.content.decode()
-        assert rt.connection().execute("select count(*) as n from ilr.grants").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_GRANTS).fetchone()["n"] == 0
 
         # A second, different person issues the grant, naming both identities.
         done = rt.approve_request(ui["id"], by="Bob")
         assert done["status"] == "approved" and [a["by"] for a in done["approvals"]] == ["alice", "bob"]
-        grant = (
-            rt.connection().execute("select granted_by from ilr.grants where id = %s", (done["grant_id"],)).fetchone()
-        )
+        grant = rt.connection().execute(GRANTED_BY_OF_GRANTS_BY_ID, (done["grant_id"],)).fetchone()
         assert grant["granted_by"] == "alice and bob"
         assert rt.result("who-ui", timeout=30)["status"] == "COMMITTED"
         rt.cancel("who-api", by="tests")

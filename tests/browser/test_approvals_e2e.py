@@ -28,6 +28,7 @@ import pytest
 
 from tests.support import ROOT
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
+from tests.support.queries.grants import REVOKED_AT_OF_GRANTS_BY_ID
 from tests.support.refund_harness import refund_env, wait_for_request
 from tests.support.waits import wait_for
 
@@ -149,10 +150,7 @@ def test_review_ui_end_to_end(rt, workers, tmp_path, live_server, monkeypatch, r
         finally:
             browser.close()
 
-    assert (
-        rt.connection().execute("select revoked_at from ilr.grants where id = %s", (grant_id,)).fetchone()["revoked_at"]
-        is not None
-    )
+    assert rt.connection().execute(REVOKED_AT_OF_GRANTS_BY_ID, (grant_id,)).fetchone()["revoked_at"] is not None
     assert (shots / "queue.png").stat().st_size > 10_000
     assert (shots / "receipt.png").stat().st_size > 10_000
 

@@ -36,6 +36,7 @@ from psycopg.conninfo import make_conninfo
 from tests.support import ROOT
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
 from tests.support.db import database_url
+from tests.support.queries.approvals import ID_PAYLOAD_SUMMARY_OF_APPROVAL_REQUESTS_BY_WORKFLOW_ID_STATUS
 from tests.support.waits import wait_for
 from tests.support.wheel import build_wheel
 
@@ -241,7 +242,7 @@ print(json.dumps({{"staff": u.is_staff, "perms": sorted(u.get_all_permissions())
         def pending():
             project.alive("worker")
             return conn.execute(
-                "select id, payload, summary from ilr.approval_requests where workflow_id = %s and status = 'pending'",
+                ID_PAYLOAD_SUMMARY_OF_APPROVAL_REQUESTS_BY_WORKFLOW_ID_STATUS,
                 (WORKFLOW,),
             ).fetchone()
 

@@ -13,6 +13,11 @@ import pytest
 from ilr._journal import receipts
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, browser_or_skip, log_in
 from tests.support.db import superuser
+from tests.support.queries.effects import (
+    TAMPER_EFFECTS_HEAD_HASH_HEAD_N_BY_EFFECT_ID,
+    TAMPER_EFFECTS_STATE_BY_EFFECT_ID_DISPATCHED,
+)
+from tests.support.queries.journal import TAMPER_DELETE_JOURNAL_BY_SEQ_EFFECT_ID
 from tests.support.refund_harness import approve, refund_env
 
 PASSWORD = "integrity-only-password"
@@ -48,7 +53,7 @@ def test_a_truncated_journal_reads_truncated_in_verify_and_on_the_receipt_page(
     # The superuser deletes the last entry (the COMMITTED) past the append-only trigger.
     superuser(
         test_dsn,
-        "delete from ilr.journal where seq = (select max(seq) from ilr.journal where effect_id = %s)",
+        TAMPER_DELETE_JOURNAL_BY_SEQ_EFFECT_ID,
         (effect_id,),
     )
     after = rt.receipt(effect_id)
@@ -82,14 +87,14 @@ def test_a_truncated_journal_reads_truncated_in_verify_and_on_the_receipt_page(
     last = json.loads(after["entries"][-1])
     superuser(
         test_dsn,
-        "update ilr.effects set head_hash = %s, head_n = %s where effect_id = %s",
+        TAMPER_EFFECTS_HEAD_HASH_HEAD_N_BY_EFFECT_ID,
         (last["hash"], n - 1, effect_id),
     )
     rewound = rt.receipt(effect_id)
     v = receipts.verify(rewound)
     assert v["tamper_evident"] is False and v["happened"] == "unknown"
     assert not any(p.startswith("truncated") for p in v["problems"]), v["problems"]
-    superuser(test_dsn, "update ilr.effects set state = 'dispatched' where effect_id = %s", (effect_id,))
+    superuser(test_dsn, TAMPER_EFFECTS_STATE_BY_EFFECT_ID_DISPATCHED, (effect_id,))
     rewritten = rt.receipt(effect_id)
     assert receipts.verify(rewritten)["tamper_evident"] is True  # what the database alone can say
     v = receipts.verify(rewritten, previous=before)

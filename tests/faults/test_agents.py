@@ -18,42 +18,17 @@ import pytest
 from demo.peers.targets_client import http_json
 from ilr import _codec as codec
 from ilr._agents import AMBIGUOUS_TEXT
-from tests.support.agents import TERMINAL, pending_request, start
+from tests.support.agents import drive_with_kill, llm_calls, pending_request, refund_posts, start, steps
+from tests.support.queries.approvals import COUNT_APPROVAL_REQUESTS
+from tests.support.queries.effects import (
+    COUNT_EFFECTS,
+    EFFECT_ID_STATE_GRANT_ID_OF_EFFECTS,
+    GRANT_ID_OF_EFFECTS,
+    GRANT_ID_OF_EFFECTS_BY_STATE,
+)
 from tests.support.refund_harness import refund_env
-from tests.support.waits import wait_for
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-def refund_posts(env, payment: str) -> list[dict]:
-    """Every POST /refunds that reached the target for ``payment`` (the access log)."""
-    return [
-        e
-        for e in env.access_log()
-        if e["method"] == "POST"
-        and e["path"] == "/refunds"
-        and isinstance(e["body"], dict)
-        and e["body"].get("payment") == payment
-    ]
-
-
-def llm_calls(rt, wf_id: str) -> int:
-    return (
-        rt.connection()
-        .execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (wf_id,))
-        .fetchone()["n"]
-    )
-
-
-def steps(rt, wf_id: str) -> list[dict]:
-    return (
-        rt.connection()
-        .execute(
-            "select seq, kind, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s order by seq",
-            (wf_id,),
-        )
-        .fetchall()
-    )
 
 
 def turn_rows(rt, wf_id: str) -> list[dict]:
@@ -102,7 +77,7 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
         assert result["text"].startswith("Final answer: ") and '"COMMITTED"' in result["text"]
         assert [(r["payment"], r["amount"]) for r in env.ledger(input["payment"])] == [(input["payment"], 2000)]
         assert len(refund_posts(env, input["payment"])) == 1
-        effect = rt.connection().execute("select effect_id, state, grant_id from ilr.effects").fetchall()
+        effect = rt.connection().execute(EFFECT_ID_STATE_GRANT_ID_OF_EFFECTS).fetchall()
         assert effect == [
             {
                 "effect_id": codec.effect_id_for({"request_id": req["effect_key"]}),
@@ -118,41 +93,6 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
 
 
 # -- SIGKILL at each kill point --------------------------------------------------------------------
-
-
-def drive_with_kill(rt, workers, env, wf_id: str, point: str, *, script: str = "refund", **input):
-    """w1 runs ``wf_id`` armed with ILR_KILL_AT=point; the first approval request is approved as
-    soon as it is pending (by whichever worker); once w1 is SIGKILLed, w2 recovers.
-
-    Returns:
-        (input, result, steps recorded when w1 died, the approved request).
-    """
-    w1 = workers.start("w1", env=env.worker_env(ILR_KILL_AT=point))
-    full = start(rt, env, wf_id, script=script, **input)
-    approved: list[dict] = []
-
-    def approve_pending() -> None:
-        if not approved:
-            rows = [r for r in rt.approval_requests() if r["workflow_id"] == wf_id]
-            if rows:
-                approved.append(rt.approve_request(rows[0]["id"], by="alice"))
-
-    def killed():
-        approve_pending()
-        d = rt.describe(wf_id)
-        assert d["status"] not in TERMINAL, (point, d["status"], d["error"], d["result"])
-        return w1.poll() is not None
-
-    wait_for(killed, timeout=60, message=f"w1 killed at {point}")
-    assert w1.returncode == -signal.SIGKILL, workers.log("w1")
-    at_kill = steps(rt, wf_id)
-    workers.start("w2", env=env.worker_env())
-    wait_for(
-        lambda: (approve_pending(), rt.describe(wf_id)["status"] in TERMINAL)[1],
-        timeout=90,
-        message=f"{wf_id} ended after the kill at {point}",
-    )
-    return full, rt.result(wf_id, timeout=5), at_kill, approved[0]
 
 
 # (kill point, tier) -> (the refund's EffectResult status, applications at the target). The
@@ -175,7 +115,9 @@ def test_a_kill_at_each_point_applies_the_approved_refund_at_most_once(rt, worke
     status, applications = EXPECTED[(point, tier)]
     wf_id = f"ag-k{tier}-{point.split('@')[0]}"
     with refund_env(tmp_path, tier=tier) as env:
-        input, result, at_kill, approved = drive_with_kill(rt, workers, env, wf_id, point)
+        input, result, at_kill, approved = drive_with_kill(
+            rt, workers, env, wf_id, point, lambda: start(rt, env, wf_id)
+        )
         payment = input["payment"]
         refund = [o for o in result["outcomes"] if o["tool"] == "issue_refund"]
         assert [o["status"] for o in refund] == [status], result["outcomes"]
@@ -208,7 +150,7 @@ def test_a_discarded_turn_never_sends_its_arguments(rt, workers, tmp_path):
     proposes 3000. Only 3000 is requested, approved and sent; the discarded call is counted."""
     with refund_env(tmp_path, tier=1) as env:
         input, result, _, approved = drive_with_kill(
-            rt, workers, env, "ag-redo", "decide_after_response@2", script="redecide"
+            rt, workers, env, "ag-redo", "decide_after_response@2", lambda: start(rt, env, "ag-redo", script="redecide")
         )
         calls = [c for c in stub_calls(env)["calls"] if c["turn"] == 1]
         assert [c["amount"] for c in calls] == [2000, 3000]  # the model did propose 2000 first
@@ -270,8 +212,8 @@ def test_an_unknown_tool_or_invalid_arguments_go_back_as_an_error_and_nothing_is
         assert result["text"] == "Final answer: error: " + tool_result["content"]
         assert refund_posts(env, input["payment"]) == [] and env.ledger(input["payment"]) == []
         conn = rt.connection()
-        assert conn.execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
-        assert conn.execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 0
+        assert conn.execute(COUNT_EFFECTS).fetchone()["n"] == 0
+        assert conn.execute(COUNT_APPROVAL_REQUESTS).fetchone()["n"] == 0
         assert [s["kind"] for s in steps(rt, wf_id)] == ["step", "decide", "decide"]  # key, two turns
 
 
@@ -290,7 +232,7 @@ def test_a_rejected_approval_tells_the_model_and_sends_nothing(rt, workers, tmp_
         assert refund["content"] == "not approved: refunded by phone already (rejected by bob)"
         assert result["text"] == "Final answer: error: " + refund["content"]
         assert refund_posts(env, input["payment"]) == []
-        assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_EFFECTS).fetchone()["n"] == 0
 
 
 def test_a_premise_that_changed_after_the_approval_is_refused_and_named(rt, workers, tmp_path):
@@ -345,8 +287,8 @@ def test_policies_a_grant_below_the_threshold_and_a_grant_over_its_cap(rt, worke
         assert no["outcomes"][-1]["status"] == "REFUSED:lease"
         assert no["outcomes"][-1]["content"].startswith("refused: not authorized")
         assert refund_posts(env, capped["payment"]) == []
-        assert rt.connection().execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 0
-        committed = rt.connection().execute("select grant_id from ilr.effects where state = 'committed'").fetchall()
+        assert rt.connection().execute(COUNT_APPROVAL_REQUESTS).fetchone()["n"] == 0
+        committed = rt.connection().execute(GRANT_ID_OF_EFFECTS_BY_STATE).fetchall()
         assert [r["grant_id"] for r in committed] == [big]
 
 
@@ -359,7 +301,7 @@ def test_above_the_threshold_a_person_approves(rt, workers, tmp_path):
         assert req["payload"] == {"payment": input["payment"], "amount": 2000}
         rt.approve_request(req["id"], by="carol")
         assert rt.result("ag-above", timeout=40)["outcomes"][-1]["status"] == "COMMITTED"
-        effect = rt.connection().execute("select grant_id from ilr.effects").fetchone()
+        effect = rt.connection().execute(GRANT_ID_OF_EFFECTS).fetchone()
         assert effect["grant_id"] == rt.approval_request(req["id"])["grant_id"] != grant
 
 

@@ -13,15 +13,13 @@ refused in words the model reads back.
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
 from ilr import _codec as codec
 from ilr._agents import AMBIGUOUS_TEXT
-from tests.support.agents import TERMINAL, pending_request
+from tests.support.agents import drive_with_kill, llm_calls, pending_request, refund_posts, steps
+from tests.support.queries.effects import COUNT_EFFECTS
 from tests.support.refund_harness import refund_env
-from tests.support.waits import wait_for
 
 pytest.importorskip("pydantic_ai")
 
@@ -40,35 +38,8 @@ def start(rt, env, wf_id: str, **input) -> dict:
     return full
 
 
-def refund_posts(env, payment: str) -> list[dict]:
-    return [
-        e
-        for e in env.access_log()
-        if e["method"] == "POST"
-        and e["path"] == "/refunds"
-        and isinstance(e["body"], dict)
-        and e["body"].get("payment") == payment
-    ]
-
-
 def rows(rt, wf_id: str, kind: str | None = None) -> list[dict]:
-    out = (
-        rt.connection()
-        .execute(
-            "select seq, kind, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s order by seq",
-            (wf_id,),
-        )
-        .fetchall()
-    )
-    return [r for r in out if kind is None or r["kind"] == kind]
-
-
-def llm_calls(rt, wf_id: str) -> int:
-    return (
-        rt.connection()
-        .execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (wf_id,))
-        .fetchone()["n"]
-    )
+    return [r for r in steps(rt, wf_id) if kind is None or r["kind"] == kind]
 
 
 def check_transcript_replays(rt, wf_id: str, input: dict, result: dict) -> None:
@@ -107,38 +78,6 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
 # -- SIGKILL: a representative subset of the kill matrix per tier (the full one: agents_report) ----
 
 
-def drive_with_kill(rt, workers, env, wf_id: str, point: str, **input):
-    """w1 runs ``wf_id`` armed with ILR_KILL_AT=point; the approval request is approved as soon as
-    it is pending; once w1 is SIGKILLed, w2 recovers. Returns (input, result, steps at the kill,
-    the approved request)."""
-    w1 = workers.start("w1", env=env.worker_env(ILR_KILL_AT=point))
-    full = start(rt, env, wf_id, **input)
-    approved: list[dict] = []
-
-    def approve_pending() -> None:
-        if not approved:
-            pending = [r for r in rt.approval_requests() if r["workflow_id"] == wf_id]
-            if pending:
-                approved.append(rt.approve_request(pending[0]["id"], by="alice"))
-
-    def killed():
-        approve_pending()
-        d = rt.describe(wf_id)
-        assert d["status"] not in TERMINAL, (point, d["status"], d["error"], d["result"])
-        return w1.poll() is not None
-
-    wait_for(killed, timeout=60, message=f"w1 killed at {point}")
-    assert w1.returncode == -signal.SIGKILL, workers.log("w1")
-    at_kill = rows(rt, wf_id)
-    workers.start("w2", env=env.worker_env())
-    wait_for(
-        lambda: (approve_pending(), rt.describe(wf_id)["status"] in TERMINAL)[1],
-        timeout=90,
-        message=f"{wf_id} ended after the kill at {point}",
-    )
-    return full, rt.result(wf_id, timeout=5), at_kill, approved[0]
-
-
 # (kill point, tier) -> (the refund's EffectResult status, applications at the target).
 # decide_after_response@2: the request that proposes the refund; step_after_record@2: the lookup.
 EXPECTED = {
@@ -156,7 +95,9 @@ def test_a_kill_applies_the_approved_refund_at_most_once_and_the_transcript_repl
     status, applications = EXPECTED[(point, tier)]
     wf_id = f"pa-k{tier}-{point.split('@')[0]}"
     with refund_env(tmp_path, tier=tier) as env:
-        input, result, at_kill, approved = drive_with_kill(rt, workers, env, wf_id, point)
+        input, result, at_kill, approved = drive_with_kill(
+            rt, workers, env, wf_id, point, lambda: start(rt, env, wf_id)
+        )
         payment = input["payment"]
         [refund] = result["outcomes"]
         assert refund["status"] == status, result["outcomes"]
@@ -217,7 +158,7 @@ def test_a_rejected_approval_is_a_denied_tool_call_the_model_reads(rt, workers, 
         said = "not approved: refunded by phone already (rejected by bob); nothing was sent"
         assert result["output"] == f"Final answer: {said}"
         assert refund_posts(env, input["payment"]) == []
-        assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_EFFECTS).fetchone()["n"] == 0
 
 
 def test_a_revoke_during_the_loop_stops_the_send(rt, workers, tmp_path):
@@ -314,7 +255,12 @@ def test_a_provider_model_over_http_is_recorded_once_across_a_kill(rt, workers, 
     with refund_env(tmp_path, tier=1) as env:
         assert http_json("POST", f"{env.model_url}/admin/script", {"agent": "refund"})[0] == 200
         input, result, _, approved = drive_with_kill(
-            rt, workers, env, "pa-sdk", "decide_after_response@2", model="messages-stub"
+            rt,
+            workers,
+            env,
+            "pa-sdk",
+            "decide_after_response@2",
+            lambda: start(rt, env, "pa-sdk", model="messages-stub"),
         )
         [refund] = result["outcomes"]
         assert refund["status"] == "COMMITTED" and refund["input"] == approved["payload"]

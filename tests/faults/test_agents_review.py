@@ -6,6 +6,7 @@ conversation that led to the request; its selector and template name no workflow
 from __future__ import annotations
 
 from tests.support.agents import pending_request, start
+from tests.support.queries.steps import OUTPUT_OF_STEPS_BY_WORKFLOW_ID_NAME_AG_CARD
 from tests.support.refund_harness import refund_env
 
 
@@ -37,13 +38,7 @@ def test_an_agent_request_card_shows_the_conversation_that_led_to_it(rt, workers
             "queue": client.get(reverse("approvals:queue")),
             "case": client.get(reverse("approvals:case", args=["ag-card"])),
         }
-        lookup = (
-            rt.connection()
-            .execute(
-                "select output from ilr.steps where workflow_id = 'ag-card' and name = 'agent:tool:0.1:lookup_payment'"
-            )
-            .fetchone()["output"]
-        )
+        lookup = rt.connection().execute(OUTPUT_OF_STEPS_BY_WORKFLOW_ID_NAME_AG_CARD).fetchone()["output"]
         for where, page in pages.items():
             assert page.status_code == 200, where
             card = _card(page.content.decode(), req["id"])

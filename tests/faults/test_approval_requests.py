@@ -11,6 +11,8 @@ import pytest
 
 from ilr import ApprovalRefused, InvalidInput
 from ilr import _codec as codec
+from tests.support.queries.approvals import COUNT_APPROVAL_REQUESTS
+from tests.support.queries.grants import ALL_OF_GRANTS_BY_ID, COUNT_GRANTS
 from tests.support.refund_harness import refund_env
 from tests.support.waits import failure_of, wait_for
 
@@ -49,12 +51,12 @@ def test_approved_request_sends_once_under_a_grant_bound_to_the_payload(rt, work
             rt.approve("apr-ok", req["payload"], req["premises"], by="alice")
         assert err.value.field == "workflow_id" and repr(req["id"]) in err.value.rule, err.value
         assert "rt.approve_request" in err.value.rule
-        assert rt.connection().execute("select count(*) as n from ilr.grants").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_GRANTS).fetchone()["n"] == 0
         after = rt.approve_request(req["id"], by="alice")
         assert after["status"] == "approved" and [a["by"] for a in after["approvals"]] == ["alice"]
         result = rt.result("apr-ok", timeout=30)
         assert result["status"] == "COMMITTED" and result["approved_by"] == ["alice"], result
-        grant = rt.connection().execute("select * from ilr.grants where id = %s", (after["grant_id"],)).fetchone()
+        grant = rt.connection().execute(ALL_OF_GRANTS_BY_ID, (after["grant_id"],)).fetchone()
         assert grant["payload_hash"] == codec.payload_hash(req["payload"]) == req["payload_hash"]
         assert grant["facts_seen"] == req["premises"] and grant["max_cents"] == 1500
         assert grant["granted_by"] == "alice" and grant["principal"] == "asks_approval"
@@ -125,11 +127,11 @@ def test_request_survives_a_worker_kill_without_a_second_request(rt, workers, tm
         rt.approve_request(req["id"], by="alice")
         workers.start("w2")
         assert rt.result("apr-kill", timeout=30)["status"] == "COMMITTED"
-        rows = (
-            rt.connection()
-            .execute("select id, status from ilr.approval_requests where workflow_id = 'apr-kill'")
-            .fetchall()
-        )
+        rows = [
+            {"id": r["id"], "status": r["status"]}
+            for r in rt.approval_requests(status=None)
+            if r["workflow_id"] == "apr-kill"
+        ]
         assert rows == [{"id": req["id"], "status": "approved"}]
         assert len(env.ledger(case["payment"])) == 1
 
@@ -163,4 +165,4 @@ def test_a_bad_request_approval_argument_fails_the_workflow_naming_it(rt, worker
     rt.start("approval_bad_input", "abi", {"bad": bad})
     error = failure_of(rt, "abi")
     assert error["type"] == "InvalidInput" and error["field"] == field and words in error["rule"], error
-    assert rt.connection().execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 0
+    assert rt.connection().execute(COUNT_APPROVAL_REQUESTS).fetchone()["n"] == 0

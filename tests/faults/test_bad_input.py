@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ilr import WorkflowFailed
+from tests.support.queries.workflows import DUE_CREATED_AT_OF_WORKFLOWS_BY_ID
 from tests.support.waits import wait_for
 
 
@@ -30,7 +31,7 @@ def test_non_utc_session_time_zone_changes_no_timer(rt, workers):
     row = (
         rt.connection()
         .execute(
-            "select %s::timestamptz as due, w.created_at from ilr.workflows w where id = 'tz'",
+            DUE_CREATED_AT_OF_WORKFLOWS_BY_ID,
             (sleep_step["output"]["until"],),
         )
         .fetchone()

@@ -14,6 +14,9 @@ import sys
 import pytest
 
 from tests.support import ROOT
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_BENCH_REFUND
+from tests.support.queries.steps import SEED_STEPS_EFFECT
+from tests.support.queries.workflows import SEED_WORKFLOWS_BENCH_REFUND
 
 
 def test_bench_quick_reports_every_figure(tmp_path):
@@ -103,7 +106,7 @@ def test_an_effect_that_landed_by_recovery_is_a_refund_not_a_failure(rt):
     from prove.bench.full_measure import _effect_statuses, _failures
 
     conn = rt.connection()
-    conn.execute("insert into ilr.deployments (name, version, code_sha256) values ('bench_refund', '1', 'sha')")
+    conn.execute(SEED_DEPLOYMENTS_BENCH_REFUND)
     outcomes = {
         "a": "COMMITTED",
         "b": "COMMITTED_BY_RETRY",
@@ -113,14 +116,12 @@ def test_an_effect_that_landed_by_recovery_is_a_refund_not_a_failure(rt):
     }
     for wf, status in [*outcomes.items(), ("f", None)]:
         conn.execute(
-            "insert into ilr.workflows (id, name, version, input, status, epoch) "
-            "values (%s, 'bench_refund', '1', '{}', %s, 1)",
+            SEED_WORKFLOWS_BENCH_REFUND,
             (wf, "failed" if status is None else "completed"),
         )
         if status:
             conn.execute(
-                "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
-                "values (%s, 1, 'effect', 'effect', %s::jsonb, 1)",
+                SEED_STEPS_EFFECT,
                 (wf, json.dumps({"status": status})),
             )
     failures = _failures(conn, "bench_refund")

@@ -15,6 +15,7 @@ import pytest
 from ilr import WorkflowFailed
 from tests.support.db import embedded_cluster_or_skip, invocations
 from tests.support.overlap import assert_one_at_a_time
+from tests.support.queries.claims import OWNER_OF_CLAIMS_BY_WORKFLOW_ID_H1
 from tests.support.refund_harness import refund_env, wait_for_request
 from tests.support.waits import wait_for
 
@@ -57,12 +58,7 @@ def test_sigkill_of_the_holders_worker_keeps_the_slot_through_the_takeover(rt, w
     workers.start("B", lease_ttl=2)
     rt.result("h2", timeout=30)
     assert_one_at_a_time(rt, {"h1": "acct:1", "h2": "acct:1"})
-    owners = [
-        r["owner"]
-        for r in rt.connection()
-        .execute("select owner from ilr.claims where workflow_id = 'h1' order by epoch")
-        .fetchall()
-    ]
+    owners = [r["owner"] for r in rt.connection().execute(OWNER_OF_CLAIMS_BY_WORKFLOW_ID_H1).fetchall()]
     assert owners == ["A", "B"]  # the takeover kept the slot: no other holder came in between
     assert invocations(rt, "h1", "enter") == 3  # first ran twice (A, then B), then second
 

@@ -7,17 +7,15 @@ from __future__ import annotations
 import time
 
 from tests.support.db import embedded_cluster_or_skip
+from tests.support.queries.claims import EPOCH_OWNER_PREV_STATUS_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.effects import ANY_EFFECTS_BY_STATE
 from tests.support.waits import wait_for
 
 LEASE_TTL = 5.0
 
 
 def claims(rt, wf_id):
-    return (
-        rt.connection()
-        .execute("select epoch, owner, prev_status from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
-        .fetchall()
-    )
+    return rt.connection().execute(EPOCH_OWNER_PREV_STATUS_OF_CLAIMS_BY_WORKFLOW_ID, (wf_id,)).fetchall()
 
 
 def test_database_restart_costs_no_takeover_and_at_most_one_lease(rt, workers, tmp_path):
@@ -150,7 +148,7 @@ def test_database_restart_during_a_send_commits_the_answer(rt, workers, tmp_path
 
         def dispatched():
             with db.connect(test_dsn) as conn:
-                return conn.execute("select 1 from ilr.effects where state = 'dispatched'").fetchone()
+                return conn.execute(ANY_EFFECTS_BY_STATE).fetchone()
 
         wait_for(dispatched, timeout=30, message="the effect dispatched")
         rt.close()

@@ -16,6 +16,8 @@ import pytest
 
 from demo.plan import DEMO_POINTS
 from tests.support import ROOT
+from tests.support.queries.approvals import ID_OF_APPROVAL_REQUESTS_BY_STATUS, REGCLASS_OF_APPROVAL_REQUESTS
+from tests.support.queries.workflows import ID_OF_WORKFLOWS_BY_STATUS_WAITING
 
 ALL_CRASHES = [*DEMO_POINTS, "none"]
 # Each demo run takes 10 to 30 s, so the suite runs one of each kind (besides the default
@@ -27,14 +29,9 @@ CRASHES = ALL_CRASHES if os.environ.get("ILR_DEMO_ALL_CRASHES") else ["claimed",
 def review_queue(rt) -> list[str]:
     """What waits for a person: workflows on the signal "approve", and pending approval requests."""
     conn = rt.connection()
-    ids = [
-        r["id"]
-        for r in conn.execute(
-            "select id from ilr.workflows where status = 'sleeping' and waiting->>'signal' = 'approve'"
-        ).fetchall()
-    ]
-    if conn.execute("select to_regclass('ilr.approval_requests') is not null as t").fetchone()["t"]:
-        ids += [r["id"] for r in conn.execute("select id from ilr.approval_requests where status = 'pending'")]
+    ids = [r["id"] for r in conn.execute(ID_OF_WORKFLOWS_BY_STATUS_WAITING).fetchall()]
+    if conn.execute(REGCLASS_OF_APPROVAL_REQUESTS).fetchone()["t"]:
+        ids += [r["id"] for r in conn.execute(ID_OF_APPROVAL_REQUESTS_BY_STATUS)]
     return ids
 
 

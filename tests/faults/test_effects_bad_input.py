@@ -9,6 +9,8 @@ import pytest
 from ilr import InvalidInput, WorkflowNotFound
 from ilr._errors import EffectNotFound
 from tests.support.db import write_counts
+from tests.support.queries.claims import OWNER_OF_CLAIMS_BY_WORKFLOW_ID_ORPHAN
+from tests.support.queries.journal import KIND_OF_JOURNAL_BY_EFFECT_ID
 from tests.support.refund_harness import approve, refund_env, wait_for_approval_request
 
 
@@ -86,10 +88,7 @@ def test_reconcile_needs_evidence_and_an_ambiguous_effect(rt, workers, tmp_path)
         assert rec["by"] == "carol" and rec["applied"] is False
         # A reconcile adds one signed RECONCILED entry after what the runtime knew (issue 40, item 8).
         kinds = [
-            e["kind"]
-            for e in rt.connection()
-            .execute("select kind from ilr.journal where effect_id = %s order by seq", (result["effect_id"],))
-            .fetchall()
+            e["kind"] for e in rt.connection().execute(KIND_OF_JOURNAL_BY_EFFECT_ID, (result["effect_id"],)).fetchall()
         ]
         assert kinds[-2:] == ["AMBIGUOUS", "RECONCILED"]
 
@@ -135,11 +134,6 @@ def test_recover_orphans_resolves_a_stuck_workflows_effect(rt, workers, tmp_path
         assert rt.describe("orphan")["status"] == "stuck"
         assert rt.recover_orphans({target.name: target}) == []
         assert "orphaned" not in check(workers).stdout
-        owners = [
-            c["owner"]
-            for c in rt.connection()
-            .execute("select owner from ilr.claims where workflow_id = 'orphan' order by epoch")
-            .fetchall()
-        ]
+        owners = [c["owner"] for c in rt.connection().execute(OWNER_OF_CLAIMS_BY_WORKFLOW_ID_ORPHAN).fetchall()]
         assert owners[-1] == "$recovery"
         assert len([r for r in env.ledger(case["payment"]) if r["source"] == "api"]) == 1

@@ -12,6 +12,13 @@ import pytest
 
 from ilr._journal import keys, receipts
 from tests.support import ROOT
+from tests.support.queries.effects import COUNT_RESPONSES
+from tests.support.queries.grants import LOCK_GRANTS_BY_ID
+from tests.support.queries.journal import (
+    DISABLE_JOURNAL_APPEND_ONLY,
+    ENABLE_JOURNAL_APPEND_ONLY,
+    TAMPER_JOURNAL_BODY_BY_SEQ_EFFECT_ID,
+)
 from tests.support.refund_harness import approve, our_refunds, refund_env, run_case, total, wait_for_approval_request
 from tests.support.waits import wait_for
 
@@ -117,7 +124,7 @@ def test_revoke_racing_dispatch_is_linearizable(rt, workers, tmp_path, first, te
 
         # Approve, then lock the grant before the worker's T_dispatch can take it FOR SHARE.
         grant_id = rt.approve(case["id"], proposal, facts, by="alice")
-        holder.execute("select 1 from ilr.grants where id = %s for update", (grant_id,))
+        holder.execute(LOCK_GRANTS_BY_ID, (grant_id,))
         revoker = threading.Thread(target=do_revoke, args=(grant_id,))
         if first == "revoke":
             revoker.start()
@@ -186,15 +193,14 @@ def test_receipt_verifies_and_any_flipped_byte_is_evident(rt, workers, tmp_path,
         from ilr import _db as db
 
         with db.connect(test_dsn) as conn:
-            conn.execute("alter table ilr.journal disable trigger journal_append_only")
+            conn.execute(DISABLE_JOURNAL_APPEND_ONLY)
             try:
                 conn.execute(
-                    "update ilr.journal set body = overlay(body placing '9' from 60 for 1) "
-                    "where seq = (select min(seq) from ilr.journal where effect_id = %s)",
+                    TAMPER_JOURNAL_BODY_BY_SEQ_EFFECT_ID,
                     (result["effect_id"],),
                 )
             finally:
-                conn.execute("alter table ilr.journal enable trigger journal_append_only")
+                conn.execute(ENABLE_JOURNAL_APPEND_ONLY)
         assert (
             receipts.verify(rt.receipt(result["effect_id"], public_key=pub), public_key=pub)["tamper_evident"] is False
         )
@@ -223,7 +229,7 @@ def test_a_failing_response_log_does_not_block_the_commit(rt, workers, tmp_path)
             assert result["status"] == "COMMITTED", workers.log("A")
             assert len(our_refunds(env, case)) == 1 and total(env, case) == 2000
             assert "T_commit alone" in workers.log("A")
-            assert conn.execute("select count(*) as n from ilr.responses").fetchone()["n"] == 0
+            assert conn.execute(COUNT_RESPONSES).fetchone()["n"] == 0
     finally:
         conn.execute("drop trigger if exists refuse_response on ilr.responses")
         conn.execute("drop function if exists public.refuse_response()")

@@ -16,6 +16,7 @@ import time
 
 from prove.peers.fault_control import proxy_process
 from tests.support.db import invocations, proxy_upstream
+from tests.support.queries.claims import OWNER_OF_CLAIMS_BY_WORKFLOW_ID_F1
 from tests.support.waits import wait_for
 
 LEASE_TTL = 3.0
@@ -54,5 +55,5 @@ def test_stale_step_load_after_lease_expiry_does_not_rerun_the_body(rt, workers,
         time.sleep(0.5)
         assert invocations(rt, "f1", "step1") == 1, workers.log("A")
         assert invocations(rt, "f1") == 3
-        claims = rt.connection().execute("select owner from ilr.claims where workflow_id = 'f1' order by epoch")
+        claims = rt.connection().execute(OWNER_OF_CLAIMS_BY_WORKFLOW_ID_F1)
         assert [c["owner"] for c in claims.fetchall()] == ["A", "B"]

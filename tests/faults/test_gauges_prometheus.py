@@ -13,6 +13,7 @@ import pytest
 from prove.peers.pg_cluster import free_port
 from tests.support import ops_state
 from tests.support.prometheus import prometheus_server, query, targets_up
+from tests.support.queries.approvals import SET_APPROVAL_REQUESTS_STATUS_DECIDED_AT_BY_WORKFLOW_ID
 from tests.support.waits import wait_for
 
 
@@ -58,7 +59,5 @@ def test_prometheus_scrapes_the_state_gauges_and_promql_returns_the_figures(rt, 
         assert value(url, "interlock_workers_live") == 1  # G itself
         assert value(url, "interlock_figures_up") == 1
         # A change in the database reaches PromQL within the cache period and a scrape.
-        rt.connection().execute(
-            "update ilr.approval_requests set status = 'expired', decided_at = now() where workflow_id = 'apr-old'"
-        )
+        rt.connection().execute(SET_APPROVAL_REQUESTS_STATUS_DECIDED_AT_BY_WORKFLOW_ID)
         wait_for(lambda: value(url, "interlock_approvals_pending") == 1, timeout=30, message="1 pending after expiry")

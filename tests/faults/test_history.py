@@ -14,6 +14,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 import tests.support.flows_history  # noqa: F401 - registers the workflows in this process
+from tests.support.queries.claims import OWNER_PREV_STATUS_OF_CLAIMS_BY_WORKFLOW_ID
 from tests.support.review import client_for, text
 from tests.support.waits import failure_of, wait_for
 
@@ -130,10 +131,6 @@ def test_a_worker_killed_while_replaying_20000_steps_is_taken_over(rt, workers):
     out = rt.result("h-big", timeout=300)
     # The history: 20,000 steps, the signal's row, 2 steps.
     assert out == {"total": sum(range(n + 2)), "length": n + 3}
-    owners = (
-        rt.connection()
-        .execute("select owner, prev_status from ilr.claims where workflow_id = 'h-big' order by claimed_at")
-        .fetchall()
-    )
+    owners = rt.connection().execute(OWNER_PREV_STATUS_OF_CLAIMS_BY_WORKFLOW_ID).fetchall()
     # C's claim, A's after the signal, and B's: the takeover of A's lapsed lease.
     assert [(r["owner"], r["prev_status"]) for r in owners] == [("C", "pending"), ("A", "sleeping"), ("B", "running")]

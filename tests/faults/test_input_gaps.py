@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from ilr._journal import receipts
+from tests.support.queries.journal import BODY_N_OF_JOURNAL_BY_EFFECT_ID_KIND
 
 
 def test_a_huge_target_answer_is_journaled_bounded_with_its_size_and_hash(rt, workers):
@@ -27,7 +28,7 @@ def test_a_huge_target_answer_is_journaled_bounded_with_its_size_and_hash(rt, wo
     entry = (
         rt.connection()
         .execute(
-            "select body, length(body) as n from ilr.journal where effect_id = %s and kind = 'COMMITTED'",
+            BODY_N_OF_JOURNAL_BY_EFFECT_ID_KIND,
             (out["effect_id"],),
         )
         .fetchone()

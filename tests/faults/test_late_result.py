@@ -10,6 +10,8 @@ import signal
 from ilr._journal import receipts
 from prove.peers.fault_control import proxy_process
 from tests.support.db import proxy_upstream
+from tests.support.queries.effects import COUNT_RESPONSES_BY_EFFECT_ID, LATE_RESULT_OF_EFFECTS_BY_EFFECT_ID
+from tests.support.queries.journal import KIND_OF_JOURNAL_BY_EFFECT_ID
 from tests.support.refund_harness import approve, our_refunds, refund_env
 from tests.support.waits import wait_for
 
@@ -37,27 +39,14 @@ def test_s08a_late_response_after_claim_expiry(rt, workers, tmp_path, test_dsn):
         proxy.set_mode("pass")
         eff = result["effect_id"]
         wait_for(
-            lambda: (
-                rt.connection()
-                .execute("select late_result from ilr.effects where effect_id = %s", (eff,))
-                .fetchone()["late_result"]
-            ),
+            lambda: rt.connection().execute(LATE_RESULT_OF_EFFECTS_BY_EFFECT_ID, (eff,)).fetchone()["late_result"],
             timeout=20,
             message="the late result recorded",
         )
-        kinds = [
-            r["kind"]
-            for r in rt.connection()
-            .execute("select kind from ilr.journal where effect_id = %s order by seq", (eff,))
-            .fetchall()
-        ]
+        kinds = [r["kind"] for r in rt.connection().execute(KIND_OF_JOURNAL_BY_EFFECT_ID, (eff,)).fetchall()]
         assert kinds[-2:] == ["COMMITTED", "LATE_RESULT"]
         assert len(our_refunds(env, case)) == 1
-        logged = (
-            rt.connection()
-            .execute("select count(*) as n from ilr.responses where effect_id = %s", (eff,))
-            .fetchone()["n"]
-        )
+        logged = rt.connection().execute(COUNT_RESPONSES_BY_EFFECT_ID, (eff,)).fetchone()["n"]
         assert logged == 1  # the sender logged its answer before trying T_commit
         v = receipts.verify(rt.receipt(eff))
         assert v["chain_intact"] and v["happened"] is True and v["happened_once"] is True

@@ -15,8 +15,6 @@ agents_report --framework openai-agents``); refusals reach the model in words.
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 
 import demo.agent_openai  # noqa: F401 - registers agent_refund_openai in this process
@@ -24,10 +22,11 @@ from demo.agent_openai import refund_agent
 from ilr import _codec as codec
 from ilr._agents import AMBIGUOUS_TEXT
 from ilr.contrib.openai_agents.replay import request_fingerprints
+from tests.support.agents import drive_with_kill, llm_calls, pending_request, refund_posts, steps
+from tests.support.queries.approvals import COUNT_APPROVAL_REQUESTS
+from tests.support.queries.effects import COUNT_EFFECTS, EFFECT_ID_STATE_GRANT_ID_OF_EFFECTS, GRANT_ID_OF_EFFECTS
 from tests.support.refund_harness import refund_env
-from tests.support.waits import wait_for
 
-TERMINAL = ("completed", "failed", "stuck", "cancelled")
 IMPORT = ("--import", "demo.agent_openai")
 WORKFLOW = "agent_refund_openai"
 
@@ -49,48 +48,8 @@ def start(rt, env, wf_id: str, **input) -> dict:
     return full
 
 
-def pending_request(rt, wf_id: str, timeout: float = 40) -> dict:
-    def found():
-        d = rt.describe(wf_id)
-        assert d["status"] not in TERMINAL, (d["status"], d["error"], d["result"])
-        rows = [r for r in rt.approval_requests() if r["workflow_id"] == wf_id]
-        return rows[0] if rows and d["status"] == "sleeping" else None
-
-    return wait_for(found, timeout=timeout, message=f"{wf_id} waiting on an approval request")
-
-
-def refund_posts(env, payment: str) -> list[dict]:
-    return [
-        e
-        for e in env.access_log()
-        if e["method"] == "POST"
-        and e["path"] == "/refunds"
-        and isinstance(e["body"], dict)
-        and e["body"].get("payment") == payment
-    ]
-
-
-def steps(rt, wf_id: str) -> list[dict]:
-    return (
-        rt.connection()
-        .execute(
-            "select seq, kind, name, fingerprint, output, epoch from ilr.steps where workflow_id = %s order by seq",
-            (wf_id,),
-        )
-        .fetchall()
-    )
-
-
 def turn_rows(rt, wf_id: str) -> list[dict]:
     return [s for s in steps(rt, wf_id) if s["kind"] == "decide"]
-
-
-def llm_calls(rt, wf_id: str) -> int:
-    return (
-        rt.connection()
-        .execute("select count(*) as n from ilr.llm_calls where workflow_id = %s", (wf_id,))
-        .fetchone()["n"]
-    )
 
 
 def check_transcript_replays(rt, wf_id: str, result: dict) -> None:
@@ -133,7 +92,7 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
         assert result["final_output"].startswith("Final answer: ") and '"COMMITTED"' in result["final_output"]
         assert [(r["payment"], r["amount"]) for r in env.ledger(input["payment"])] == [(input["payment"], 2000)]
         assert len(refund_posts(env, input["payment"])) == 1
-        effect = rt.connection().execute("select effect_id, state, grant_id from ilr.effects").fetchall()
+        effect = rt.connection().execute(EFFECT_ID_STATE_GRANT_ID_OF_EFFECTS).fetchall()
         assert effect == [
             {
                 "effect_id": codec.effect_id_for({"request_id": req["effect_key"]}),
@@ -148,41 +107,6 @@ def test_lookup_then_approved_refund_commits_once_and_the_model_answers(rt, work
 
 
 # -- SIGKILL at kill points (a representative subset; the full matrix is agents_report's) ---------
-
-
-def drive_with_kill(rt, workers, env, wf_id: str, point: str, **input):
-    """w1 runs ``wf_id`` armed with ILR_KILL_AT=point; the approval request is approved as soon
-    as it is pending; once w1 is SIGKILLed, w2 recovers.
-
-    Returns:
-        (input, result, steps recorded when w1 died, the approved request).
-    """
-    w1 = workers.start("w1", env=env.worker_env(ILR_KILL_AT=point), args=IMPORT)
-    full = start(rt, env, wf_id, **input)
-    approved: list[dict] = []
-
-    def approve_pending() -> None:
-        if not approved:
-            rows = [r for r in rt.approval_requests() if r["workflow_id"] == wf_id]
-            if rows:
-                approved.append(rt.approve_request(rows[0]["id"], by="alice"))
-
-    def killed():
-        approve_pending()
-        d = rt.describe(wf_id)
-        assert d["status"] not in TERMINAL, (point, d["status"], d["error"], d["result"])
-        return w1.poll() is not None
-
-    wait_for(killed, timeout=60, message=f"w1 killed at {point}")
-    assert w1.returncode == -signal.SIGKILL, workers.log("w1")
-    at_kill = steps(rt, wf_id)
-    workers.start("w2", env=env.worker_env(), args=IMPORT)
-    wait_for(
-        lambda: (approve_pending(), rt.describe(wf_id)["status"] in TERMINAL)[1],
-        timeout=90,
-        message=f"{wf_id} ended after the kill at {point}",
-    )
-    return full, rt.result(wf_id, timeout=5), at_kill, approved[0]
 
 
 # (kill point, tier) -> (the refund's EffectResult status, applications at the target). ``@2``:
@@ -202,7 +126,9 @@ def test_a_kill_applies_the_approved_refund_at_most_once_and_the_transcript_repl
     status, applications = EXPECTED[(point, tier)]
     wf_id = f"oa-k{tier}-{point.split('@')[0]}"
     with refund_env(tmp_path, tier=tier) as env:
-        input, result, at_kill, approved = drive_with_kill(rt, workers, env, wf_id, point)
+        input, result, at_kill, approved = drive_with_kill(
+            rt, workers, env, wf_id, point, lambda: start(rt, env, wf_id), args=IMPORT
+        )
         payment = input["payment"]
         refund = [o for o in result["outcomes"] if o["tool"] == "issue_refund"]
         assert [o["status"] for o in refund] == [status], result["outcomes"]
@@ -248,7 +174,7 @@ def test_a_rejected_approval_is_the_sdk_rejection_the_model_reads_and_nothing_is
         outputs = [i for i in result["transcript"] if i.get("type") == "function_call_output"]
         assert outputs[-1]["output"] == refund["content"]
         assert refund_posts(env, input["payment"]) == []
-        assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_EFFECTS).fetchone()["n"] == 0
 
 
 def test_a_premise_that_changed_while_waiting_is_refused_and_named(rt, workers, tmp_path):
@@ -328,7 +254,7 @@ def test_below_the_threshold_the_grant_sends_above_it_a_person_approves(rt, work
         below = start(rt, env, "oa-below", policy="above", threshold=5000, grant=grant)
         result = rt.result("oa-below", timeout=40)
         assert [(o["tool"], o["status"]) for o in result["outcomes"]][-1] == ("issue_refund", "COMMITTED")
-        effect = rt.connection().execute("select grant_id from ilr.effects").fetchone()
+        effect = rt.connection().execute(GRANT_ID_OF_EFFECTS).fetchone()
         assert effect["grant_id"] == grant
         assert [r["amount"] for r in env.ledger(below["payment"])] == [2000]
         above = start(rt, env, "oa-above", policy="above", threshold=1000, grant=grant)
@@ -336,7 +262,7 @@ def test_below_the_threshold_the_grant_sends_above_it_a_person_approves(rt, work
         assert req["payload"] == {"payment": above["payment"], "amount": 2000}
         rt.approve_request(req["id"], by="alice")
         assert rt.result("oa-above", timeout=40)["outcomes"][-1]["status"] == "COMMITTED"
-        assert rt.connection().execute("select count(*) as n from ilr.approval_requests").fetchone()["n"] == 1
+        assert rt.connection().execute(COUNT_APPROVAL_REQUESTS).fetchone()["n"] == 1
 
 
 def test_tools_are_checked_when_built_and_when_run():

@@ -18,6 +18,8 @@ from ilr import InvalidInput
 from ilr import _db as db
 from ilr._effects import orphans
 from ilr._effects.orphans import find_orphans, recover_orphans
+from tests.support.queries.claims import EPOCH_OWNER_PREV_STATUS_ETC_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.workflows import STATUS_OWNER_EPOCH_ETC_OF_WORKFLOWS_BY_ID
 from tests.support.refund_harness import cancelled_orphan, refund_env
 from tests.support.waits import wait_for
 
@@ -41,18 +43,14 @@ class GatedLookup:
 
 
 def workflow_row(rt, wf_id: str) -> dict:
-    return (
-        rt.connection()
-        .execute("select status, owner, epoch, lease_expires_at from ilr.workflows where id = %s", (wf_id,))
-        .fetchone()
-    )
+    return rt.connection().execute(STATUS_OWNER_EPOCH_ETC_OF_WORKFLOWS_BY_ID, (wf_id,)).fetchone()
 
 
 def claims_of(rt, wf_id: str) -> list[dict]:
     return (
         rt.connection()
         .execute(
-            "select epoch, owner, prev_status, lease_expires_at from ilr.claims where workflow_id = %s order by epoch",
+            EPOCH_OWNER_PREV_STATUS_ETC_OF_CLAIMS_BY_WORKFLOW_ID,
             (wf_id,),
         )
         .fetchall()

@@ -13,6 +13,12 @@ from ilr import InvalidInput, WorkflowFailed, WorkflowNotFound
 from ilr._invariants import check_all
 from tests.support.db import claims, invocations, statuses
 from tests.support.flows_versions import code_sha256, write_module
+from tests.support.queries.claims import WORKFLOW_ID_VERSION_OF_CLAIMS_BY_OWNER
+from tests.support.queries.deployments import (
+    ANY_DEPLOYMENTS_BY_NAME_VERSION,
+    CODE_SHA256_OF_DEPLOYMENTS_BY_NAME_VERSION,
+)
+from tests.support.queries.workflows import DUE_OF_WORKFLOWS_BY_ID
 from tests.support.waits import failure_of, wait_for
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -28,11 +34,7 @@ def wait_all(rt, ids, status, timeout=30.0):
 
 def wait_deployed(rt, name, version, timeout=30.0):
     wait_for(
-        lambda: (
-            rt.connection()
-            .execute("select 1 from ilr.deployments where name = %s and version = %s", (name, version))
-            .fetchone()
-        ),
+        lambda: rt.connection().execute(ANY_DEPLOYMENTS_BY_NAME_VERSION, (name, version)).fetchone(),
         timeout=timeout,
         message=f"{name}@{version} deployed by a worker",
     )
@@ -74,8 +76,7 @@ def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers,
         lambda: (
             rt.connection()
             .execute(
-                "select bool_and(available_at < now() - interval '1.5 seconds') as due from ilr.workflows "
-                "where id = any(%s)",
+                DUE_OF_WORKFLOWS_BY_ID,
                 (ids,),
             )
             .fetchone()["due"]
@@ -84,7 +85,7 @@ def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers,
         message="v1 timers long due",
     )
     assert set(statuses(rt, ids).values()) == {"sleeping"}
-    v2_claims = rt.connection().execute("select workflow_id, version from ilr.claims where owner = 'v2only'").fetchall()
+    v2_claims = rt.connection().execute(WORKFLOW_ID_VERSION_OF_CLAIMS_BY_OWNER).fetchall()
     assert v2_claims == [{"workflow_id": "s14-v2", "version": "2"}]
     report = drain(rt, "versioned", "1")
     assert report["counts"] == {"sleeping": 10} and report["active"] == 10 and not report["drained"]
@@ -105,11 +106,7 @@ def test_s14_v2_workers_claim_no_v1_and_an_unpatched_change_is_loud(rt, workers,
         rt.start("versioned", wf_id, {"seconds": 2}, version="1")
     wait_all(rt, nd, "sleeping")
     workers.kill("v1b")
-    deployed = (
-        rt.connection()
-        .execute("select code_sha256 from ilr.deployments where name = 'versioned' and version = '1'")
-        .fetchone()["code_sha256"]
-    )
+    deployed = rt.connection().execute(CODE_SHA256_OF_DEPLOYMENTS_BY_NAME_VERSION).fetchone()["code_sha256"]
     assert deployed == code_sha256("original")
     env2, args2 = write_module(tmp_path, "unpatched")
     refused = workers.start("changed", env=env2, args=args2)

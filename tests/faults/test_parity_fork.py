@@ -12,6 +12,7 @@ import pytest
 
 from demo.peers.targets_client import http_json
 from tests.support.db import claims
+from tests.support.queries.steps import COUNT_LLM_CALLS_BY_WORKFLOW_ID_DEC1
 from tests.support.refund_harness import approve, refund_env
 
 
@@ -94,10 +95,6 @@ def test_decision_recorded_once_across_a_kill(rt, workers, tmp_path):
         approve(rt, "dec1")
         assert rt.result("dec1", timeout=60)["status"] == "COMMITTED"
         assert [s["kind"] for s in rt.describe("dec1")["steps"]].count("decide") == 1
-        calls = (
-            rt.connection()
-            .execute("select count(*) as n from ilr.llm_calls where workflow_id = 'dec1'")
-            .fetchone()["n"]
-        )
+        calls = rt.connection().execute(COUNT_LLM_CALLS_BY_WORKFLOW_ID_DEC1).fetchone()["n"]
         assert calls == 2  # one discarded, one recorded
         assert http_json("GET", f"{env.model_url}/admin/calls")[1]["total"] == 2

@@ -26,6 +26,7 @@ import pytest
 from ilr import Runtime
 from ilr._journal import receipts
 from tests.support import ROOT
+from tests.support.queries.deployments import COUNT_WORKER_DEPLOYMENTS
 from tests.support.refund_harness import approve, refund_env
 from tests.support.waits import wait_for
 
@@ -227,7 +228,7 @@ def test_transaction_mode_worker_refuses_at_start_in_one_sentence(rt, workers, p
         )
     ], lines
     assert rt.describe("pb-t0")["status"] == "pending"
-    assert rt.connection().execute("select count(*) as n from ilr.worker_deployments").fetchone()["n"] == 0
+    assert rt.connection().execute(COUNT_WORKER_DEPLOYMENTS).fetchone()["n"] == 0
 
 
 def test_transaction_mode_client_and_django_app_work(rt, workers, tmp_path, pgbouncer):

@@ -12,6 +12,12 @@ import pytest
 
 from ilr import InvalidInput, WorkflowNotFound
 from tests.support.flows_flow_control import TEST_QUEUES
+from tests.support.queries.claims import FIRST_CLAIM_AT_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.slots import (
+    ACQUIRED_RELEASED_OF_SLOTS_BY_KEY,
+    NOT_BEFORE_OF_SLOTS_BY_KEY_WORKFLOW_ID,
+    WORKFLOW_ID_ACQUIRED_OF_SLOTS_BY_KEY,
+)
 from tests.support.waits import wait_for
 
 QUEUES_ENV = {"ILR_QUEUES": json.dumps(TEST_QUEUES)}
@@ -39,8 +45,7 @@ def scheduled(rt, key: str, prefix: str) -> list[float]:
     rows = (
         rt.connection()
         .execute(
-            "select extract(epoch from not_before)::float8 as t from ilr.slots "
-            "where key = %s and workflow_id like %s and not_before is not null order by 1",
+            NOT_BEFORE_OF_SLOTS_BY_KEY_WORKFLOW_ID,
             (key, prefix + "%"),
         )
         .fetchall()
@@ -56,8 +61,7 @@ def first_claims(rt, prefix: str) -> list[float]:
     rows = (
         rt.connection()
         .execute(
-            "select extract(epoch from min(claimed_at))::float8 as t from ilr.claims "
-            "where workflow_id like %s group by workflow_id order by 1",
+            FIRST_CLAIM_AT_OF_CLAIMS_BY_WORKFLOW_ID,
             (prefix + "%",),
         )
         .fetchall()
@@ -87,14 +91,7 @@ def test_three_workers_run_at_most_two_of_a_queue_at_once(rt, workers, queues):
     for r in rows:
         by_wf[r["workflow_id"]].setdefault(r["name"], r["at"])
     assert most_at_once([(v["enter"], v["leave"]) for v in by_wf.values()]) == 2
-    held = (
-        rt.connection()
-        .execute(
-            "select extract(epoch from acquired_at)::float8 as a, extract(epoch from released_at)::float8 as b "
-            "from ilr.slots where key = 'queue:two_at_a_time' and acquired_at is not null"
-        )
-        .fetchall()
-    )
+    held = rt.connection().execute(ACQUIRED_RELEASED_OF_SLOTS_BY_KEY).fetchall()
     assert len(held) == 12 and most_at_once([(r["a"], r["b"]) for r in held]) == 2
     assert rt.describe("two-00")["queue"] == "two_at_a_time" and rt.describe("two-00")["queue_limit"] == 2
     assert [q["queue"] for q in rt.queues()] == sorted(TEST_QUEUES)
@@ -182,13 +179,7 @@ def test_a_start_put_off_by_its_keys_rate_leaves_the_queue_slot_to_another_key(r
     (a1,), (a2,) = scheduled(rt, "acct:A", "slow-a-1"), scheduled(rt, "acct:A", "slow-a-2")
     assert a2 - a1 >= 4.0  # the key's rate held
     acquired = {
-        r["workflow_id"]: r["t"]
-        for r in rt.connection()
-        .execute(
-            "select workflow_id, extract(epoch from acquired_at)::float8 as t from ilr.slots "
-            "where key = 'queue:one_at_a_time_slow_per_key' and acquired_at is not null"
-        )
-        .fetchall()
+        r["workflow_id"]: r["t"] for r in rt.connection().execute(WORKFLOW_ID_ACQUIRED_OF_SLOTS_BY_KEY).fetchall()
     }
     (b1_claim,) = first_claims(rt, "slow-b-1")
     # B took the queue's slot before A's turn and ran before A's put-off start took it (it used

@@ -21,6 +21,7 @@ from ilr import InvalidInput
 from ilr._journal import keys, receipts
 from tests.support import ROOT
 from tests.support.db import superuser
+from tests.support.queries.effects import TAMPER_EFFECTS_SENDS_STATE_RECONCILED_BY_EFFECT_ID
 from tests.support.refund_harness import approve, refund_env
 from tests.support.review import commit_chain, effect_chain
 
@@ -113,8 +114,7 @@ def test_a_reconcile_is_a_signed_entry_and_the_rows_fields_are_checked(rt, worke
     # The row's unsigned copies, edited: each mismatch is a problem, and not tamper-evident.
     superuser(
         test_dsn,
-        "update ilr.effects set sends = 0, state = 'committed', "
-        "reconciled = jsonb_set(reconciled, '{applied}', 'false') where effect_id = %s",
+        TAMPER_EFFECTS_SENDS_STATE_RECONCILED_BY_EFFECT_ID,
         (effect_id,),
     )
     v = receipts.verify(rt.receipt(effect_id))

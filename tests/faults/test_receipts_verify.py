@@ -10,6 +10,7 @@ import json
 import pytest
 
 from ilr._journal import receipts
+from tests.support.queries.effects import ANY_EFFECTS_BY_WORKFLOW_ID_STATE
 from tests.support.refund_harness import (
     approve,
     hand_refund,
@@ -104,9 +105,7 @@ def test_a_send_the_revoke_listed_in_flight_is_no_false_p3_claim(rt, workers, tm
         grant_id = rt.approve(case["id"], proposal, facts, by="alice")
         with db.connect(test_dsn, application_name="test-p3") as conn:
             wait_for(
-                lambda: conn.execute(
-                    "select 1 from ilr.effects where workflow_id = %s and state = 'dispatched'", (case["id"],)
-                ).fetchone(),
+                lambda: conn.execute(ANY_EFFECTS_BY_WORKFLOW_ID_STATE, (case["id"],)).fetchone(),
                 timeout=30,
                 message="T_dispatch to commit",
             )

@@ -15,6 +15,8 @@ import signal
 from demo.peers.model_stub import model_stub_process
 from demo.peers.target import target_process
 from demo.serve import free_port
+from tests.support.queries.effects import STATE_SENDS_OF_EFFECTS_BY_EFFECT_ID
+from tests.support.queries.journal import COUNT_JOURNAL, KIND_OF_JOURNAL_BY_EFFECT_ID
 from tests.support.refund_harness import RefundEnv, approve, our_refunds, total
 from tests.support.waits import wait_for
 
@@ -45,18 +47,9 @@ def test_recovery_waits_out_an_unreachable_target_instead_of_failing(rt, workers
         assert d["status"] in ("pending", "running")
         assert "ConnectionRefusedError" in d["waiting"]["lookup_error"]
         effect_id = d["waiting"]["effect_id"]
-        effect = (
-            rt.connection()
-            .execute("select state, sends from ilr.effects where effect_id = %s", (effect_id,))
-            .fetchone()
-        )
+        effect = rt.connection().execute(STATE_SENDS_OF_EFFECTS_BY_EFFECT_ID, (effect_id,)).fetchone()
         assert effect == {"state": "dispatched", "sends": 1}
-        kinds = [
-            r["kind"]
-            for r in rt.connection()
-            .execute("select kind from ilr.journal where effect_id = %s order by seq", (effect_id,))
-            .fetchall()
-        ]
+        kinds = [r["kind"] for r in rt.connection().execute(KIND_OF_JOURNAL_BY_EFFECT_ID, (effect_id,)).fetchall()]
         assert kinds == ["PROPOSED", "AUTHORIZED", "DISPATCHED"]
         # The target comes back on the same port with the same ledger: the next attempt resends.
         with target_process(tier=1, queryable=True, ledger=ledger, port=port):
@@ -132,7 +125,7 @@ def test_a_target_down_before_the_first_send_is_waited_out_too(rt, workers, tmp_
 
     d = wait_for(waiting_twice, timeout=60, message="two failed premise reads recorded in waiting")
     assert "ConnectionRefusedError" in d["waiting"]["lookup_error"]
-    assert rt.connection().execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+    assert rt.connection().execute(COUNT_JOURNAL).fetchone()["n"] == 0
     with target_process(tier=1, queryable=True, ledger=ledger, port=port):
         assert rt.result("down-first", timeout=60) == "COMMITTED"
         assert [r["amount"] for r in env.ledger(case["payment"])] == [500]

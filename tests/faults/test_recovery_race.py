@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from tests.support.queries.effects import STATE_SENDS_OF_EFFECTS
 from tests.support.refund_harness import approve, our_refunds, refund_env
 
 
@@ -29,7 +30,7 @@ def test_a_fork_and_its_original_recover_one_send_once(rt, workers, tmp_path, ti
         workers.start("B", lease_ttl=2, concurrency=4, env=env.worker_env())
         original = rt.result(case["id"], timeout=90)
         forked = rt.result(f"race{tier}-fork", timeout=90)
-        eff = rt.connection().execute("select state, sends from ilr.effects").fetchall()
+        eff = rt.connection().execute(STATE_SENDS_OF_EFFECTS).fetchall()
         assert eff and all(e["state"] == "committed" for e in eff), eff
         assert len(our_refunds(env, case)) == 1
         assert original["status"] in (

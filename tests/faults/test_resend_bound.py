@@ -12,6 +12,7 @@ import pytest
 
 from ilr import _db as db
 from ilr._journal import receipts
+from tests.support.queries.effects import STATE_PAYLOAD_OF_EFFECTS_BY_EFFECT_ID
 from tests.support.refund_harness import refund_env
 from tests.support.waits import wait_for
 
@@ -33,7 +34,7 @@ def _start(rt, workers, env, tmp_path, case_id: str, amount_file):
 
 def _effect(test_dsn, effect_id):
     with db.connect(test_dsn) as conn:
-        return conn.execute("select state, payload from ilr.effects where effect_id = %s", (effect_id,)).fetchone()
+        return conn.execute(STATE_PAYLOAD_OF_EFFECTS_BY_EFFECT_ID, (effect_id,)).fetchone()
 
 
 @pytest.mark.parametrize("answer", ["400", "409", "replay"])

@@ -6,6 +6,7 @@ import pytest
 
 from ilr import WorkflowFailed
 from tests.support.db import invocations
+from tests.support.queries.effects import COUNT_EFFECTS
 from tests.support.waits import failure_of, wait_for
 
 
@@ -102,7 +103,7 @@ def test_an_effects_bad_argument_fails_the_workflow_naming_it_and_writes_nothing
     rt.start("effect_bad_input", "ebi", {"bad": bad})
     error = failure_of(rt, "ebi")
     assert error["type"] == "InvalidInput" and error["field"] == field, error
-    assert rt.connection().execute("select count(*) as n from ilr.effects").fetchone()["n"] == 0
+    assert rt.connection().execute(COUNT_EFFECTS).fetchone()["n"] == 0
 
 
 def test_bad_step_output_fails_workflow_naming_field(rt, workers):

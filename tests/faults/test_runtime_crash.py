@@ -11,6 +11,8 @@ import time
 
 from tests.support import ROOT
 from tests.support.db import invocations
+from tests.support.queries.claims import EPOCH_OWNER_CLAIMED_AT_ETC_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.signals import WORKFLOW_ID_COUNT_OF_SIGNALS_BY_WORKFLOW_ID
 from tests.support.waits import wait_for
 
 
@@ -18,8 +20,7 @@ def claims(rt, wf_id):
     return (
         rt.connection()
         .execute(
-            "select epoch, owner, claimed_at, lease_expires_at, prev_status, prev_lease_expires_at "
-            "from ilr.claims where workflow_id = %s order by epoch",
+            EPOCH_OWNER_CLAIMED_AT_ETC_OF_CLAIMS_BY_WORKFLOW_ID,
             (wf_id,),
         )
         .fetchall()
@@ -128,12 +129,5 @@ def test_signal_racing_suspend_loses_no_wakeup(rt, workers):
         rt.signal(f"race{i}", "approve", {"i": i})
     for i in range(n):
         assert rt.result(f"race{i}", timeout=60) == {"payload": {"i": i}}
-    bad = (
-        rt.connection()
-        .execute(
-            "select workflow_id, count(*) from ilr.signals where workflow_id like 'race%%' "
-            "group by workflow_id having count(*) <> 1 or bool_or(consumed_seq is null)"
-        )
-        .fetchall()
-    )
+    bad = rt.connection().execute(WORKFLOW_ID_COUNT_OF_SIGNALS_BY_WORKFLOW_ID).fetchall()
     assert bad == []

@@ -14,6 +14,12 @@ import pytest
 from ilr._invariants import check_all
 from ilr._schedules.spec import OVERLAPS
 from tests.support.db import embedded_cluster_or_skip
+from tests.support.queries.claims import DISTINCT_OWNER_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.schedules import (
+    SCHEDULED_AT_OUTCOME_REASON_ETC_OF_TICKS_BY_SCHEDULE_ID,
+    SCHEDULED_AT_STARTED_AT_ID_ETC_OF_TICKS_BY_SCHEDULE_ID,
+)
+from tests.support.queries.workflows import ID_STATUS_RESULT_ETC_OF_WORKFLOWS_BY_ID
 from tests.support.waits import wait_for
 
 RACE_SECONDS = 60
@@ -27,9 +33,7 @@ def ticks(rt, sid):
     return (
         rt.connection()
         .execute(
-            "select t.scheduled_at, t.outcome, t.reason, t.workflow_id, t.started_at, w.created_at "
-            "from ilr.schedule_ticks t left join ilr.workflows w on w.id = t.workflow_id "
-            "where t.schedule_id = %s order by t.scheduled_at",
+            SCHEDULED_AT_OUTCOME_REASON_ETC_OF_TICKS_BY_SCHEDULE_ID,
             (sid,),
         )
         .fetchall()
@@ -37,13 +41,7 @@ def ticks(rt, sid):
 
 
 def runs_of(rt, sid):
-    return (
-        rt.connection()
-        .execute(
-            "select id, status, result, created_at from ilr.workflows where id like %s order by id", (f"sched:{sid}:%",)
-        )
-        .fetchall()
-    )
+    return rt.connection().execute(ID_STATUS_RESULT_ETC_OF_WORKFLOWS_BY_ID, (f"sched:{sid}:%",)).fetchall()
 
 
 def test_two_workers_racing_a_one_second_schedule_start_each_tick_exactly_once(rt, workers):
@@ -76,11 +74,7 @@ def test_two_workers_racing_a_one_second_schedule_start_each_tick_exactly_once(r
         out = rt.result(r["workflow_id"], timeout=30)
         assert datetime.fromisoformat(out["scheduled_time"]) == r["scheduled_at"]
         assert out["scheduled_time"].endswith("+00:00")  # UTC, whatever the session's zone
-    owners = (
-        rt.connection()
-        .execute("select distinct owner from ilr.claims where workflow_id like 'sched:race:%'")
-        .fetchall()
-    )
+    owners = rt.connection().execute(DISTINCT_OWNER_OF_CLAIMS_BY_WORKFLOW_ID).fetchall()
     assert {o["owner"] for o in owners} == {"A", "B"}
     late = sorted((r["created_at"] - r["scheduled_at"]).total_seconds() for r in rows)
     assert late[len(late) // 2] < 1.0, late  # the median: the bound itself is bench_schedules' (p99)
@@ -114,9 +108,7 @@ def started_runs(rt, sid):
     return (
         rt.connection()
         .execute(
-            "select t.scheduled_at, t.started_at, w.id, w.status, w.created_at, w.updated_at as ended, "
-            "w.cancel_requested_by from ilr.schedule_ticks t join ilr.workflows w on w.id = t.workflow_id "
-            "where t.schedule_id = %s order by t.scheduled_at",
+            SCHEDULED_AT_STARTED_AT_ID_ETC_OF_TICKS_BY_SCHEDULE_ID,
             (sid,),
         )
         .fetchall()

@@ -12,6 +12,11 @@ import pytest
 
 from ilr import _db as db
 from ilr import signal_in
+from tests.support.queries.claims import OWNER_OF_CLAIMS_BY_WORKFLOW_ID_NULL_IN, SEED_CLAIMS_LEGACY
+from tests.support.queries.deployments import ANY_DEPLOYMENTS_BY_NAME_VERSION_WAKE_WAITER
+from tests.support.queries.signals import JSON_NULL_PAYLOAD_OF_SIGNALS_BY_WORKFLOW_ID_NAME, SEED_SIGNALS_LEGACY
+from tests.support.queries.steps import SEED_STEPS_LEGACY, SQL_NULL_JSON_NULL_ERROR_ETC_OF_STEPS_BY_WORKFLOW_ID_SEQ
+from tests.support.queries.workflows import SEED_WORKFLOWS_LEGACY
 from tests.support.waits import wait_for
 
 SIGNAL_BRANCH = {"branch": "signal", "payload": None}
@@ -28,8 +33,7 @@ def wake_row(rt, wf_id: str) -> dict:
     return (
         rt.connection()
         .execute(
-            "select output is null as sql_null, output = 'null'::jsonb as json_null, error, fingerprint "
-            "from ilr.steps where workflow_id = %s and seq = 1",
+            SQL_NULL_JSON_NULL_ERROR_ETC_OF_STEPS_BY_WORKFLOW_ID_SEQ,
             (wf_id,),
         )
         .fetchone()
@@ -54,12 +58,7 @@ def test_null_signal_in_takes_the_signal_branch_and_replays_so_after_a_takeover(
     workers.start("w2")
     rt.signal("null-in", "go", {})
     assert rt.result("null-in", timeout=20) == {"seen": SIGNAL_BRANCH, "replayed": SIGNAL_BRANCH}
-    assert (
-        rt.connection()
-        .execute("select owner from ilr.claims where workflow_id = 'null-in' order by epoch desc limit 1")
-        .fetchone()["owner"]
-        == "w2"
-    )
+    assert rt.connection().execute(OWNER_OF_CLAIMS_BY_WORKFLOW_ID_NULL_IN).fetchone()["owner"] == "w2"
 
 
 def test_rt_signal_none_delivers_json_null(rt, workers):
@@ -68,14 +67,7 @@ def test_rt_signal_none_delivers_json_null(rt, workers):
     rt.start("wake_waiter", "null-rt", {"timeout": 30})
     wait_for(lambda: waiting_on(rt, "null-rt", "wake"), message="null-rt waiting on wake")
     rt.signal("null-rt", "wake", None)
-    sig = (
-        rt.connection()
-        .execute(
-            "select payload = 'null'::jsonb as json_null, payload from ilr.signals "
-            "where workflow_id = 'null-rt' and name = 'wake'"
-        )
-        .fetchone()
-    )
+    sig = rt.connection().execute(JSON_NULL_PAYLOAD_OF_SIGNALS_BY_WORKFLOW_ID_NAME).fetchone()
     assert sig["json_null"] is True, sig
     wait_for(lambda: waiting_on(rt, "null-rt", "go"), timeout=10, message="null-rt past wake, waiting on go")
     rt.signal("null-rt", "go", {})
@@ -117,31 +109,23 @@ def test_a_signal_row_recorded_before_signal_timeout_replays_as_its_code_read_it
     workers.start("w1")
     conn = rt.connection()
     wait_for(
-        lambda: conn.execute("select 1 from ilr.deployments where name = 'wake_waiter' and version = '1'").fetchone(),
+        lambda: conn.execute(ANY_DEPLOYMENTS_BY_NAME_VERSION_WAKE_WAITER).fetchone(),
         message="wake_waiter@1 deployed by w1",
     )
     with conn.transaction():
         # Written the way rt.fork writes copied history: a synthetic claim at epoch 1 that the
         # step row carries (FencedWrites); the worker's claim is epoch 2.
         conn.execute(
-            "insert into ilr.workflows (id, name, version, input, epoch) "
-            "values ('legacy', 'wake_waiter', '1', %s::jsonb, 1)",
+            SEED_WORKFLOWS_LEGACY,
             (json.dumps({"timeout": timeout}),),
         )
+        conn.execute(SEED_CLAIMS_LEGACY)
         conn.execute(
-            "insert into ilr.claims (workflow_id, epoch, owner, version, claimed_at, lease_expires_at, "
-            "prev_status) values ('legacy', 1, 'legacy-writer', '1', now(), now(), 'pending')"
-        )
-        conn.execute(
-            "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) "
-            "values ('legacy', 1, 'wake', 'signal', %s::jsonb, 1)",
+            SEED_STEPS_LEGACY,
             (output,),
         )
         if output is not None:
-            conn.execute(
-                "insert into ilr.signals (workflow_id, name, payload, consumed_seq) "
-                "values ('legacy', 'wake', 'null'::jsonb, 1)"
-            )
+            conn.execute(SEED_SIGNALS_LEGACY)
     wait_for(lambda: waiting_on(rt, "legacy", "go"), timeout=10, message="legacy replayed, waiting on go")
     rt.signal("legacy", "go", {})
     assert rt.result("legacy", timeout=20) == {"seen": expected, "replayed": expected}

@@ -12,6 +12,8 @@ from django.db import transaction
 from ilr import InvalidInput
 from ilr._tasks.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus
 from tests.support import tasks
+from tests.support.queries.steps import KIND_OF_STEPS_BY_WORKFLOW_ID
+from tests.support.queries.workflows import COUNT_WORKFLOWS
 from tests.support.waits import wait_for
 
 
@@ -42,7 +44,7 @@ def test_enqueue_rolls_back_and_commits_with_the_callers_transaction(rt, workers
         doomed = tasks.add.enqueue(1, 2)
         # Inside the transaction the task exists for it, and for nobody else yet.
         assert tasks.add.get_result(doomed.id).status == TaskResultStatus.READY
-        assert rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"] == 0
+        assert rt.connection().execute(COUNT_WORKFLOWS).fetchone()["n"] == 0
         raise RuntimeError("roll back")
     with transaction.atomic():
         kept = tasks.add.enqueue(2, 3)
@@ -65,17 +67,13 @@ def test_retries_back_off_durably_and_keep_every_error(rt, workers):
     assert [e.exception_class for e in result.errors] == [ConnectionError, ConnectionError]
     assert "attempt 2 fails on purpose" in result.errors[1].traceback
     # Each wait between attempts was a durable sleep step, not a sleep in the worker.
-    kinds = [
-        r["kind"]
-        for r in rt.connection()
-        .execute("select kind from ilr.steps where workflow_id = %s order by seq", (result.id,))
-        .fetchall()
-    ]
+    kinds = [r["kind"] for r in rt.connection().execute(KIND_OF_STEPS_BY_WORKFLOW_ID, (result.id,)).fetchall()]
     # The successful attempt is no step: the finish records it, one commit fewer per task.
     assert kinds == ["step", "sleep", "step", "sleep"]
-    assert rt.connection().execute("select result from ilr.workflows where id = %s", (result.id,)).fetchone()["result"][
-        "value"
-    ] == {"attempt": 3, "workers": ["w1", "w1", "w1"]}
+    assert rt.describe(result.id)["result"]["value"] == {
+        "attempt": 3,
+        "workers": ["w1", "w1", "w1"],
+    }
 
 
 def test_a_failing_task_reads_failed_with_its_traceback(rt, workers):
@@ -206,7 +204,7 @@ def test_bad_options_and_arguments_are_refused_naming_the_field_and_nothing_is_w
     unbound = InterlockTask(func=tasks.unbound_body)
     with pytest.raises(InvalidTask, match=r"^task: 'tests.support.tasks.unbound_body' does not import as this task"):
         unbound.enqueue()
-    assert rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"] == 0
+    assert rt.connection().execute(COUNT_WORKFLOWS).fetchone()["n"] == 0
 
 
 def test_a_task_returning_a_value_that_is_not_json_fails_naming_it(rt, workers):

@@ -69,6 +69,13 @@ from ilr._tasks.compat import (
     default_task_backend,
 )
 from tests.support import conformance_tasks as test_tasks
+from tests.support.queries.steps import OUTPUT_OF_STEPS_BY_WORKFLOW_ID_NAME_ATTEMPT
+from tests.support.queries.workflows import (
+    COUNT_WORKFLOWS_BY_STATUS_COMPLETED,
+    LOCK_WORKFLOWS_BY_ID,
+    SET_WORKFLOWS_AVAILABLE_AT_BY_ID,
+    SET_WORKFLOWS_INPUT_BY_ID,
+)
 from tests.support.task_checks import (
     assert_ran,
     finished,
@@ -106,12 +113,7 @@ def test_run_enqueued_task(rt, workers):
     later = run(default_task_backend.aenqueue, test_tasks.calculate_meaning_of_life, (), {})
     workers.start("w1")
     wait_for(
-        lambda: (
-            rt.connection()
-            .execute("select count(*) as n from ilr.workflows where status = 'completed'")
-            .fetchone()["n"]
-            == 4
-        ),
+        lambda: rt.connection().execute(COUNT_WORKFLOWS_BY_STATUS_COMPLETED).fetchone()["n"] == 4,
         message="four tasks to complete",
     )
     for result in (*results, later):
@@ -269,7 +271,7 @@ def test_run_after(rt, workers):
     assert deferred.status == TaskResultStatus.READY and deferred.attempts == 0
     assert test_tasks.ordered.get_result(deferred.id).task.run_after == deferred.task.run_after
     # django-tasks-db moves run_after to now in its table; here the workflow row's available_at.
-    rt.connection().execute("update ilr.workflows set available_at = now() where id = %s", (deferred.id,))
+    rt.connection().execute(SET_WORKFLOWS_AVAILABLE_AT_BY_ID, (deferred.id,))
     assert finished(deferred).status == TaskResultStatus.SUCCESSFUL
     assert order_log(rt) == ["now", "deferred"]
 
@@ -307,7 +309,7 @@ def test_worker_with_locked_rows(rt, workers):
     try:
         with other.cursor() as cursor:
             cursor.execute("begin")
-            cursor.execute("select id from ilr.workflows where id = %s for update", [locked.id])
+            cursor.execute(LOCK_WORKFLOWS_BY_ID, [locked.id])
             assert len(cursor.fetchall()) == 1
         free = test_tasks.noop_task.enqueue()
         workers.start("w1")
@@ -330,7 +332,7 @@ def test_invalid_task_path(rt, workers):
         result = test_tasks.noop_task.enqueue(["exit", "1"])
         # Point the stored task at `path`, as the origin creates its DBTaskResult rows.
         rt.connection().execute(
-            "update ilr.workflows set input = jsonb_set(input, '{task}', to_jsonb(%s::text)) where id = %s",
+            SET_WORKFLOWS_INPUT_BY_ID,
             (path, result.id),
         )
         ids[path] = result.id
@@ -339,11 +341,7 @@ def test_invalid_task_path(rt, workers):
         wait_for(lambda tid=task_id: rt.describe(tid)["status"] == "failed", message=f"{path} to fail")
         with pytest.raises(ValueError, match=f"Expected '{path}' to point to a Task instance."):
             default_task_backend.get_result(task_id)
-        attempt = (
-            rt.connection()
-            .execute("select output from ilr.steps where workflow_id = %s and name = 'attempt'", (task_id,))
-            .fetchone()["output"]
-        )
+        attempt = rt.connection().execute(OUTPUT_OF_STEPS_BY_WORKFLOW_ID_NAME_ATTEMPT, (task_id,)).fetchone()["output"]
         assert attempt["ok"] is False
         assert attempt["error"]["exception_class_path"] == "builtins.ValueError"
 

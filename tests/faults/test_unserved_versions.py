@@ -20,6 +20,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from tests.support.db import drain
+from tests.support.queries.deployments import NAME_VERSION_SEEN_AT_ETC_OF_WORKER_DEPLOYMENTS_BY_WORKER_ID
 from tests.support.review import admin_page
 from tests.support.waits import wait_for
 
@@ -31,8 +32,7 @@ def rows_of(rt, worker_id) -> list[dict]:
     return (
         rt.connection()
         .execute(
-            "select name, version, seen_at, live_until > now() as live from ilr.worker_deployments "
-            "where worker_id = %s order by name, version",
+            NAME_VERSION_SEEN_AT_ETC_OF_WORKER_DEPLOYMENTS_BY_WORKER_ID,
             (worker_id,),
         )
         .fetchall()

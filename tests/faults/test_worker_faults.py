@@ -7,15 +7,13 @@ import time
 
 from ilr import _db as db
 from tests.support.db import invocations
+from tests.support.queries.claims import EPOCH_OWNER_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.workflows import LOCK_WAITERS_ON_WORKFLOWS, LOCK_WORKFLOWS_BY_ID_LAPSE
 from tests.support.waits import wait_for
 
 
 def claims(rt, wf_id):
-    return (
-        rt.connection()
-        .execute("select epoch, owner from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
-        .fetchall()
-    )
+    return rt.connection().execute(EPOCH_OWNER_OF_CLAIMS_BY_WORKFLOW_ID, (wf_id,)).fetchall()
 
 
 def stalled_heartbeat_renews_a_lapsed_lease(rt, worker_id: str, wf_id: str, ttl: float) -> bool:
@@ -24,9 +22,7 @@ def stalled_heartbeat_renews_a_lapsed_lease(rt, worker_id: str, wf_id: str, ttl:
     return (
         rt.connection()
         .execute(
-            "select count(*) as n from pg_stat_activity a, ilr.workflows w "
-            "where a.application_name = %s and a.wait_event_type = 'Lock' and w.id = %s "
-            "and w.lease_expires_at <= now() and a.xact_start + make_interval(secs => %s) <= now()",
+            LOCK_WAITERS_ON_WORKFLOWS,
             (f"ilr-worker-{worker_id}-heartbeat", wf_id, ttl),
         )
         .fetchone()["n"]
@@ -46,7 +42,7 @@ def test_own_lapsed_workflow_taken_back_runs_to_the_end(rt, workers, test_dsn):
     # from before the lapse, would still renew the lease and nothing would be taken over.
     with db.connect(test_dsn) as blocker:
         with blocker.transaction():
-            blocker.execute("select 1 from ilr.workflows where id = 'lapse' for update")
+            blocker.execute(LOCK_WORKFLOWS_BY_ID_LAPSE)
             wait_for(
                 lambda: stalled_heartbeat_renews_a_lapsed_lease(rt, "w1", "lapse", 2),
                 timeout=10,

@@ -23,6 +23,8 @@ import pytest
 from ilr import _db as db
 from tests.support import ROOT
 from tests.support.db import embedded_cluster_or_skip
+from tests.support.queries.claims import OWNER_OF_CLAIMS_BY_WORKFLOW_ID_AFTER_GRANT
+from tests.support.queries.deployments import SEED_WORKER_DEPLOYMENTS_GHOST
 from tests.support.waits import wait_for
 
 
@@ -137,7 +139,7 @@ def test_error_that_is_not_a_lost_connection_is_logged_and_claims_go_on(rt, work
         assert proc.poll() is None
         log = workers.log("perm")
         assert "Traceback" in log and "InsufficientPrivilege" in log, log
-        claimer = rt.connection().execute("select owner from ilr.claims where workflow_id = 'after-grant'").fetchall()
+        claimer = rt.connection().execute(OWNER_OF_CLAIMS_BY_WORKFLOW_ID_AFTER_GRANT).fetchall()
         assert [c["owner"] for c in claimer] == ["perm"]
     finally:
         workers.kill_all()
@@ -180,10 +182,7 @@ def test_a_dead_workers_lingering_session_does_not_keep_its_id(rt, workers, test
     ghost = db.connect(test_dsn)
     try:
         assert ghost.execute(WORKER_ID_LOCK_SQL, {"worker": "ghost"}).fetchone()["taken"]
-        ghost.execute(
-            "insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until) "
-            "values ('ghost', 'three_steps', '1', now() - interval '1 minute', now() - interval '1 second')"
-        )
+        ghost.execute(SEED_WORKER_DEPLOYMENTS_GHOST)
         workers.start("ghost")
         wait_for(lambda: started(workers, "ghost"), timeout=60, message="the startup line")
         assert rt.result("ghost-1", timeout=30)["counts"]

@@ -8,6 +8,7 @@ import re
 import signal
 
 from tests.support.db import invocations
+from tests.support.queries.claims import EPOCH_OWNER_OF_CLAIMS_BY_WORKFLOW_ID
 from tests.support.refund_harness import approve, refund_env
 from tests.support.waits import wait_for
 
@@ -15,9 +16,7 @@ INFO = {"ILR_LOG_LEVEL": "INFO"}
 
 
 def epochs(rt, wf_id: str) -> list[tuple[int, str]]:
-    rows = rt.connection().execute(
-        "select epoch, owner from ilr.claims where workflow_id = %s order by epoch", (wf_id,)
-    )
+    rows = rt.connection().execute(EPOCH_OWNER_OF_CLAIMS_BY_WORKFLOW_ID, (wf_id,))
     return [(r["epoch"], r["owner"]) for r in rows.fetchall()]
 
 

@@ -19,6 +19,14 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from demo.workflows import REFUND_VERSION
+from tests.support.queries.grants import ALL_LIFE_OF_GRANTS, COUNT_GRANTS, REVOKED_AT_REVOKED_BY_OF_GRANTS
+from tests.support.queries.journal import COUNT_JOURNAL, MIN_SEQ_OF_JOURNAL
+from tests.support.queries.workflows import (
+    SEED_WORKFLOWS_CASE_1_1,
+    SET_WORKFLOWS_STATUS_WAITING_BY_ID,
+    SET_WORKFLOWS_WAITING_BY_ID,
+    STATUS_ERROR_OF_WORKFLOWS_BY_ID,
+)
 from tests.support.review import (
     client_for,
     committed_journal,
@@ -58,7 +66,7 @@ def test_admin_says_when_recovery_could_not_read_the_target(rt):
     make_waiting(rt, status="pending")
     sql(
         rt,
-        "update ilr.workflows set waiting = %s::jsonb where id = 'case-1'",
+        SET_WORKFLOWS_WAITING_BY_ID,
         (
             json.dumps(
                 {
@@ -82,14 +90,14 @@ def test_admin_ilr_tables_are_read_only(rt):
     make_effect(rt, "eff_1", state="committed")
     committed_journal(rt, "eff_1")
     c = client_for(User.objects.create_superuser("root", password="pw"))
-    seq = sql(rt, "select min(seq) as s from ilr.journal").fetchone()["s"]
+    seq = sql(rt, MIN_SEQ_OF_JOURNAL).fetchone()["s"]
     assert c.get(reverse("admin:ilr_journalentry_change", args=[seq])).status_code == 200
     for name in ("journalentry", "effect", "signal", "workflow", "llmcall", "response", "slot"):
         assert c.get(reverse(f"admin:ilr_{name}_changelist")).status_code == 200, name
         assert c.get(reverse(f"admin:ilr_{name}_add")).status_code == 403, name
     assert c.post(reverse("admin:ilr_journalentry_delete", args=[seq]), {"post": "yes"}).status_code == 403
     assert c.post(reverse("admin:ilr_journalentry_change", args=[seq]), {"kind": "COMMITTED"}).status_code == 403
-    assert sql(rt, "select count(*) as n from ilr.journal").fetchone()["n"] == 3
+    assert sql(rt, COUNT_JOURNAL).fetchone()["n"] == 3
 
 
 def test_admin_shows_who_holds_a_key_and_who_waits(rt):
@@ -141,13 +149,13 @@ def test_admin_grant_create_needs_permission_and_records_the_user(rt):
         },
     )
     assert r.status_code == 302, text(r)
-    g = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    g = sql(rt, ALL_LIFE_OF_GRANTS).fetchone()
     assert g["granted_by"] == "ops" and g["max_cents"] == 5000 and 7190 < g["life"].total_seconds() <= 7200
     log = LogEntry.objects.get()
     assert log.object_id == g["id"] and log.user.username == "ops"
     r = c.post(reverse("admin:ilr_grant_add"), {"principal": "refund", "action": "refund", "max_cents": "-1"})
     assert r.status_code == 200 and "non-negative" in text(r)
-    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 1
+    assert sql(rt, COUNT_GRANTS).fetchone()["n"] == 1
 
 
 def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
@@ -170,7 +178,7 @@ def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
     assert counts(rt) == before  # the confirmation page writes nothing
     done = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
     assert done.status_code == 200 and "These may still land" in text(done) and "eff_flying" in text(done)
-    revoked = sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone()
+    revoked = sql(rt, REVOKED_AT_REVOKED_BY_OF_GRANTS).fetchone()
     assert revoked["revoked_at"] is not None and revoked["revoked_by"] == "ops"
     assert "eff_flying" in LogEntry.objects.get().change_message
     assert c.get(reverse("admin:ilr_grant_revoke"), {"ids": "grant_nope"}).status_code == 404
@@ -182,7 +190,7 @@ def test_admin_revoke_confirms_then_lists_the_effects_that_may_still_land(rt):
     again = c.post(reverse("admin:ilr_grant_revoke"), {"ids": grant, "confirm": "yes"})
     assert again.status_code == 200 and "already revoked by ops" in text(again) and "Revoked 1 grant" not in text(again)
     assert again.context_data["title"] == "Not revoked"
-    assert sql(rt, "select revoked_at, revoked_by from ilr.grants").fetchone() == revoked
+    assert sql(rt, REVOKED_AT_REVOKED_BY_OF_GRANTS).fetchone() == revoked
     assert LogEntry.objects.count() == 1
     # Found by who revoked it; an id no grant can have is a 404, not a database error.
     assert grant in text(c.get(reverse("admin:ilr_grant_changelist"), {"q": "ops"}))
@@ -218,8 +226,7 @@ def test_admin_terminate_needs_permission_a_reason_and_confirmation(rt):
     make_waiting(rt)
     sql(
         rt,
-        "insert into ilr.workflows (id, name, version, input, status, parent_id, parent_close_policy) "
-        "values ('case-1/1', 'refund', %s, '{}'::jsonb, 'sleeping', 'case-1', 'abandon')",
+        SEED_WORKFLOWS_CASE_1_1,
         (REFUND_VERSION,),
     )
     page = reverse("admin:ilr_workflow_terminate")
@@ -233,17 +240,13 @@ def test_admin_terminate_needs_permission_a_reason_and_confirmation(rt):
     assert "Yes, terminate 1 workflow" in shown and "case-1/1" in shown and "abandon" in shown
     before = counts(rt)
     assert "reason: say why" in text(c.post(page, {"ids": "case-1", "confirm": "yes", "reason": "  "}))
-    assert counts(rt) == before and sql(rt, "select status from ilr.workflows where id = 'case-1'").fetchone() == {
-        "status": "sleeping"
-    }
+    assert counts(rt) == before and rt.describe("case-1")["status"] == "sleeping"
     c.post(page, {"ids": "case-1", "confirm": "yes", "reason": "duplicate case"})
-    row = sql(rt, "select status, error from ilr.workflows where id = 'case-1'").fetchone()
+    row = sql(rt, STATUS_ERROR_OF_WORKFLOWS_BY_ID).fetchone()
     assert row["status"] == "terminated" and row["error"]["reason"] == "duplicate case"
     assert row["error"]["by"] == "ops"
-    assert sql(rt, "select status from ilr.approval_requests where workflow_id = 'case-1'").fetchone() == {
-        "status": "cancelled"
-    }
-    assert sql(rt, "select status from ilr.workflows where id = 'case-1/1'").fetchone() == {"status": "sleeping"}
+    assert [r["status"] for r in rt.approval_requests(status=None) if r["workflow_id"] == "case-1"] == ["cancelled"]
+    assert rt.describe("case-1/1")["status"] == "sleeping"
     (entry,) = LogEntry.objects.all()
     assert entry.change_message == "Terminated: duplicate case. Children: case-1/1: abandoned."
     c.post(page, {"ids": "case-1", "confirm": "yes", "reason": "again"})  # ended: nothing to do, no entry
@@ -263,7 +266,7 @@ def test_admin_cancel_and_resume_pages_take_an_id_with_a_nul_as_no_such_workflow
 def test_admin_retire_shows_the_drain_report(rt):
     make_waiting(rt)
     make_waiting(rt, "case-2")
-    sql(rt, "update ilr.workflows set status = 'completed', waiting = null where id = 'case-2'")
+    sql(rt, SET_WORKFLOWS_STATUS_WAITING_BY_ID)
     c = admin_client()
     page = text(c.get(reverse("admin:ilr_deployments")))
     assert f"refund@{REFUND_VERSION}" in page and "Oldest still active" in page and "case-1" in page

@@ -24,6 +24,19 @@ from demo.workflows import REFUND_VERSION
 from ilr import _codec as codec
 from ilr._journal import receipts
 from ilr._ops.approval_requests import signal_name
+from tests.support.queries.effects import RECONCILED_OF_EFFECTS_BY_EFFECT_ID
+from tests.support.queries.grants import ALL_LIFE_OF_GRANTS, COUNT_GRANTS, GRANTED_BY_OF_GRANTS
+from tests.support.queries.journal import (
+    DISABLE_JOURNAL_APPEND_ONLY,
+    ENABLE_JOURNAL_APPEND_ONLY,
+    TAMPER_JOURNAL_BODY_BY_EFFECT_ID_KIND,
+)
+from tests.support.queries.signals import ALL_OF_SIGNALS
+from tests.support.queries.workflows import (
+    ANALYZE_WORKFLOWS,
+    SEED_WORKFLOWS_BULK,
+    TAMPER_WORKFLOWS_STATUS_WAITING_RESULT_BY_ID,
+)
 from tests.support.review import (
     FACTS,
     approve_url,
@@ -138,11 +151,11 @@ def test_approve_issues_a_bound_grant_and_logs_it(rt, alice):
     proposal = make_waiting(rt)
     r = client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "expires_in": "3600"}, follow=True)
     assert r.status_code == 200 and f"Approved {rid()} as grant" in text(r)
-    grant = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    grant = sql(rt, ALL_LIFE_OF_GRANTS).fetchone()
     assert grant["granted_by"] == "alice" and grant["payload_hash"] == codec.payload_hash(proposal)
     assert grant["facts_seen"] == FACTS and grant["max_cents"] == 2000 and grant["principal"] == "refund"
     assert 3590 < grant["life"].total_seconds() <= 3600
-    signal = sql(rt, "select * from ilr.signals").fetchone()
+    signal = sql(rt, ALL_OF_SIGNALS).fetchone()
     assert signal["name"] == signal_name(rid()) and signal["sender"] == "alice"
     assert signal["payload"] == {"status": "approved", "grant_id": grant["id"], "by": "alice"}
     req = rt.approval_request(rid())
@@ -157,7 +170,7 @@ def test_approve_issues_a_bound_grant_and_logs_it(rt, alice):
 def test_by_is_the_logged_in_user_never_a_form_field(rt, alice):
     make_waiting(rt)
     client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(), "by": "mallory", "granted_by": "mallory"})
-    assert sql(rt, "select granted_by from ilr.grants").fetchone()["granted_by"] == "alice"
+    assert sql(rt, GRANTED_BY_OF_GRANTS).fetchone()["granted_by"] == "alice"
 
 
 def test_reject_sends_a_rejection_the_workflow_handles(rt, alice):
@@ -166,9 +179,9 @@ def test_reject_sends_a_rejection_the_workflow_handles(rt, alice):
         reject_url(), {"reason": "customer already refunded by phone", "payload_hash": proposal_hash()}, follow=True
     )
     assert f"Rejected {rid()}" in text(r)
-    signal = sql(rt, "select * from ilr.signals").fetchone()
+    signal = sql(rt, ALL_OF_SIGNALS).fetchone()
     assert signal["payload"] == {"status": "rejected", "by": "alice", "reason": "customer already refunded by phone"}
-    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 0
+    assert sql(rt, COUNT_GRANTS).fetchone()["n"] == 0
     assert rt.approval_request(rid())["status"] == "rejected"
     assert LogEntry.objects.get().change_message.startswith("Rejected")
 
@@ -211,7 +224,7 @@ def test_stale_approval_of_a_workflow_that_no_longer_waits(rt, alice):
     make_waiting(rt)
     page = client_for(alice).get(reverse("approvals:queue"))
     assert "case-1" in text(page)
-    sql(rt, "update ilr.workflows set status = 'completed', waiting = null, result = '{}' where id = 'case-1'")
+    sql(rt, TAMPER_WORKFLOWS_STATUS_WAITING_RESULT_BY_ID)
     before = counts(rt)
     r = client_for(alice).post(approve_url(), {"payload_hash": proposal_hash()}, follow=True)
     assert "its workflow case-1 ended (completed)" in text(r)
@@ -235,7 +248,7 @@ def test_two_person_rule(rt, alice, bob):
     a = client_for(alice)
     r = a.post(approve_url(), {"payload_hash": proposal_hash(60_000), "expires_in": "900"}, follow=True)
     assert "needs a second, different approver" in text(r)
-    assert sql(rt, "select count(*) as n from ilr.grants").fetchone()["n"] == 0
+    assert sql(rt, COUNT_GRANTS).fetchone()["n"] == 0
     assert [x["by"] for x in rt.approval_request(rid())["approvals"]] == ["alice"]
     page = text(a.get(reverse("approvals:queue")))
     assert "approved by alice" in page and "You approved: waiting for a second person" in page
@@ -248,7 +261,7 @@ def test_two_person_rule(rt, alice, bob):
     # A second, different person: the grant is issued now, with the shorter lifetime asked for.
     r = client_for(bob).post(approve_url(), {"payload_hash": proposal_hash(60_000), "expires_in": "86400"}, follow=True)
     assert "approvers: alice, bob" in text(r)
-    grant = sql(rt, "select *, expires_at - created_at as life from ilr.grants").fetchone()
+    grant = sql(rt, ALL_LIFE_OF_GRANTS).fetchone()
     assert grant["granted_by"] == "alice and bob" and grant["payload_hash"] == codec.payload_hash(proposal)
     assert grant["life"].total_seconds() <= 900
 
@@ -256,7 +269,7 @@ def test_two_person_rule(rt, alice, bob):
 def test_one_approver_when_the_request_needs_one(rt, alice):
     make_waiting(rt, amount=60_000, needed=1)
     client_for(alice).post(approve_url(), {"payload_hash": proposal_hash(60_000)})
-    assert sql(rt, "select granted_by from ilr.grants").fetchone()["granted_by"] == "alice"
+    assert sql(rt, GRANTED_BY_OF_GRANTS).fetchone()["granted_by"] == "alice"
 
 
 def test_unknown_ids_are_404(rt, alice):
@@ -294,7 +307,7 @@ def test_reconcile_requires_evidence_then_records_it(rt, alice):
         follow=True,
     )
     assert "Reconciled eff_amb" in text(r)
-    rec = sql(rt, "select reconciled from ilr.effects where effect_id = 'eff_amb'").fetchone()["reconciled"]
+    rec = sql(rt, RECONCILED_OF_EFFECTS_BY_EFFECT_ID).fetchone()["reconciled"]
     assert rec["evidence"] == "ledger shows re_77" and rec["by"] == "alice" and rec["applied"] is True
     assert LogEntry.objects.get().object_id == "eff_amb"
     # A second attestation does not silently replace the first.
@@ -350,15 +363,14 @@ def test_receipt_page_flags_tampering(rt, alice):
     make_effect(rt, "eff_r", state="committed")
     committed_journal(rt)
     # An administrator with table rights edits the journal behind the runtime's back.
-    sql(rt, "alter table ilr.journal disable trigger journal_append_only")
+    sql(rt, DISABLE_JOURNAL_APPEND_ONLY)
     try:
         sql(
             rt,
-            "update ilr.journal set body = replace(body, '\"amount\":2000', '\"amount\":9000') "
-            "where effect_id = 'eff_r' and kind = 'DISPATCHED'",
+            TAMPER_JOURNAL_BODY_BY_EFFECT_ID_KIND,
         )
     finally:
-        sql(rt, "alter table ilr.journal enable trigger journal_append_only")
+        sql(rt, ENABLE_JOURNAL_APPEND_ONLY)
     body = text(client_for(alice).get(reverse("approvals:receipt", args=["eff_r"])))
     assert "Tampering detected" in body and "No: tampering detected" in body
     assert "hash does not recompute" in body
@@ -371,15 +383,10 @@ def test_pages_stay_fast_with_10000_workflows(rt, alice):
     make_waiting(rt)
     sql(
         rt,
-        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting, created_at) "
-        "select 'bulk-' || i, 'refund', %s, '{}'::jsonb, "
-        "(array['completed','sleeping','failed','pending'])[i %% 4 + 1], "
-        "1, case when i %% 4 = 1 then 'infinity'::timestamptz else now() end, "
-        "case when i %% 4 = 1 then %s::jsonb end, now() - make_interval(secs => i) "
-        "from generate_series(1, 10000) i",
+        SEED_WORKFLOWS_BULK,
         (REFUND_VERSION, json.dumps({"seq": 3, "kind": "signal", "signal": "go"})),
     )
-    sql(rt, "analyze ilr.workflows")
+    sql(rt, ANALYZE_WORKFLOWS)
     admin = client_for(User.objects.create_superuser("root", password="pw"))
     reviewer = client_for(alice)
     urls = [

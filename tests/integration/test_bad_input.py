@@ -8,6 +8,7 @@ from ilr import InvalidInput, UnknownWorkflow, WorkflowNotFound
 from ilr._context.context import WorkflowContext
 from ilr._errors import WorkflowConflict
 from tests.support.db import count_workflows
+from tests.support.queries.signals import COUNT_SIGNALS
 
 
 def _nested(depth: int) -> dict:
@@ -89,7 +90,7 @@ def test_signal_to_unknown_workflow(rt):
     with pytest.raises(WorkflowNotFound) as err:
         rt.signal("nobody", "approve", {})
     assert "nobody" in str(err.value)
-    assert rt.connection().execute("select count(*) as n from ilr.signals").fetchone()["n"] == 0
+    assert rt.connection().execute(COUNT_SIGNALS).fetchone()["n"] == 0
 
 
 def test_signal_payload_must_be_plain_json(rt):
@@ -123,4 +124,4 @@ def test_what_jsonb_keeps_as_written_is_accepted(rt):
     # The edges of the rules above: these read back from jsonb as written.
     fine = {"big": 9999999999999998.0, "small": 5e-324, "zero": 0.0, "int": 10**3999 * 9, "deep": _nested(250)}
     rt.start("any_input", "fine", fine)
-    assert rt.connection().execute("select input from ilr.workflows where id = 'fine'").fetchone()["input"] == fine
+    assert rt.describe("fine")["input"] == fine

@@ -15,6 +15,24 @@ import pytest
 
 from ilr import _db as db
 from ilr._queries.claims import CLAIM_SQL
+from tests.support.queries.claims import COUNT_CLAIMS_BY_OWNER
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_PLAN
+from tests.support.queries.workflows import (
+    ANALYZE_WORKFLOWS,
+    COUNT_WORKFLOWS_BY_STATUS_RUNNING,
+    ID_OF_WORKFLOWS_BY_ID,
+    LOCK_WORKFLOWS_BY_STATUS,
+    SEED_WORKFLOWS_DUE,
+    SEED_WORKFLOWS_LATER,
+    SET_WORKFLOWS_LEASE_EXPIRES_AT_BY_ID_1_SECOND,
+    SET_WORKFLOWS_PRIORITY,
+    SET_WORKFLOWS_PRIORITY_BY_ID_DUE000001,
+    SET_WORKFLOWS_PRIORITY_BY_ID_DUE000004,
+    SET_WORKFLOWS_PRIORITY_BY_ID_DUE000005,
+    SET_WORKFLOWS_STATUS_AVAILABLE_AT_BY_ID,
+    SET_WORKFLOWS_STATUS_OWNER_LEASE_EXPIRES_AT,
+    SET_WORKFLOWS_STATUS_OWNER_LEASE_EXPIRES_AT_BY_ID,
+)
 
 PARAMS = {"names": ["plan"], "versions": ["1"], "owner": "T", "ttl": 30}
 
@@ -23,17 +41,14 @@ PARAMS = {"names": ["plan"], "versions": ["1"], "owner": "T", "ttl": 30}
 def conn(clean_db, django_db_blocker):
     with django_db_blocker.unblock():
         c = db.connect(clean_db)
-        c.execute("insert into ilr.deployments (name, version, code_sha256) values ('plan', '1', 'x')")
+        c.execute(SEED_DEPLOYMENTS_PLAN)
         yield c
         c.close()
 
 
 def _backlog(conn, due: int) -> None:
     conn.execute(
-        "insert into ilr.workflows (id, name, version, input, available_at) "
-        "select 'due' || lpad(g::text, 6, '0'), 'plan', '1', '{}', "
-        "now() - interval '1 hour' + g * interval '1 ms' "
-        "from generate_series(1, %s) g",
+        SEED_WORKFLOWS_DUE,
         (due,),
     )
 
@@ -61,11 +76,11 @@ def test_a_claim_reads_what_it_takes_not_the_backlog(conn, analyzed):
     for _ in range(50):
         ids = [r["id"] for r in _claim(conn, 8)]
         conn.execute(
-            "update ilr.workflows set status = 'completed', owner = null, lease_expires_at = null where id = any(%s)",
+            SET_WORKFLOWS_STATUS_OWNER_LEASE_EXPIRES_AT_BY_ID,
             (ids,),
         )
     if analyzed:
-        conn.execute("analyze ilr.workflows")
+        conn.execute(ANALYZE_WORKFLOWS)
     with conn.transaction(force_rollback=True):
         (plan,) = conn.execute("explain (analyze, format json) " + CLAIM_SQL, {**PARAMS, "n": 8}).fetchone().values()
     plan = plan[0] if isinstance(plan, list) else json.loads(plan)[0]
@@ -76,25 +91,18 @@ def test_due_rows_are_claimed_oldest_first_and_n_bounds_the_claim(conn):
     _backlog(conn, 30)
     taken = [r["id"] for r in _claim(conn, 4)]
     assert sorted(taken) == ["due000001", "due000002", "due000003", "due000004"]
-    assert conn.execute("select count(*) as n from ilr.workflows where status = 'running'").fetchone()["n"] == 4
+    assert conn.execute(COUNT_WORKFLOWS_BY_STATUS_RUNNING).fetchone()["n"] == 4
 
 
 def test_lapsed_leases_are_taken_first_and_count_against_n(conn, clean_db):
     _backlog(conn, 10)
     for r in _claim(conn, 3):  # three running rows whose leases then lapse
-        conn.execute(
-            "update ilr.workflows set lease_expires_at = now() - interval '1 second' where id = %s", (r["id"],)
-        )
+        conn.execute(SET_WORKFLOWS_LEASE_EXPIRES_AT_BY_ID_1_SECOND, (r["id"],))
     with conn.transaction():
         rows = _claim(conn, 5)
         # The due scan stopped at the two rows it took: it left no other row locked.
         with db.connect(clean_db) as other:
-            unlocked = [
-                r["id"]
-                for r in other.execute(
-                    "select id from ilr.workflows where status = 'pending' order by id for update skip locked"
-                )
-            ]
+            unlocked = [r["id"] for r in other.execute(LOCK_WORKFLOWS_BY_STATUS)]
         assert unlocked == [f"due{i:06d}" for i in range(6, 11)]
     by_id = {r["id"]: r for r in rows}
     assert len(rows) == 5
@@ -106,15 +114,13 @@ def test_lapsed_leases_are_taken_first_and_count_against_n(conn, clean_db):
     assert sorted(i for i, r in by_id.items() if r["prev_status"] == "pending") == ["due000004", "due000005"]
     assert all(r["takeovers"] == 1 for r in rows if r["prev_status"] == "running")
     # The claim history records each (TakeoverOnlyAfterExpiry reads it).
-    assert conn.execute("select count(*) as n from ilr.claims where owner = 'T'").fetchone()["n"] == 8
+    assert conn.execute(COUNT_CLAIMS_BY_OWNER).fetchone()["n"] == 8
 
 
 def test_a_live_lease_and_a_future_row_are_not_claimed(conn):
     _backlog(conn, 2)
     _claim(conn, 1)  # due000001 is now running with a live lease
-    conn.execute(
-        "update ilr.workflows set status = 'sleeping', available_at = now() + interval '1 hour' where id = 'due000002'"
-    )
+    conn.execute(SET_WORKFLOWS_STATUS_AVAILABLE_AT_BY_ID)
     assert _claim(conn, 5) == []
 
 
@@ -130,12 +136,12 @@ def _index_names(plan: dict) -> set[str]:
 
 def test_due_rows_are_claimed_by_priority_then_oldest_first(conn):
     _backlog(conn, 6)
-    conn.execute("update ilr.workflows set priority = 5 where id in ('due000005', 'due000006')")
-    conn.execute("update ilr.workflows set priority = 50 where id = 'due000004'")
-    conn.execute("update ilr.workflows set priority = -3 where id = 'due000001'")
+    conn.execute(SET_WORKFLOWS_PRIORITY_BY_ID_DUE000005)
+    conn.execute(SET_WORKFLOWS_PRIORITY_BY_ID_DUE000004)
+    conn.execute(SET_WORKFLOWS_PRIORITY_BY_ID_DUE000001)
     taken = [r["id"] for r in _claim(conn, 6)]
     # The claim returns rows in no promised order; what it takes, n at a time, is the order.
-    conn.execute("update ilr.workflows set status = 'pending', owner = null, lease_expires_at = null")
+    conn.execute(SET_WORKFLOWS_STATUS_OWNER_LEASE_EXPIRES_AT)
     firsts = [[r["id"] for r in _claim(conn, 1)] for _ in range(6)]
     assert sorted(taken) == [f"due00000{i}" for i in range(1, 7)]
     assert [f[0] for f in firsts] == ["due000004", "due000005", "due000006", "due000002", "due000003", "due000001"]
@@ -143,13 +149,10 @@ def test_due_rows_are_claimed_by_priority_then_oldest_first(conn):
 
 def test_a_prioritized_backlog_is_read_through_its_own_index_not_scanned_whole(conn):
     _backlog(conn, 3000)
-    conn.execute("update ilr.workflows set priority = (1 + (substr(id, 4)::int % 7)) where substr(id, 4)::int % 2 = 0")
+    conn.execute(SET_WORKFLOWS_PRIORITY)
     # A prioritized row that is not due yet (a deferred task) must not be taken.
-    conn.execute(
-        "insert into ilr.workflows (id, name, version, input, available_at, priority) "
-        "values ('later', 'plan', '1', '{}', now() + interval '1 hour', 100)"
-    )
-    conn.execute("analyze ilr.workflows")
+    conn.execute(SEED_WORKFLOWS_LATER)
+    conn.execute(ANALYZE_WORKFLOWS)
     with conn.transaction(force_rollback=True):
         (plan,) = conn.execute("explain (analyze, format json) " + CLAIM_SQL, {**PARAMS, "n": 8}).fetchone().values()
     plan = plan[0] if isinstance(plan, list) else json.loads(plan)[0]
@@ -157,7 +160,5 @@ def test_a_prioritized_backlog_is_read_through_its_own_index_not_scanned_whole(c
     assert _rows_read_from_workflows(plan) <= 8 + 8, json.dumps(plan, indent=1)[:4000]
     taken = {r["id"] for r in _claim(conn, 8)}
     assert "later" not in taken
-    top = conn.execute(
-        "select id from ilr.workflows where id <> 'later' order by priority desc, available_at limit 8"
-    ).fetchall()
+    top = conn.execute(ID_OF_WORKFLOWS_BY_ID).fetchall()
     assert taken == {r["id"] for r in top}

@@ -9,6 +9,7 @@ import pytest
 
 from ilr import Concurrency, ConcurrencyLimitReached, InvalidInput, WorkflowNotFound, workflow
 from tests.support.flows_flow_control import TEST_QUEUES
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_ELSEWHERE, SEED_DEPLOYMENTS_ROLLING
 
 
 def holders(rt, key: str) -> list[str]:
@@ -308,7 +309,7 @@ def test_a_start_of_a_version_this_process_does_not_register_keeps_the_workflows
     def rolling(ctx, input):
         return None
 
-    rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('rolling', '1', 'old')")
+    rt.connection().execute(SEED_DEPLOYMENTS_ROLLING)
     rt.start("rolling", "r1", {"account": 42})
     rt.start("rolling", "r2", {"account": 42})
     assert rt.describe("r1")["version"] == "1"
@@ -316,7 +317,7 @@ def test_a_start_of_a_version_this_process_does_not_register_keeps_the_workflows
     assert rt.describe("r1")["queue"] == "two_at_a_time"
     # A workflow no version of which is registered here (another codebase's) takes only the
     # start's explicit arguments, as before.
-    rt.connection().execute("insert into ilr.deployments (name, version, code_sha256) values ('elsewhere', '1', 'x')")
+    rt.connection().execute(SEED_DEPLOYMENTS_ELSEWHERE)
     rt.start("elsewhere", "e1", {"account": 42})
     assert rt.describe("e1")["concurrency"] == [] and rt.describe("e1")["queue"] is None
 

@@ -7,6 +7,7 @@ import pytest
 from ilr import InvalidInput
 from ilr._errors import EffectNotFound, GrantNotFound
 from tests.support.db import write_counts
+from tests.support.queries.grants import COUNT_REVOKED_OF_GRANTS, REVOKED_AT_REVOKED_BY_OF_GRANTS_BY_ID
 
 
 def test_revoke_unknown_and_twice(rt):
@@ -14,7 +15,7 @@ def test_revoke_unknown_and_twice(rt):
         rt.revoke("grant_nope", by="bob")
     g = rt.grant("agent", "refund", max_cents=100, by="policy")
     assert rt.revoke(g, by="bob") == []
-    first = rt.connection().execute("select revoked_at, revoked_by from ilr.grants where id = %s", (g,)).fetchone()
+    first = rt.connection().execute(REVOKED_AT_REVOKED_BY_OF_GRANTS_BY_ID, (g,)).fetchone()
     assert first["revoked_at"] is not None and first["revoked_by"] == "bob"
     # A second revoke is refused, names the first one, and changes nothing (the guide: a revoke
     # of a revoked grant is bad input).
@@ -23,9 +24,7 @@ def test_revoke_unknown_and_twice(rt):
     assert err.value.field == "grant_id"
     assert "already revoked by bob" in err.value.rule and first["revoked_at"].isoformat() in err.value.rule
     assert "may land: none" in err.value.rule
-    assert (
-        rt.connection().execute("select revoked_at, revoked_by from ilr.grants where id = %s", (g,)).fetchone() == first
-    )
+    assert rt.connection().execute(REVOKED_AT_REVOKED_BY_OF_GRANTS_BY_ID, (g,)).fetchone() == first
 
 
 def test_grant_bad_input(rt):
@@ -99,12 +98,9 @@ def test_ids_names_and_numbers_are_checked_before_the_database(rt, call, field):
     nothing written. Each was a raw psycopg error, a silent empty answer, a TypeError or a wait
     that never ended (a fresh user's finds)."""
     g = rt.grant("agent", "refund", max_cents=100, by="policy")
-    before = rt.connection().execute("select count(*) as n, count(revoked_at) as revoked from ilr.grants").fetchone()
+    before = rt.connection().execute(COUNT_REVOKED_OF_GRANTS).fetchone()
     with pytest.raises(InvalidInput) as err:
         call(rt, g)
     assert err.value.field == field, err.value
     assert len(str(err.value)) < 400  # a 100 kB id is not repeated back
-    assert (
-        rt.connection().execute("select count(*) as n, count(revoked_at) as revoked from ilr.grants").fetchone()
-        == before
-    )
+    assert rt.connection().execute(COUNT_REVOKED_OF_GRANTS).fetchone() == before

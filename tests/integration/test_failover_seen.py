@@ -20,6 +20,12 @@ import pytest
 from ilr import _db as db
 from ilr._ops import failover
 from ilr._queries.deployments import TIMELINE_SEEN_SQL
+from tests.support.queries.misc import (
+    DELETE_TIMELINES,
+    SEED_TIMELINES,
+    SEED_TIMELINES_AN_HOUR_AGO,
+    TIMELINE_ID_SEEN_AT_OF_TIMELINES,
+)
 from tests.support.waits import wait_for
 
 
@@ -29,21 +35,21 @@ def new_timeline(clean_db, django_db_blocker):
     promoted standby; the table is put back as it was afterwards."""
     with django_db_blocker.unblock():
         with db.connect(clean_db) as conn:
-            saved = conn.execute("select timeline_id, seen_at from ilr.timelines").fetchall()
+            saved = conn.execute(TIMELINE_ID_SEEN_AT_OF_TIMELINES).fetchall()
             current = conn.execute("select ilr.current_timeline() as t").fetchone()["t"]
-            conn.execute("delete from ilr.timelines")
+            conn.execute(DELETE_TIMELINES)
             conn.execute(
-                "insert into ilr.timelines (timeline_id, seen_at) values (%s, now() - interval '1 hour')",
+                SEED_TIMELINES_AN_HOUR_AGO,
                 (current - 1,),
             )
         try:
             yield clean_db, current
         finally:
             with db.connect(clean_db) as conn:
-                conn.execute("delete from ilr.timelines")
+                conn.execute(DELETE_TIMELINES)
                 for row in saved:
                     conn.execute(
-                        "insert into ilr.timelines (timeline_id, seen_at) values (%s, %s)",
+                        SEED_TIMELINES,
                         (row["timeline_id"], row["seen_at"]),
                     )
 

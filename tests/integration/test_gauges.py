@@ -11,6 +11,7 @@ from psycopg.conninfo import make_conninfo
 from ilr import _db as db
 from ilr._telemetry.gauges import FiguresCache, register_gauges
 from tests.support import ops_state
+from tests.support.queries.approvals import SET_APPROVAL_REQUESTS_STATUS_DECIDED_AT_BY_WORKFLOW_ID
 
 
 def _provider():
@@ -66,9 +67,7 @@ def test_gauges_report_the_figures_and_a_scrape_storm_reads_once(rt, test_dsn):
         for _ in range(20):
             collected(reader)
         assert cache.reads == 1  # the storm within the period: no further read
-        rt.connection().execute(
-            "update ilr.approval_requests set status = 'expired', decided_at = now() where workflow_id = 'apr-old'"
-        )
+        rt.connection().execute(SET_APPROVAL_REQUESTS_STATUS_DECIDED_AT_BY_WORKFLOW_ID)
         clock.now += 5
         assert collected(reader)["interlock.approvals.pending"] == [({}, 1)]
         assert cache.reads == 2

@@ -12,6 +12,46 @@ from ilr import _codec as codec
 from ilr._invariants import INVARIANTS, check_all, violations
 from ilr._journal import journal
 from ilr._schedules.spec import tick_workflow_id
+from tests.support.queries.claims import SEED_CLAIMS_W1, seed_claims_w1
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_REFUND, SEED_DEPLOYMENTS_REFUND_2
+from tests.support.queries.effects import (
+    SEED_EFFECTS_W1,
+    SEED_RESPONSES_W1,
+    SEED_RESPONSES_W1_2,
+    TAMPER_EFFECTS_SENDS,
+    TAMPER_EFFECTS_TIER_SENDS,
+    seed_effects_w1,
+)
+from tests.support.queries.grants import ALL_OF_GRANTS_BY_ID_G, SEED_GRANTS, TAMPER_GRANTS_REVOKED_AT
+from tests.support.queries.journal import (
+    DISABLE_JOURNAL_APPEND_ONLY,
+    TAMPER_DELETE_JOURNAL_BY_KIND,
+    TAMPER_JOURNAL_BODY_BY_KIND,
+)
+from tests.support.queries.schedules import SEED_SCHEDULES_S, SEED_TICKS
+from tests.support.queries.signals import SEED_SIGNALS_W1, SEED_SIGNALS_W1_2, SEED_SIGNALS_W1_3, SEED_SIGNALS_W1_4
+from tests.support.queries.slots import seed_slot
+from tests.support.queries.steps import (
+    DISABLE_STEPS_APPEND_ONLY,
+    SEED_STEPS_W1,
+    SEED_STEPS_W1_2,
+    TAMPER_DELETE_STEPS_BY_SEQ,
+    seed_effect_step_w1,
+    seed_steps_w1,
+)
+from tests.support.queries.workflows import (
+    SEED_WORKFLOWS_REFUND,
+    SEED_WORKFLOWS_W1,
+    TAMPER_WORKFLOWS_CANCEL_REQUESTED_AT,
+    TAMPER_WORKFLOWS_CONCURRENCY_KEY_CONCURRENCY_LIMIT_BY_ID,
+    TAMPER_WORKFLOWS_QUEUE_QUEUE_LIMIT_QUEUE_RATES,
+    TAMPER_WORKFLOWS_STATUS_AVAILABLE_AT_WAITING,
+    TAMPER_WORKFLOWS_STATUS_CANCEL_REQUESTED_AT_UPDATED_AT,
+    TAMPER_WORKFLOWS_STATUS_CONTINUED,
+    TAMPER_WORKFLOWS_STATUS_ERROR_SEQ_2,
+    TAMPER_WORKFLOWS_STATUS_RUNNING,
+    TAMPER_WORKFLOWS_VERSION,
+)
 
 EID, EID_SPARE = codec.effect_id_for({"request_id": "seed"}), codec.effect_id_for({"request_id": "spare"})
 PAYLOAD = {"payment": "p1", "amount": 2000}
@@ -26,43 +66,24 @@ def seed(conn) -> dict:
     a sleep, a live grant and a committed effect with its sealed chain and response log."""
     cur = conn.cursor()
     t = lambda off: f"now() - interval '3600 seconds' + interval '{off} seconds'"  # noqa: E731
-    cur.execute("insert into ilr.deployments (name, version, code_sha256) values ('refund', '1', 'x')")
+    cur.execute(SEED_DEPLOYMENTS_REFUND)
+    cur.execute(SEED_WORKFLOWS_W1)
+    cur.execute(seed_claims_w1(t))
+    cur.execute(seed_steps_w1(t))
+    cur.execute(SEED_SIGNALS_W1)
     cur.execute(
-        "insert into ilr.workflows (id, name, version, input, status, epoch) "
-        "values ('W1', 'refund', '1', '{}', 'completed', 2)"
-    )
-    cur.execute(
-        f"insert into ilr.claims values ('W1', 1, 'A', '1', {t(0)}, {t(5)}, 'pending', null), "
-        f"('W1', 2, 'B', '1', {t(10)}, {t(15)}, 'running', {t(5)})"
-    )
-    cur.execute(
-        f"insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values "
-        f"('W1', 1, 'approve', 'signal', '{{\"ok\": 1}}', 2, {t(11)}), "
-        f"('W1', 2, 'sleep', 'sleep', jsonb_build_object('until', to_jsonb({t(11.5)})), 2, {t(12)}), "
-        f"('W1', 5, 'check', 'step', '1', 2, {t(14.5)})"
-    )
-    cur.execute(
-        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) values ('W1', 'approve', '{\"ok\": 1}', 1)"
-    )
-    cur.execute(
-        "insert into ilr.grants (id, principal, action, max_cents, payload_hash, granted_by) "
-        "values ('G', 'refund', 'refund', 2000, %s, 'alice')",
+        SEED_GRANTS,
         (codec.payload_hash(PAYLOAD),),
     )
     cur.execute(
-        f"insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
-        f"grant_id, "
-        f"dispatch_workflow_id, dispatch_epoch, first_dispatched_at, send_deadline, settle_margin, sends) "
-        f"values (%s, 'W1', 'local-refunds', 1, %s::jsonb, %s, 'committed', 'G', 'W1', 2, {t(13)}, {t(16)}, "
-        f"interval '5 seconds', 1)",
+        seed_effects_w1(t),
         (EID, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD)),
     )
     cur.execute(
-        f"insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, epoch, created_at) values "
-        f"('W1', 3, 'effect:local-refunds', 'effect', %s, '{{\"status\": \"COMMITTED\"}}', 2, {t(14)})",
+        seed_effect_step_w1(t),
         (f"{EID}:{codec.payload_hash(PAYLOAD)}",),
     )
-    grant = cur.execute("select * from ilr.grants where id = 'G'").fetchone()
+    grant = cur.execute(ALL_OF_GRANTS_BY_ID_G).fetchone()
     snapshot = {
         "grant_id": "G",
         "principal": "refund",
@@ -94,7 +115,7 @@ def seed(conn) -> dict:
         },
     )
     journal.append(cur, EID, "COMMITTED", _ts(cur, 14), {"via": "first-send", "result": {"id": "re_1"}, "by": by})
-    cur.execute("insert into ilr.responses (effect_id, workflow_id, epoch, result) values (%s, 'W1', 2, '{}')", (EID,))
+    cur.execute(SEED_RESPONSES_W1, (EID,))
     t_send = _ts(cur, 13.5)
     return {
         "snapshot": snapshot,
@@ -139,9 +160,7 @@ def _append(conn, kind, offset, fields, eid=EID):
 
 def _spare_effect(conn, tier=1, state="dispatched"):
     conn.execute(
-        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
-        "grant_id, "
-        "dispatch_workflow_id, dispatch_epoch) values (%s, 'W1', 't', %s, %s::jsonb, %s, %s, 'G', 'W1', 2)",
+        SEED_EFFECTS_W1,
         (EID_SPARE, tier, json.dumps(PAYLOAD), codec.payload_hash(PAYLOAD), state),
     )
 
@@ -162,19 +181,10 @@ CORRUPTIONS = {
     "NoRerunAfterComplete": lambda c, s: s["evidence"]["invocations"].append(
         {"workflow_id": "W1", "name": "check", "at": _ts(c.cursor(), 100)}
     ),
-    "StepResultUnique": lambda c, s: c.execute("alter table ilr.steps disable trigger steps_append_only"),
-    "FencedWrites": lambda c, s: c.execute(
-        "insert into ilr.steps (workflow_id, seq, name, kind, epoch, created_at) "
-        "values ('W1', 9, 'late', 'step', 1, now() - interval '3580 seconds')"
-    ),
-    "LeaseMutex": lambda c, s: c.execute(
-        "insert into ilr.claims values ('W1', 3, 'C', '1', now() - interval '3589 seconds', now(), 'running', "
-        "now() - interval '3585 seconds')"
-    ),
-    "TakeoverOnlyAfterExpiry": lambda c, s: c.execute(
-        "insert into ilr.claims values ('W1', 3, 'C', '1', now() - interval '3589 seconds', now(), 'running', "
-        "now() - interval '3585 seconds')"
-    ),
+    "StepResultUnique": lambda c, s: c.execute(DISABLE_STEPS_APPEND_ONLY),
+    "FencedWrites": lambda c, s: c.execute(SEED_STEPS_W1),
+    "LeaseMutex": lambda c, s: c.execute(SEED_CLAIMS_W1),
+    "TakeoverOnlyAfterExpiry": lambda c, s: c.execute(SEED_CLAIMS_W1),
     "AtMostOneCommit": lambda c, s: (
         c.execute("drop index ilr.one_commit"),
         _append(c, "COMMITTED", 20, {"via": "x", "by": s["by"]}),
@@ -182,12 +192,12 @@ CORRUPTIONS = {
     "EffectAtMostOnceTier12": lambda c, s: s["evidence"]["ledger"].append(
         {"effect_id": EID, "key": EID, "amount": 2000, "source": "api"}
     ),
-    "Tier3NeverResends": lambda c, s: c.execute("update ilr.effects set tier = 3, sends = 2"),
+    "Tier3NeverResends": lambda c, s: c.execute(TAMPER_EFFECTS_TIER_SENDS),
     "NoOverlappingSends": lambda c, s: s["evidence"]["access_log"].append(
         {"method": "POST", "path": "/refunds", "key": EID, "t_wall": _ts(c.cursor(), 14), "body": PAYLOAD}
     ),
     # A resend authorized off the signed record: the counter moved, no RESENT entry.
-    "EverySendJournaled": lambda c, s: c.execute("update ilr.effects set sends = sends + 1"),
+    "EverySendJournaled": lambda c, s: c.execute(TAMPER_EFFECTS_SENDS),
     "CommittedImpliesApplied": lambda c, s: s["evidence"]["ledger"].clear(),
     "AmbiguousOnlyWhenUnknowable": lambda c, s: (
         _spare_effect(c, tier=2),
@@ -196,18 +206,16 @@ CORRUPTIONS = {
         ),
     ),
     "EffectCheckpointAtomic": lambda c, s: (
-        c.execute("update ilr.workflows set status = 'running'"),
-        c.execute("alter table ilr.steps disable trigger steps_append_only"),
-        c.execute("delete from ilr.steps where seq = 3"),
+        c.execute(TAMPER_WORKFLOWS_STATUS_RUNNING),
+        c.execute(DISABLE_STEPS_APPEND_ONLY),
+        c.execute(TAMPER_DELETE_STEPS_BY_SEQ),
     ),
     "SendRequiresLiveClaim": lambda c, s: (
         _spare_effect(c),
         _append(c, "DISPATCHED", 20, _dispatched(s, by={"workflow_id": "W1", "epoch": 7}), EID_SPARE),
     ),
-    "NoSendUnderRevokedGrant": lambda c, s: c.execute(
-        "update ilr.grants set revoked_at = now() - interval '3599 seconds'"
-    ),
-    "RevokeLinearizable": lambda c, s: c.execute("update ilr.grants set revoked_at = now() - interval '3599 seconds'"),
+    "NoSendUnderRevokedGrant": lambda c, s: c.execute(TAMPER_GRANTS_REVOKED_AT),
+    "RevokeLinearizable": lambda c, s: c.execute(TAMPER_GRANTS_REVOKED_AT),
     "NoSendOnStalePremise": lambda c, s: (
         _spare_effect(c),
         _append(
@@ -238,52 +246,34 @@ CORRUPTIONS = {
         _spare_effect(c),
         _append(c, "DISPATCHED", 20, _dispatched(s, effect={"payment": "p1", "amount": 5000}), EID_SPARE),
     ),
-    "NoSendAfterCancel": lambda c, s: c.execute(
-        "update ilr.workflows set cancel_requested_at = now() - interval '3599 seconds'"
-    ),
-    "LateResultPreserved": lambda c, s: c.execute(
-        "insert into ilr.responses (effect_id, workflow_id, epoch, result) values (%s, 'W1', 1, '{}')", (EID,)
-    ),
+    "NoSendAfterCancel": lambda c, s: c.execute(TAMPER_WORKFLOWS_CANCEL_REQUESTED_AT),
+    "LateResultPreserved": lambda c, s: c.execute(SEED_RESPONSES_W1_2, (EID,)),
     "ReceiptChainLinear": lambda c, s: (
-        c.execute("alter table ilr.journal disable trigger journal_append_only"),
-        c.execute("update ilr.journal set body = replace(body, 're_1', 're_2') where kind = 'COMMITTED'"),
+        c.execute(DISABLE_JOURNAL_APPEND_ONLY),
+        c.execute(TAMPER_JOURNAL_BODY_BY_KIND),
     ),
     "ReceiptTruthful": lambda c, s: s["evidence"]["ledger"].clear(),
     # The issue 40 truncation: the last entry deleted past the append-only trigger, the head kept.
     "ReceiptComplete": lambda c, s: (
-        c.execute("alter table ilr.journal disable trigger journal_append_only"),
-        c.execute("delete from ilr.journal where kind = 'COMMITTED'"),
+        c.execute(DISABLE_JOURNAL_APPEND_ONLY),
+        c.execute(TAMPER_DELETE_JOURNAL_BY_KIND),
     ),
-    "TimerNotEarly": lambda c, s: c.execute(
-        "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch, created_at) values ('W1', 4, 'sleep', "
-        "'sleep', jsonb_build_object('until', to_jsonb(now())), 2, now() - interval '3587 seconds')"
-    ),
-    "SignalExactlyOnceConsumed": lambda c, s: c.execute(
-        "insert into ilr.signals (workflow_id, name, payload, consumed_seq) values ('W1', 'approve', '{\"ok\": 2}', 2)"
-    ),
+    "TimerNotEarly": lambda c, s: c.execute(SEED_STEPS_W1_2),
+    "SignalExactlyOnceConsumed": lambda c, s: c.execute(SEED_SIGNALS_W1_2),
     "NoLostWakeup": lambda c, s: (
-        c.execute(
-            "update ilr.workflows set status = 'sleeping', available_at = 'infinity', "
-            'waiting = \'{"seq": 4, "kind": "signal", "signal": "approve"}\''
-        ),
-        c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'approve', '{}')"),
+        c.execute(TAMPER_WORKFLOWS_STATUS_AVAILABLE_AT_WAITING),
+        c.execute(SEED_SIGNALS_W1_3),
     ),
-    "NoCancelLeftAsleep": lambda c, s: c.execute(
-        "update ilr.workflows set status = 'sleeping', cancel_requested_at = now() - interval '1 minute', "
-        "updated_at = now(), available_at = now() + interval '1 hour', "
-        'waiting = \'{"seq": 4, "kind": "sleep", "name": "sleep"}\''
-    ),
+    "NoCancelLeftAsleep": lambda c, s: c.execute(TAMPER_WORKFLOWS_STATUS_CANCEL_REQUESTED_AT_UPDATED_AT),
     "NoSignalLeftBehind": lambda c, s: (
-        c.execute("update ilr.workflows set status = 'continued'"),
-        c.execute("insert into ilr.signals (workflow_id, name, payload) values ('W1', 'credit', '{}')"),
+        c.execute(TAMPER_WORKFLOWS_STATUS_CONTINUED),
+        c.execute(SEED_SIGNALS_W1_4),
     ),
     "VersionPinned": lambda c, s: (
-        c.execute("insert into ilr.deployments (name, version, code_sha256) values ('refund', '2', 'y')"),
-        c.execute("update ilr.workflows set version = '2'"),
+        c.execute(SEED_DEPLOYMENTS_REFUND_2),
+        c.execute(TAMPER_WORKFLOWS_VERSION),
     ),
-    "NonDeterminismLoud": lambda c, s: c.execute(
-        'update ilr.workflows set status = \'stuck\', error = \'{"type": "NonDeterminism", "seq": 2}\''
-    ),
+    "NonDeterminismLoud": lambda c, s: c.execute(TAMPER_WORKFLOWS_STATUS_ERROR_SEQ_2),
     "ForkNeverResends": lambda c, s: _append(c, "DISPATCHED", 20, _dispatched(s)),
     # Concurrency keys: rows written past the slot functions (migration 0016).
     "SlotMutex": lambda c, s: (
@@ -291,14 +281,12 @@ CORRUPTIONS = {
         _slot(c, "W1", slot_no=0, queued=0, acquired=0, released=10),
         _slot(c, "W2", slot_no=0, queued=5, acquired=5, released=15),
     ),
-    "NoRunWithoutSlot": lambda c, s: c.execute(
-        "update ilr.workflows set concurrency_key = 'acct', concurrency_limit = 1 where id = 'W1'"
-    ),
+    "NoRunWithoutSlot": lambda c, s: c.execute(TAMPER_WORKFLOWS_CONCURRENCY_KEY_CONCURRENCY_LIMIT_BY_ID),
     "SlotReleasedAtEnd": lambda c, s: _slot(c, "W1", slot_no=0, queued=0, acquired=0),
     "NoStrandedWaiter": lambda c, s: (_workflows(c, "W2", status="pending"), _slot(c, "W2", queued=0)),
     "RateRespected": lambda c, s: (
         _workflows(c, "W2", "W3"),
-        c.execute("update ilr.workflows set queue = 'q', queue_limit = 1000, queue_rates = '{\"rate\": [1, 60]}'"),
+        c.execute(TAMPER_WORKFLOWS_QUEUE_QUEUE_LIMIT_QUEUE_RATES),
         _slot(c, "W2", key="queue:q", slot_no=0, queued=0, acquired=0, released=1, not_before=0),
         _slot(c, "W3", key="queue:q", slot_no=0, queued=2, acquired=2, released=3, not_before=10),
     ),
@@ -325,7 +313,7 @@ CORRUPTIONS = {
 
 
 def _schedule(c) -> None:
-    c.execute("insert into ilr.schedules (id, workflow_name, input, every_s) values ('S', 'refund', '{}', 10)")
+    c.execute(SEED_SCHEDULES_S)
 
 
 def _tick(c, at: str, overlap: str) -> None:
@@ -334,8 +322,7 @@ def _tick(c, at: str, overlap: str) -> None:
     wf_id = tick_workflow_id("S", t)
     _workflows(c, wf_id, status="running")
     c.execute(
-        "insert into ilr.schedule_ticks (schedule_id, scheduled_at, kind, overlap, outcome, workflow_id, open, "
-        "started_at) values ('S', %s, 'tick', %s, 'started', %s, true, clock_timestamp())",
+        SEED_TICKS,
         (t, overlap, wf_id),
     )
 
@@ -343,7 +330,7 @@ def _tick(c, at: str, overlap: str) -> None:
 def _workflows(c, *ids: str, status: str = "completed") -> None:
     for wf_id in ids:
         c.execute(
-            "insert into ilr.workflows (id, name, version, input, status) values (%s, 'refund', '1', '{}', %s)",
+            SEED_WORKFLOWS_REFUND,
             (wf_id, status),
         )
 
@@ -359,9 +346,7 @@ def _slot(c, wf_id: str, *, queued: float, slot_no=None, acquired=None, released
     rel, rel_args = opt(released)
     nb, nb_args = opt(not_before)
     c.execute(
-        "insert into ilr.slots (key, workflow_id, slot_limit, slot_no, queued_at, acquired_at, released_at, "
-        f"released_why, not_before) values (%s, %s, 1, %s, {t}, {acq}, {rel}, "
-        f"case when %s::float8 is null then null else 'completed' end, {nb})",
+        seed_slot(t, acq, rel, nb),
         (key, wf_id, slot_no, queued, *acq_args, *rel_args, released, *nb_args),
     )
 

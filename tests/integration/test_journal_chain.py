@@ -15,24 +15,31 @@ from ilr import _codec as codec
 from ilr import _db as db
 from ilr._journal import journal, keys
 from ilr._queries.journal import LAST_HASH_SQL
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_J
+from tests.support.queries.effects import (
+    SEED_EFFECTS_EFF_J,
+    SENDS_OF_EFFECTS_BY_EFFECT_ID_EFF_J,
+    TAMPER_EFFECTS_ONE_MORE_SEND_BY_EFFECT_ID,
+    TAMPER_EFFECTS_SENDS_BY_EFFECT_ID,
+    TAMPER_EFFECTS_STATE_BY_EFFECT_ID_NO_SUCH_STATE,
+)
+from tests.support.queries.journal import COUNT_JOURNAL, KIND_PREV_HASH_OF_JOURNAL
+from tests.support.queries.workflows import SEED_WORKFLOWS_WF_J
 
 
 @pytest.fixture
 def conn(clean_db, django_db_blocker):
     with django_db_blocker.unblock():
         c = db.connect(clean_db)
-        c.execute("insert into ilr.deployments (name, version, code_sha256) values ('j', '1', 'x')")
-        c.execute("insert into ilr.workflows (id, name, version, input) values ('wf-j', 'j', '1', '{}')")
-        c.execute(
-            "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
-            "values ('eff_j', 'wf-j', 't', 1, '{}', 'h')"
-        )
+        c.execute(SEED_DEPLOYMENTS_J)
+        c.execute(SEED_WORKFLOWS_WF_J)
+        c.execute(SEED_EFFECTS_EFF_J)
         yield c
         c.close()
 
 
 def _sends(conn) -> int:
-    return conn.execute("select sends from ilr.effects where effect_id = 'eff_j'").fetchone()["sends"]
+    return conn.execute(SENDS_OF_EFFECTS_BY_EFFECT_ID_EFF_J).fetchone()["sends"]
 
 
 def test_batched_entries_link_in_order_and_the_staged_update_lands_with_them(conn):
@@ -41,12 +48,12 @@ def test_batched_entries_link_in_order_and_the_staged_update_lands_with_them(con
         chain = journal.Chain("eff_j", None)
         with chain.batched(cur):
             first = chain.append(cur, "PROPOSED", 1.0, {"n": 1})
-            chain.also("update ilr.effects set sends = sends + %s where effect_id = %s", (5, "eff_j"))
+            chain.also(TAMPER_EFFECTS_SENDS_BY_EFFECT_ID, (5, "eff_j"))
             second = chain.append(cur, "AUTHORIZED", 1.0, {"n": 2})
             # Nothing is written until the block ends: one statement then.
-            assert conn.execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+            assert conn.execute(COUNT_JOURNAL).fetchone()["n"] == 0
             assert _sends(conn) == 0
-    rows = conn.execute("select kind, prev, hash from ilr.journal order by seq").fetchall()
+    rows = conn.execute(KIND_PREV_HASH_OF_JOURNAL).fetchall()
     assert [(r["kind"], r["prev"], r["hash"]) for r in rows] == [
         ("PROPOSED", None, first["hash"]),
         ("AUTHORIZED", first["hash"], second["hash"]),
@@ -61,8 +68,8 @@ def test_a_failing_staged_statement_inserts_no_entry(conn):
             chain = journal.Chain("eff_j", None)
             with chain.batched(cur):
                 chain.append(cur, "PROPOSED", 1.0, {})
-                chain.also("update ilr.effects set state = 'no-such-state' where effect_id = %s", ("eff_j",))
-    assert conn.execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+                chain.also(TAMPER_EFFECTS_STATE_BY_EFFECT_ID_NO_SUCH_STATE, ("eff_j",))
+    assert conn.execute(COUNT_JOURNAL).fetchone()["n"] == 0
 
 
 def test_a_staged_statement_runs_alone_when_no_entry_is_appended(conn):
@@ -70,9 +77,9 @@ def test_a_staged_statement_runs_alone_when_no_entry_is_appended(conn):
         cur = conn.cursor()
         chain = journal.Chain("eff_j", None)
         with chain.batched(cur):
-            chain.also("update ilr.effects set sends = sends + 1 where effect_id = %s", ("eff_j",))
+            chain.also(TAMPER_EFFECTS_ONE_MORE_SEND_BY_EFFECT_ID, ("eff_j",))
     assert _sends(conn) == 1
-    assert conn.execute("select count(*) as n from ilr.journal").fetchone()["n"] == 0
+    assert conn.execute(COUNT_JOURNAL).fetchone()["n"] == 0
 
 
 def test_also_outside_batched_is_refused(conn):

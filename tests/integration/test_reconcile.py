@@ -16,36 +16,30 @@ import pytest
 
 from ilr import InvalidInput
 from ilr import _codec as codec
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_REFUND_V1
+from tests.support.queries.effects import SEED_EFFECTS_LOCAL_REFUNDS, STATE_RECONCILED_OF_EFFECTS_BY_EFFECT_ID
+from tests.support.queries.workflows import SEED_WORKFLOWS_REFUND_2
 
 EID = "eff_amb_api"
 
 
 def make_ambiguous(rt, effect_id=EID, wf_id="case-rec"):
     conn = rt.connection()
+    conn.execute(SEED_DEPLOYMENTS_REFUND_V1)
     conn.execute(
-        "insert into ilr.deployments (name, version, code_sha256) values ('refund', 'v1', 'sha') on conflict do nothing"
-    )
-    conn.execute(
-        "insert into ilr.workflows (id, name, version, input, status, epoch) "
-        "values (%s, 'refund', 'v1', '{}'::jsonb, 'completed', 1)",
+        SEED_WORKFLOWS_REFUND_2,
         (wf_id,),
     )
     payload = {"payment": "pay_1", "amount": 2000}
     conn.execute(
-        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
-        "first_dispatched_at, send_deadline, settle_margin, sends) values (%s, %s, 'local-refunds', 3, %s::jsonb, "
-        "%s, 'ambiguous', now(), now() + interval '3 s', interval '5 s', 1)",
+        SEED_EFFECTS_LOCAL_REFUNDS,
         (effect_id, wf_id, json.dumps(payload), codec.payload_hash(payload)),
     )
     return effect_id
 
 
 def stored(rt, effect_id=EID):
-    return (
-        rt.connection()
-        .execute("select state, reconciled from ilr.effects where effect_id = %s", (effect_id,))
-        .fetchone()
-    )
+    return rt.connection().execute(STATE_RECONCILED_OF_EFFECTS_BY_EFFECT_ID, (effect_id,)).fetchone()
 
 
 def test_a_second_reconcile_is_refused_and_the_first_attestation_stands(rt):

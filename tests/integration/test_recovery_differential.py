@@ -27,6 +27,12 @@ from ilr._effects.recovery import recover
 from ilr._journal import journal
 from ilr._queries.claims import CLAIM_SQL
 from ilr._worker.claims import Run
+from tests.support.queries.effects import (
+    SENDS_OF_EFFECTS_BY_EFFECT_ID,
+    SET_EFFECTS_SEND_DEADLINE_FIRST_DISPATCHED_AT_BY_EFFECT_ID,
+    SET_EFFECTS_SEND_DEADLINE_LAST_ERROR_BY_EFFECT_ID,
+)
+from tests.support.queries.steps import OUTPUT_OF_STEPS_BY_WORKFLOW_ID_SEQ
 
 # The decision table, row by row (docs/protocol.md §6.5, recovery (a) to (d)):
 #   (a) tier 1 older than dedup_window - DEDUP_MARGIN is recovered as tier 2 if queryable, else 3
@@ -152,8 +158,7 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     conn, run, call, payment, payload, grant = _dispatched_call(rt, target, tag)
     # Drive the effect into the combination.
     conn.execute(
-        "update ilr.effects set send_deadline = now() - interval '5 seconds', "
-        "first_dispatched_at = now() - make_interval(secs => %s) where effect_id = %s",
+        SET_EFFECTS_SEND_DEADLINE_FIRST_DISPATCHED_AT_BY_EFFECT_ID,
         (200 if window else 1, call.effect_id),
     )
     if found:
@@ -170,9 +175,7 @@ def test_database_path_matches_the_table(rt, targets, tier, window, queryable, g
     assert last["kind"] == kind and last.get("via") == via
     if kind == "REFUSED":
         assert last["resolves"] is True
-    step = conn.execute(
-        "select output from ilr.steps where workflow_id = %s and seq = 1", (run.workflow_id,)
-    ).fetchone()
+    step = conn.execute(OUTPUT_OF_STEPS_BY_WORKFLOW_ID_SEQ, (run.workflow_id,)).fetchone()
     assert step["output"]["status"] == want  # recorded with the resolving entry, in one transaction
     conn.close()
 
@@ -241,8 +244,7 @@ def test_database_path_when_a_lookup_is_due_or_the_policy_spent(rt, targets, que
         "unanswered": 3 if due == "unanswered" else 1,
     }
     conn.execute(
-        "update ilr.effects set send_deadline = now() - interval '5 seconds', last_error = %s::jsonb "
-        "where effect_id = %s",
+        SET_EFFECTS_SEND_DEADLINE_LAST_ERROR_BY_EFFECT_ID,
         (json.dumps(last_error), call.effect_id),
     )
     if found:
@@ -259,6 +261,6 @@ def test_database_path_when_a_lookup_is_due_or_the_policy_spent(rt, targets, que
         assert entries[-1]["result"]["key"] == call.effect_id and result.result == entries[-1]["result"]
     if want == "REFUSED:resends_exhausted":
         assert entries[-1]["found"] is False and entries[-1]["reason"].startswith("resend policy spent: 1 send without")
-    sends = conn.execute("select sends from ilr.effects where effect_id = %s", (call.effect_id,)).fetchone()
+    sends = conn.execute(SENDS_OF_EFFECTS_BY_EFFECT_ID, (call.effect_id,)).fetchone()
     assert sends["sends"] == len([e for e in entries if e["kind"] in ("DISPATCHED", "RESENT")])
     conn.close()

@@ -16,6 +16,11 @@ from django.urls import reverse
 
 from ilr import InvalidInput, WorkflowNotFound
 from tests.support.db import status
+from tests.support.queries.steps import SEED_STEPS_STEP1
+from tests.support.queries.workflows import (
+    SET_WORKFLOWS_COMPLETED_PEND,
+    SET_WORKFLOWS_STATUS_EPOCH_TAKEOVERS_BY_ID,
+)
 
 
 def make_stuck(rt, wf_id, error=None):
@@ -28,11 +33,11 @@ def make_stuck(rt, wf_id, error=None):
         "message": "crash loop: 6 takeovers since the last recorded step (max_takeovers 5)",
     }
     rt.connection().execute(
-        "insert into ilr.steps (workflow_id, seq, name, kind, output, epoch) values (%s, 1, 'step1', 'step', '1', 1)",
+        SEED_STEPS_STEP1,
         (wf_id,),
     )
     rt.connection().execute(
-        "update ilr.workflows set status = 'stuck', epoch = 7, takeovers = 6, error = %s::jsonb where id = %s",
+        SET_WORKFLOWS_STATUS_EPOCH_TAKEOVERS_BY_ID,
         (json.dumps(error), wf_id),
     )
 
@@ -46,7 +51,7 @@ def test_resume_refuses_what_is_not_stuck_and_changes_nothing(rt):
         rt.resume("pend", by="ops")
     assert err.value.field == "workflow_id" and "only a stuck workflow resumes" in err.value.rule
     assert "is pending" in err.value.rule
-    rt.connection().execute("update ilr.workflows set status = 'completed' where id = 'pend'")
+    rt.connection().execute(SET_WORKFLOWS_COMPLETED_PEND)
     with pytest.raises(InvalidInput, match="is completed: only a stuck workflow resumes"):
         rt.resume("pend", by="ops")
     after = rt.describe("pend")

@@ -17,6 +17,12 @@ from django.urls import reverse
 
 from approvals import cases as case_lists
 from ilr._journal import journal
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_OTHER
+from tests.support.queries.effects import (
+    SET_EFFECTS_RECONCILED_BY_EFFECT_ID,
+    SET_EFFECTS_SENDS_FIRST_DISPATCHED_AT_BY_EFFECT_ID,
+)
+from tests.support.queries.workflows import SEED_WORKFLOWS_OTHER
 from tests.support.review import (
     approve_url,
     client_for,
@@ -36,12 +42,11 @@ pytestmark = pytest.mark.usefixtures("transactional_db")
 def make_workflow(rt, wf_id: str, status: str):
     sql(
         rt,
-        "insert into ilr.deployments (name, version, code_sha256) values ('other', '1', 'sha') on conflict do nothing",
+        SEED_DEPLOYMENTS_OTHER,
     )
     sql(
         rt,
-        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, error) "
-        "values (%s, 'other', '1', '{}'::jsonb, %s, 1, now(), %s::jsonb)",
+        SEED_WORKFLOWS_OTHER,
         (wf_id, status, json.dumps({"type": "ValueError", "message": "boom"}) if status != "completed" else None),
     )
 
@@ -62,7 +67,7 @@ def every_outcome(rt):
     make_waiting(rt, "case-waiting")
     make_workflow(rt, "case-refused", "completed")
     make_effect(rt, "eff_refused", wf_id="case-refused", state="proposed")
-    sql(rt, "update ilr.effects set sends = 0, first_dispatched_at = null where effect_id = 'eff_refused'")
+    sql(rt, SET_EFFECTS_SENDS_FIRST_DISPATCHED_AT_BY_EFFECT_ID)
     refuse(rt, "eff_refused")
     make_workflow(rt, "case-ambiguous", "sleeping")
     make_effect(rt, "eff_amb", wf_id="case-ambiguous", state="ambiguous")
@@ -70,7 +75,7 @@ def every_outcome(rt):
     make_effect(rt, "eff_rec", wf_id="case-reconciled", state="ambiguous")
     sql(
         rt,
-        'update ilr.effects set reconciled = \'{"by": "ops", "applied": true}\'::jsonb where effect_id = \'eff_rec\'',
+        SET_EFFECTS_RECONCILED_BY_EFFECT_ID,
     )
     make_workflow(rt, "case-failed", "failed")
     make_workflow(rt, "case-stuck", "stuck")
@@ -177,7 +182,7 @@ def _committed_journal(rt, effect_id: str, grant_id: str, result: dict):
 def test_receipt_names_its_case_amount_approvers_and_reference(rt, alice):
     make_waiting(rt)
     rt.approve_request(rid(), by="alice")
-    grant_id = sql(rt, "select grant_id from ilr.approval_requests where id = %s", (rid(),)).fetchone()["grant_id"]
+    grant_id = rt.approval_request(rid())["grant_id"]
     make_effect(rt, "eff_done", state="committed", grant_id=grant_id)
     _committed_journal(rt, "eff_done", grant_id, {"id": "re_77", "amount": 2000})
     c = client_for(alice)
@@ -201,7 +206,7 @@ def test_a_target_declares_its_reference_field_and_currency(rt, alice, registere
     registered(Ledger())
     make_waiting(rt)
     rt.approve_request(rid(), by="alice")
-    grant_id = sql(rt, "select grant_id from ilr.approval_requests where id = %s", (rid(),)).fetchone()["grant_id"]
+    grant_id = rt.approval_request(rid())["grant_id"]
     make_effect(rt, "eff_eur", state="committed", grant_id=grant_id)
     _committed_journal(rt, "eff_eur", grant_id, {"id": "internal-1", "provider_ref": "PR-9"})
     body = text(client_for(alice).get(reverse("approvals:receipt", args=["eff_eur"])))

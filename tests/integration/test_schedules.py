@@ -13,6 +13,18 @@ import pytest
 from ilr import InvalidInput
 from ilr import _db as db
 from ilr._schedules.ticks import tick_in
+from tests.support.queries.schedules import (
+    ANY_TICKS_BY_SCHEDULED_AT,
+    COUNT_TICKS_BY_SCHEDULE_ID,
+    DELETE_TICKS_BY_WORKFLOW_ID,
+    MIN_SCHEDULED_AT_OF_TICKS_BY_SCHEDULE_ID,
+    OUTCOME_REASON_LATE_OF_TICKS_BY_SCHEDULE_ID,
+    SCHEDULED_AT_OUTCOME_OPEN_ETC_OF_TICKS_BY_SCHEDULE_ID,
+    SCHEDULED_AT_WORKFLOW_ID_STARTED_AT_OF_TICKS_BY_SCHEDULE_ID,
+    SET_SCHEDULES_NEXT_FIRE_AT_BY_ID,
+    SET_SCHEDULES_NEXT_TICK_AT_NEXT_FIRE_AT_BY_ID,
+)
+from tests.support.queries.workflows import COUNT_WORKFLOWS_BY_ID, COUNT_WORKFLOWS_BY_ID_SCHED_RACE
 
 BAD = [
     ({"cron": "61 * * * *"}, "cron"),
@@ -64,8 +76,7 @@ def test_create_or_update_is_idempotent_and_keeps_the_next_tick_when_the_spec_st
 def _due(rt, sid, seconds_ago):
     """Move the schedule's next tick ``seconds_ago`` into the past (as if its workers were down)."""
     rt.connection().execute(
-        "update ilr.schedules set next_tick_at = date_trunc('second', now()) - make_interval(secs => %s), "
-        "next_fire_at = date_trunc('second', now()) - make_interval(secs => %s) where id = %s",
+        SET_SCHEDULES_NEXT_TICK_AT_NEXT_FIRE_AT_BY_ID,
         (seconds_ago, seconds_ago, sid),
     )
 
@@ -91,19 +102,12 @@ def test_two_connections_racing_the_tick_start_each_tick_once(rt, clean_db):
     for t in threads:
         t.join()
     d = rt.describe_schedule("race")
-    rows = (
-        rt.connection()
-        .execute(
-            "select scheduled_at, workflow_id, started_at from ilr.schedule_ticks where schedule_id = 'race' "
-            "order by scheduled_at"
-        )
-        .fetchall()
-    )
+    rows = rt.connection().execute(SCHEDULED_AT_WORKFLOW_ID_STARTED_AT_OF_TICKS_BY_SCHEDULE_ID).fetchall()
     assert len(rows) >= 31 and all(r["workflow_id"] for r in rows)
     gaps = {(b["scheduled_at"] - a["scheduled_at"]).total_seconds() for a, b in zip(rows, rows[1:], strict=False)}
     assert gaps == {1.0}
     assert all(r["started_at"] >= r["scheduled_at"] for r in rows)
-    n = rt.connection().execute("select count(*) as n from ilr.workflows where id like 'sched:race:%'").fetchone()["n"]
+    n = rt.connection().execute(COUNT_WORKFLOWS_BY_ID_SCHED_RACE).fetchone()["n"]
     assert n == len(rows)
     assert d["next_tick_at"] > rows[-1]["scheduled_at"]
 
@@ -113,14 +117,7 @@ def test_ticks_older_than_the_catch_up_window_are_missed_with_the_reason(rt, cle
     _due(rt, "cw", 60)
     _tick(clean_db)
     d = rt.describe_schedule("cw")
-    rows = (
-        rt.connection()
-        .execute(
-            "select outcome, reason, recorded_at - scheduled_at as late from ilr.schedule_ticks "
-            "where schedule_id = 'cw'"
-        )
-        .fetchall()
-    )
+    rows = rt.connection().execute(OUTCOME_REASON_LATE_OF_TICKS_BY_SCHEDULE_ID).fetchall()
     assert len(rows) == 7  # one per tick from 60 s ago to now
     for r in rows:  # recorded_at is the tick transaction's now(): the clock it judged by
         assert (r["outcome"] == "missed") == (r["late"] > timedelta(seconds=25)), r
@@ -157,7 +154,7 @@ def test_each_overlap_policy_against_an_active_run(rt, clean_db):
         assert rt.describe(wf)["status"] == "terminated"
     # The buffered tick starts once no run is active: end the last one, and tick.
     rt.terminate(term["workflow_id"], reason="test", by="test")
-    rt.connection().execute("update ilr.schedules set next_fire_at = 'infinity' where id = 'ov'")
+    rt.connection().execute(SET_SCHEDULES_NEXT_FIRE_AT_BY_ID)
     _tick(clean_db)
     d = rt.describe_schedule("ov")
     assert d["buffered"] == [] and d["running"] == [f"sched:ov:{_iso(cancel['scheduled_at'])}"]
@@ -258,20 +255,17 @@ def test_tick_rows_past_the_retention_are_pruned_and_never_recorded_again(rt, cl
     _due(rt, "pr", 300)
     _tick(clean_db)  # 100 missed rows, one for the rest of the gap, then the window: 1 started, skipped
     conn = rt.connection()
-    tick = conn.execute("select min(scheduled_at) as t from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()
+    tick = conn.execute(MIN_SCHEDULED_AT_OF_TICKS_BY_SCHEDULE_ID).fetchone()
     old = tick["t"] + timedelta(seconds=50)  # 250 s ago: a missed tick, started now by a backfill
     started = rt.backfill_schedule("pr", old, old + timedelta(seconds=1), overlap="allow_all")["started"]
     assert len(started) == 1
     rt.terminate(started[0], reason="ended", by="test")
     _due(rt, "pr", 0)
     _tick(clean_db)  # sees it ended: its tick row is closed
-    before = conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"]
+    before = conn.execute(COUNT_TICKS_BY_SCHEDULE_ID).fetchone()["n"]
     _prune(clean_db, "pr")
     _prune(clean_db, "pr")
-    rows = conn.execute(
-        "select scheduled_at, outcome, open, now() - scheduled_at as age from ilr.schedule_ticks "
-        "where schedule_id = 'pr' order by scheduled_at"
-    ).fetchall()
+    rows = conn.execute(SCHEDULED_AT_OUTCOME_OPEN_ETC_OF_TICKS_BY_SCHEDULE_ID).fetchall()
     mark = rt.describe_schedule("pr")["ticks_pruned_through"]
     assert before - len(rows) == PRUNE_BATCH + 1  # the 100 listed missed ticks and the gap's row
     assert mark is not None and all(r["scheduled_at"] > mark for r in rows)
@@ -290,22 +284,20 @@ def test_tick_rows_past_the_retention_are_pruned_and_never_recorded_again(rt, cl
         ticker = Ticker(c2, c2.cursor(row_factory=dict_row).execute(SCHEDULE_LOCK, ("pr",)).fetchone())
         assert ticker.act(old, "backfill", "allow_all") is None  # the tick transaction's own guard
         assert not ticker.record(mark, "tick", "skip", "skipped", "again")
-    assert conn.execute("select count(*) as n from ilr.workflows where id = %s", (started[0],)).fetchone()["n"] == 1
-    assert not conn.execute("select 1 from ilr.schedule_ticks where scheduled_at <= %s", (mark,)).fetchall()
+    assert conn.execute(COUNT_WORKFLOWS_BY_ID, (started[0],)).fetchone()["n"] == 1
+    assert not conn.execute(ANY_TICKS_BY_SCHEDULED_AT, (mark,)).fetchall()
     after = rt.backfill_schedule("pr", mark + timedelta(seconds=1), mark + timedelta(seconds=3), overlap="allow_all")
     assert len(after["started"]) == 2  # after the mark: never recorded, started now
     assert check_all(conn, names=["ScheduleTickOnce"]) == {"ScheduleTickOnce": []}
     # Not vacuous: a started tick's row deleted after the mark is a run no tick row started.
-    conn.execute("delete from ilr.schedule_ticks where workflow_id = %s", (after["started"][0],))
+    conn.execute(DELETE_TICKS_BY_WORKFLOW_ID, (after["started"][0],))
     assert [v["workflow"] for v in check_all(conn, names=["ScheduleTickOnce"])["ScheduleTickOnce"]] == [
         after["started"][0]
     ]
     settings.ILR_SCHEDULE_TICK_RETENTION = None
-    before = conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"]
+    before = conn.execute(COUNT_TICKS_BY_SCHEDULE_ID).fetchone()["n"]
     _prune(clean_db, "pr")  # None keeps every row
-    assert (
-        conn.execute("select count(*) as n from ilr.schedule_ticks where schedule_id = 'pr'").fetchone()["n"] == before
-    )
+    assert conn.execute(COUNT_TICKS_BY_SCHEDULE_ID).fetchone()["n"] == before
 
 
 def test_a_buffered_tick_older_than_the_pruned_ones_still_starts(rt, clean_db, settings):

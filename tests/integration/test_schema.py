@@ -10,6 +10,7 @@ import sys
 from django.core.management import call_command
 
 from tests.support import ROOT
+from tests.support.queries.workflows import REGCLASS_OF_WORKFLOWS
 
 SQL_DIR = ROOT / "ilr" / "sql"
 
@@ -93,7 +94,7 @@ def test_migrate_creates_and_migrating_to_zero_drops(test_dsn, django_db_blocker
         try:
             subprocess.run([*manage, "migrate", "-v0"], cwd=ROOT, env=env, check=True)
             with db.connect(dsn) as conn:
-                assert conn.execute("select to_regclass('ilr.workflows') as t").fetchone()["t"] == "ilr.workflows"
+                assert conn.execute(REGCLASS_OF_WORKFLOWS).fetchone()["t"] == "ilr.workflows"
             subprocess.run([*manage, "migrate", "ilr", "zero", "-v0"], cwd=ROOT, env=env, check=True)
             with db.connect(dsn) as conn:
                 assert conn.execute("select count(*) as n from pg_namespace where nspname = 'ilr'").fetchone()["n"] == 0

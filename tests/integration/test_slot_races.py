@@ -14,9 +14,14 @@ import pytest
 from ilr import _db as db
 from ilr._invariants import check_all, violations
 from ilr._ops.starts import start_in
+from tests.support.queries.slots import (
+    SET_SLOTS_NOT_BEFORE_BY_WORKFLOW_ID,
+    SET_SLOTS_QUEUED_AT_DEFERRED_UNTIL_BY_WORKFLOW_ID_KEY,
+)
+from tests.support.queries.workflows import SET_WORKFLOWS_COMPLETED_BY_ID
 from tests.support.waits import wait_for
 
-END_HOLDER = "update ilr.workflows set status = 'completed' where id = %s"
+END_HOLDER = SET_WORKFLOWS_COMPLETED_BY_ID
 
 
 def _waits_on_advisory_lock(watch: psycopg.Connection, pid: int) -> bool:
@@ -137,10 +142,9 @@ def test_the_sweep_and_the_holders_end_racing_admit_the_put_off_start_once(rt, c
     slot at its turn, before Y1) into the one slot, once, and leaves Y1 waiting."""
     _queue_of_two_accounts(rt, settings)
     with db.connect(clean_db) as conn:
-        conn.execute("update ilr.slots set not_before = not_before - interval '10 s' where workflow_id = 'X1'")
+        conn.execute(SET_SLOTS_NOT_BEFORE_BY_WORKFLOW_ID)
         conn.execute(
-            "update ilr.slots set queued_at = clock_timestamp() - interval '1 s', "
-            "deferred_until = clock_timestamp() - interval '1 s' where workflow_id = 'X2' and key = %s",
+            SET_SLOTS_QUEUED_AT_DEFERRED_UNTIL_BY_WORKFLOW_ID_KEY,
             (SLOW,),
         )
     sweep, end = "select ilr.slot_wake()", END_HOLDER

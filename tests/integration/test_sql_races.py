@@ -30,6 +30,28 @@ from ilr._errors import Suspend
 from ilr._journal import journal
 from ilr._queries.claims import CLAIM_SQL
 from ilr._worker.claims import Run
+from tests.support.queries.effects import (
+    ALL_SETTLED_AGE_OF_EFFECTS,
+    COUNT_EFFECTS_BY_EFFECT_ID,
+    STATE_OF_EFFECTS,
+    STATE_OF_EFFECTS_BY_EFFECT_ID,
+    TAMPER_EFFECTS_PAYLOAD_HASH,
+    TAMPER_EFFECTS_SEND_DEADLINE_SETTLE_MARGIN,
+    TAMPER_EFFECTS_STATE_COMMITTED,
+    TAMPER_EFFECTS_STATE_DISPATCHED,
+)
+from tests.support.queries.grants import LOCK_GRANTS_BY_ID, TAMPER_GRANTS_REVOKED_AT_BY_ID
+from tests.support.queries.journal import (
+    BODY_OF_JOURNAL_BY_KIND_DISPATCHED,
+    BODY_OF_JOURNAL_BY_KIND_REFUSED,
+    HASH_OF_JOURNAL_BY_EFFECT_ID,
+    KIND_OF_JOURNAL,
+    SEED_JOURNAL,
+    TAMPER_DELETE_JOURNAL,
+    TAMPER_JOURNAL_KIND,
+)
+from tests.support.queries.steps import TAMPER_DELETE_STEPS, TAMPER_STEPS_NAME
+from tests.support.queries.workflows import LOCK_WORKFLOWS_BY_ID_RACE, STATUS_OWNER_OF_WORKFLOWS_BY_ID
 
 PAYLOAD = {"payment": "p1", "amount": 2000}
 
@@ -163,7 +185,7 @@ def test_revoke_waits_for_a_dispatch_holding_the_grant(claimed):
     rt, conn, run, grant = claimed
     pc, call, (t, out) = _dispatch(conn, run, grant, r"from ilr\.grants where id = %s for share")
     assert pc.paused.wait(10)
-    assert blocked(lambda c: c.execute("update ilr.grants set revoked_at = now() where id = %s", (grant,)))
+    assert blocked(lambda c: c.execute(TAMPER_GRANTS_REVOKED_AT_BY_ID, (grant,)))
     revoker, rv = in_thread(lambda: Runtime().revoke(grant, by="bob"))
     time.sleep(0.3)
     assert "value" not in rv  # still waiting on the FOR SHARE lock
@@ -178,11 +200,11 @@ def test_revoke_committed_before_the_grant_read_refuses_the_dispatch(claimed):
     rt, conn, run, grant = claimed
     pc, call, (t, out) = _dispatch(conn, run, grant, r"insert into ilr\.effects")
     assert pc.paused.wait(10)
-    assert not blocked(lambda c: c.execute("update ilr.grants set revoked_at = now() where id = %s", (grant,)))
+    assert not blocked(lambda c: c.execute(TAMPER_GRANTS_REVOKED_AT_BY_ID, (grant,)))
     pc.resume()
     t.join(10)
     assert out["value"].status == "REFUSED:lease"
-    assert rt.connection().execute("select state from ilr.effects").fetchone()["state"] == "proposed"
+    assert rt.connection().execute(STATE_OF_EFFECTS).fetchone()["state"] == "proposed"
 
 
 # -- cancel against T_dispatch -------------------------------------------------------------------
@@ -192,7 +214,7 @@ def test_cancel_waits_for_the_fenced_dispatch(claimed):
     rt, conn, run, grant = claimed
     pc, call, (t, out) = _dispatch(conn, run, grant, r"update ilr\.workflows")
     assert pc.paused.wait(10)
-    assert blocked(lambda c: c.execute("select 1 from ilr.workflows where id = 'race' for update"))
+    assert blocked(lambda c: c.execute(LOCK_WORKFLOWS_BY_ID_RACE))
     canceller, cv = in_thread(lambda: Runtime().cancel("race", by="ops"))
     time.sleep(0.3)
     assert "value" not in cv
@@ -203,7 +225,7 @@ def test_cancel_waits_for_the_fenced_dispatch(claimed):
     # The cancel, granted the row lock after T_dispatch committed, names the send it could not stop.
     assert cv["value"].requested is True and cv["value"].may_still_land == (call.effect_id,)
     wf = rt.describe("race")
-    sent = [e for e in rt.connection().execute("select body from ilr.journal where kind = 'DISPATCHED'").fetchall()]
+    sent = [e for e in rt.connection().execute(BODY_OF_JOURNAL_BY_KIND_DISPATCHED).fetchall()]
     assert len(sent) == 1 and wf["cancel_requested_at"] is not None
 
 
@@ -226,7 +248,7 @@ def test_signal_waits_for_the_suspend_and_then_wakes_it(claimed):
     rt, conn, run, _ = claimed
     pc, (t, out) = _suspend(conn, run, r"update ilr\.workflows")
     assert pc.paused.wait(10)
-    assert blocked(lambda c: c.execute("select 1 from ilr.workflows where id = 'race' for update"))
+    assert blocked(lambda c: c.execute(LOCK_WORKFLOWS_BY_ID_RACE))
     sender, sv = in_thread(lambda: Runtime().signal("race", "approve", {"ok": 1}))
     time.sleep(0.3)
     assert "value" not in sv
@@ -253,10 +275,8 @@ def test_revoke_waits_for_a_resolve_holding_the_grant(claimed):
     rt, conn, run, grant = claimed
     call = _call(run, conn, grant)
     assert t_dispatch(call, []) is None
-    conn.execute(
-        "update ilr.effects set send_deadline = now() - interval '10 seconds', settle_margin = interval '1 second'"
-    )
-    eff = conn.execute("select *, true as settled, 0.0::float8 as age from ilr.effects").fetchone()
+    conn.execute(TAMPER_EFFECTS_SEND_DEADLINE_SETTLE_MARGIN)
+    eff = conn.execute(ALL_SETTLED_AGE_OF_EFFECTS).fetchone()
     dispatched = [e for e in journal.parsed(conn, call.effect_id) if e["kind"] == "DISPATCHED"][-1]
     pc = PausingConnection(conn, r"from ilr\.grants where id = %s for share")
     call.connection = lambda: pc  # call.conn reads it for each transaction
@@ -280,16 +300,14 @@ def test_constraints_refuse_forks_second_commits_and_rewrites(claimed):
     call = _call(run, conn, grant)
     assert t_dispatch(call, []) is None
     eid = call.effect_id
-    last = conn.execute(
-        "select hash from ilr.journal where effect_id = %s order by seq desc limit 1", (eid,)
-    ).fetchone()["hash"]
+    last = conn.execute(HASH_OF_JOURNAL_BY_EFFECT_ID, (eid,)).fetchone()["hash"]
     # A forked chain: a second entry with the same prev.
     with pytest.raises(psycopg.errors.UniqueViolation):
         with conn.transaction():
             for n in range(2):
                 entry = journal.seal({"kind": "REFUSED", "effect_id": eid, "ts": n, "prev": last})
                 conn.execute(
-                    "insert into ilr.journal (effect_id, kind, body, prev, hash) values (%s,%s,%s,%s,%s)",
+                    SEED_JOURNAL,
                     (eid, "REFUSED", codec.canonical(entry), last, entry["hash"]),
                 )
     # A second COMMITTED, even with a correct prev link.
@@ -299,18 +317,18 @@ def test_constraints_refuse_forks_second_commits_and_rewrites(claimed):
         with conn.transaction():
             journal.append(conn.cursor(), eid, "COMMITTED", 2.0, {"via": "test"})
     for sql in (
-        "update ilr.journal set kind = kind",
-        "delete from ilr.journal",
-        "update ilr.steps set name = name",
-        "delete from ilr.steps",
+        TAMPER_JOURNAL_KIND,
+        TAMPER_DELETE_JOURNAL,
+        TAMPER_STEPS_NAME,
+        TAMPER_DELETE_STEPS,
     ):
         with pytest.raises(psycopg.errors.RaiseException, match="append-only"):
             conn.execute(sql)
     with pytest.raises(psycopg.errors.RaiseException, match="payload binding"):
-        conn.execute("update ilr.effects set payload_hash = 'x'")
-    conn.execute("update ilr.effects set state = 'committed'")
+        conn.execute(TAMPER_EFFECTS_PAYLOAD_HASH)
+    conn.execute(TAMPER_EFFECTS_STATE_COMMITTED)
     with pytest.raises(psycopg.errors.RaiseException, match="terminal"):
-        conn.execute("update ilr.effects set state = 'dispatched'")
+        conn.execute(TAMPER_EFFECTS_STATE_DISPATCHED)
 
 
 # -- lock order ------------------------------------------------------------------------------------
@@ -331,12 +349,12 @@ def test_lock_order_workflow_effect_grant(claimed):
     wrong = db.connect(application_name="wrong-order")
     wrong.execute("begin")
     wrong.execute("set local deadlock_timeout = '100ms'")
-    wrong.execute("select 1 from ilr.grants where id = %s for update", (grant,))
+    wrong.execute(LOCK_GRANTS_BY_ID, (grant,))
     pc.resume()  # T_dispatch now waits for the grant, which `wrong` holds
     time.sleep(0.2)
     deadlocked = False
     try:
-        wrong.execute("select 1 from ilr.workflows where id = 'race' for update")
+        wrong.execute(LOCK_WORKFLOWS_BY_ID_RACE)
         wrong.execute("commit")
     except psycopg.errors.DeadlockDetected:
         deadlocked = True
@@ -394,12 +412,12 @@ def test_local_premises_read_inside_t_dispatch(claimed):
     seen = []
 
     def premise(cur):
-        row = cur.execute("select status, owner from ilr.workflows where id = %s", ("race",)).fetchone()
+        row = cur.execute(STATUS_OWNER_OF_WORKFLOWS_BY_ID, ("race",)).fetchone()
         seen.append(row)
         return [] if row["owner"] == "T" else ["the claim moved"]
 
     def refusing(cur):
-        n = cur.execute("select count(*) as n from ilr.effects where effect_id = %s", (call.effect_id,)).fetchone()["n"]
+        n = cur.execute(COUNT_EFFECTS_BY_EFFECT_ID, (call.effect_id,)).fetchone()["n"]
         return [f"{n} effect row(s) already"]
 
     call = _state(
@@ -413,14 +431,11 @@ def test_local_premises_read_inside_t_dispatch(claimed):
     out = t_dispatch(call, [])
     assert seen == [{"status": "running", "owner": "T"}]
     assert out.status == "REFUSED:stale_premise"
-    kinds = [r["kind"] for r in conn.execute("select kind from ilr.journal order by seq").fetchall()]
+    kinds = [r["kind"] for r in conn.execute(KIND_OF_JOURNAL).fetchall()]
     assert kinds == ["PROPOSED", "AUTHORIZED", "REFUSED"]
-    refused = json.loads(conn.execute("select body from ilr.journal where kind = 'REFUSED'").fetchone()["body"])
+    refused = json.loads(conn.execute(BODY_OF_JOURNAL_BY_KIND_REFUSED).fetchone()["body"])
     assert refused["reason"] == ["1 effect row(s) already"]
 
     call2 = _state(run, conn, call.target, "race-key-ok", grant, (premise,), seq=2)
     assert t_dispatch(call2, []) is None  # DISPATCHED committed
-    assert (
-        conn.execute("select state from ilr.effects where effect_id = %s", (call2.effect_id,)).fetchone()["state"]
-        == "dispatched"
-    )
+    assert conn.execute(STATE_OF_EFFECTS_BY_EFFECT_ID, (call2.effect_id,)).fetchone()["state"] == "dispatched"

@@ -14,25 +14,20 @@ from django.core.management import call_command
 from django.test import Client
 
 from tests.support.db import drain
+from tests.support.queries.deployments import (
+    DELETE_WORKER_DEPLOYMENTS_BY_WORKER_ID,
+    SEED_DEPLOYMENTS_ORPHAN,
+    SEED_WORKER_DEPLOYMENTS_GONE,
+)
+from tests.support.queries.workflows import SEED_WORKFLOWS_DUE_PENDING
 from tests.support.review import admin_page
 
 
 def test_due_is_available_pending_or_sleeping_or_running_with_a_lapsed_lease(rt):
     """Rows written with SQL and no worker at all: what counts as due, and what does not."""
     conn = rt.connection()
-    conn.execute(
-        "insert into ilr.deployments (name, version, code_sha256) values "
-        "('orphan', '1', 'x'), ('orphan', '2', 'x'), ('orphan', '3', 'x')"
-    )
-    conn.execute(
-        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, lease_expires_at) values "
-        "('due-pending', 'orphan', '1', '{}', 'pending', 0, now() - interval '1 s', null), "
-        "('due-lapsed', 'orphan', '1', '{}', 'running', 1, now(), now() - interval '1 s'), "
-        "('later', 'orphan', '2', '{}', 'sleeping', 1, now() + interval '1 hour', null), "
-        "('forever', 'orphan', '2', '{}', 'sleeping', 1, 'infinity', null), "
-        "('leased', 'orphan', '2', '{}', 'running', 1, now(), now() + interval '1 hour'), "
-        "('done', 'orphan', '3', '{}', 'completed', 1, now() - interval '1 s', null)"
-    )
+    conn.execute(SEED_DEPLOYMENTS_ORPHAN)
+    conn.execute(SEED_WORKFLOWS_DUE_PENDING)
     assert [(u["name"], u["version"], u["due"], u["last_seen"]) for u in rt.unserved()] == [("orphan", "1", 2, None)]
     # No worker row left: a worker's rows go at its clean exit, so this is not "never served"
     # (it read "no worker seen" after workers had exited cleanly: an operator's find).
@@ -54,14 +49,10 @@ def test_due_is_available_pending_or_sleeping_or_running_with_a_lapsed_lease(rt)
         "3": (0, False, []),
     }
     # A live row serves the pair; a row past its live_until does not.
-    conn.execute(
-        "insert into ilr.worker_deployments (worker_id, name, version, seen_at, live_until) values "
-        "('gone', 'orphan', '1', now() - interval '1 min', now() - interval '1 s'), "
-        "('here', 'orphan', '1', now(), now() + interval '1 min')"
-    )
+    conn.execute(SEED_WORKER_DEPLOYMENTS_GONE)
     assert rt.unserved() == []
     assert drain(rt, "orphan", "1")["workers"] == ["here"]
-    conn.execute("delete from ilr.worker_deployments where worker_id = 'here'")
+    conn.execute(DELETE_WORKER_DEPLOYMENTS_BY_WORKER_ID)
     assert [u["last_seen"] is not None for u in rt.unserved()] == [True]
     out = io.StringIO()
     call_command("ilr_check", "--json", stdout=out, stderr=(err := io.StringIO()))

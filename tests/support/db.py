@@ -8,6 +8,10 @@ from urllib.parse import quote, urlencode
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from tests.support.queries.claims import EPOCH_OWNER_VERSION_OF_CLAIMS_BY_WORKFLOW_ID
+from tests.support.queries.grants import COUNTS_OF_GRANTS_SIGNALS_EFFECTS
+from tests.support.queries.workflows import COUNT_WORKFLOWS, ID_STATUS_OF_WORKFLOWS_BY_ID
+
 ILR_TABLES = (
     "ilr.approval_requests, ilr.slots, ilr.journal, ilr.effects, ilr.grants, ilr.signals, ilr.llm_calls, ilr.steps, "
     "ilr.claims, ilr.responses, ilr.schedule_ticks, ilr.schedules, ilr.workflows, ilr.worker_deployments, "
@@ -53,7 +57,7 @@ def invocations(rt, wf_id, name=None):
 
 
 def count_workflows(rt):
-    return rt.connection().execute("select count(*) as n from ilr.workflows").fetchone()["n"]
+    return rt.connection().execute(COUNT_WORKFLOWS).fetchone()["n"]
 
 
 def superuser(test_dsn, sql: str, params: tuple = ()) -> None:
@@ -67,14 +71,7 @@ def superuser(test_dsn, sql: str, params: tuple = ()) -> None:
 
 def write_counts(rt):
     """How many grants, signals and effects there are: what a refused call must leave as it was."""
-    return (
-        rt.connection()
-        .execute(
-            "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
-            "(select count(*) from ilr.effects) as effects"
-        )
-        .fetchone()
-    )
+    return rt.connection().execute(COUNTS_OF_GRANTS_SIGNALS_EFFECTS).fetchone()
 
 
 def status(rt, wf_id):
@@ -90,17 +87,13 @@ def drain(rt, name, version) -> dict:
 
 def statuses(rt, ids) -> dict:
     """{workflow id: status} of the workflows ``ids`` (the ones that exist)."""
-    rows = rt.connection().execute("select id, status from ilr.workflows where id = any(%s)", (list(ids),)).fetchall()
+    rows = rt.connection().execute(ID_STATUS_OF_WORKFLOWS_BY_ID, (list(ids),)).fetchall()
     return {r["id"]: r["status"] for r in rows}
 
 
 def claims(rt, wf_id) -> list[dict]:
     """A workflow's claims (epoch, owner, version), in epoch order."""
-    return (
-        rt.connection()
-        .execute("select epoch, owner, version from ilr.claims where workflow_id = %s order by epoch", (wf_id,))
-        .fetchall()
-    )
+    return rt.connection().execute(EPOCH_OWNER_VERSION_OF_CLAIMS_BY_WORKFLOW_ID, (wf_id,)).fetchall()
 
 
 def database_url(dsn: str) -> str:

@@ -18,6 +18,16 @@ from __future__ import annotations
 import json
 
 from ilr import _codec as codec
+from tests.support.queries.approvals import SEED_APPROVAL_REQUESTS_WITH_STATUS
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_REFUND_VERSION
+from tests.support.queries.effects import SEED_EFFECTS_AMB_WF
+from tests.support.queries.schedules import SEED_SCHEDULES_HELD, SEED_SCHEDULES_LATE
+from tests.support.queries.slots import SEED_SLOTS
+from tests.support.queries.workflows import (
+    SEED_WORKFLOWS_REFUND_3,
+    SET_WORKFLOWS_LEASE_EXPIRES_AT_BY_ID_600_S,
+    seed_workflow,
+)
 
 PENDING_APPROVALS = 2
 OLDEST_APPROVAL_AGE = 120
@@ -28,9 +38,7 @@ def _wf(c, wf_id: str, status: str, version: str = "v1", extra: str = "", values
     cols = "id, name, version, input, status, epoch" + (", " + extra if extra else "")
     marks = ", ".join(["%s"] * len(values))
     c.execute(
-        f"insert into ilr.workflows ({cols}) values (%s, 'refund', %s, '{{}}'::jsonb, %s, 1"
-        + (", " + marks if values else "")
-        + ")",
+        seed_workflow(cols, marks if values else ""),
         (wf_id, version, status, *values),
     )
 
@@ -40,14 +48,12 @@ def seed(conn) -> None:
     c = conn
     for version in ("v1", "v2"):
         c.execute(
-            "insert into ilr.deployments (name, version, code_sha256) values ('refund', %s, 'sha') "
-            "on conflict do nothing",
+            SEED_DEPLOYMENTS_REFUND_VERSION,
             (version,),
         )
     for i, ago in enumerate((40, 20, 0)):
         c.execute(
-            "insert into ilr.workflows (id, name, version, input, status, available_at) values "
-            "(%s, 'refund', 'v1', '{}'::jsonb, 'pending', now() - make_interval(secs => %s))",
+            SEED_WORKFLOWS_REFUND_3,
             (f"due-{i}", ago),
         )
     for wf_id, ago, status in (("apr-old", 120, "pending"), ("apr-new", 30, "pending"), ("apr-no", 300, "rejected")):
@@ -55,11 +61,7 @@ def seed(conn) -> None:
         payload = {"payment": f"pay_{wf_id}", "amount": 1000}
         decided = status != "pending"
         c.execute(
-            "insert into ilr.approval_requests (id, workflow_id, seq, target, action, effect_key, payload, "
-            "payload_hash, amount_cents, summary, status, requested_at, expires_at, decided_at, decided_by) "
-            "values (%s, %s, 1, 'local-refunds', 'refund', %s, %s::jsonb, %s, 1000, %s, %s, "
-            "now() - make_interval(secs => %s), now() + interval '1 hour', "
-            "case when %s then now() end, case when %s then 'carol' end)",
+            SEED_APPROVAL_REQUESTS_WITH_STATUS,
             (
                 f"apr_{wf_id}",
                 wf_id,
@@ -77,10 +79,7 @@ def seed(conn) -> None:
     for effect_id, reconciled in (("eff_ops_amb", None), ("eff_ops_done", {"who": "carol", "applied": True})):
         payload = {"payment": effect_id, "amount": 500}
         c.execute(
-            "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, "
-            "first_dispatched_at, send_deadline, settle_margin, sends, reconciled) values (%s, 'amb-wf', "
-            "'local-refunds', 3, %s::jsonb, %s, 'ambiguous', now() - interval '1 hour', now(), interval '5 s', 1, "
-            "%s::jsonb)",
+            SEED_EFFECTS_AMB_WF,
             (
                 effect_id,
                 json.dumps(payload),
@@ -97,19 +96,9 @@ def seed(conn) -> None:
         extra="owner, lease_expires_at",
         values=("gone", "-infinity"),
     )
-    c.execute("update ilr.workflows set lease_expires_at = now() - interval '600 s' where id = 'lapsed-1'")
+    c.execute(SET_WORKFLOWS_LEASE_EXPIRES_AT_BY_ID_600_S)
     _wf(c, "key-holder", "sleeping", version="v2", extra="available_at", values=("infinity",))
     _wf(c, "key-waiter", "pending", version="v2", extra="available_at", values=("infinity",))
-    c.execute(
-        "insert into ilr.slots (key, workflow_id, slot_limit, slot_no, queued_at, acquired_at) values "
-        "('acct:1', 'key-holder', 1, 0, now() - interval '50 s', now() - interval '50 s'), "
-        "('acct:1', 'key-waiter', 1, null, now() - interval '45 s', null)"
-    )
-    c.execute(
-        "insert into ilr.schedules (id, workflow_name, input, every_s, next_tick_at, next_fire_at) values "
-        "('late', 'refund', '{}', 60, now() - interval '120 s', now() - interval '120 s')"
-    )
-    c.execute(
-        "insert into ilr.schedules (id, workflow_name, input, every_s, next_tick_at, next_fire_at, paused) values "
-        "('held', 'refund', '{}', 60, now() - interval '900 s', now() - interval '900 s', true)"
-    )
+    c.execute(SEED_SLOTS)
+    c.execute(SEED_SCHEDULES_LATE)
+    c.execute(SEED_SCHEDULES_HELD)

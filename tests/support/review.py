@@ -16,6 +16,21 @@ from demo.workflows import REFUND_VERSION
 from ilr import _codec as codec
 from ilr._journal import journal
 from ilr._ops.approval_requests import request_id_for, signal_name
+from tests.support.queries.approvals import (
+    COUNT_APPROVAL_REQUESTS_BY_STATUS_APPROVALS,
+    SEED_APPROVAL_REQUESTS_WITH_PREMISES,
+)
+from tests.support.queries.deployments import SEED_DEPLOYMENTS_I, SEED_DEPLOYMENTS_REFUND_VERSION
+from tests.support.queries.effects import (
+    LOCK_EFFECTS_BY_EFFECT_ID,
+    SEED_EFFECTS_LOCAL_REFUNDS_2,
+    SEED_EFFECTS_WF_I,
+    SET_EFFECTS_STATE_BY_EFFECT_ID,
+    SET_EFFECTS_STATE_SENDS_BY_EFFECT_ID,
+)
+from tests.support.queries.grants import COUNTS_OF_GRANTS_SIGNALS_RECONCILED_REVOKED_RETIRED_CANCELS
+from tests.support.queries.steps import SEED_STEPS_PICK_AMOUNT
+from tests.support.queries.workflows import SEED_WORKFLOWS_REFUND_4, SEED_WORKFLOWS_WF_I
 
 FACTS = {"payment": "pay_1", "eligible": True, "refunded_by_others": 0}
 REQUEST_SEQ = 2
@@ -41,13 +56,12 @@ def make_waiting(rt, wf_id="case-1", amount=2000, facts=None, status="sleeping",
     payload = {"payment": payment, "amount": amount}
     sql(
         rt,
-        "insert into ilr.deployments (name, version, code_sha256) values ('refund', %s, 'sha') on conflict do nothing",
+        SEED_DEPLOYMENTS_REFUND_VERSION,
         (REFUND_VERSION,),
     )
     sql(
         rt,
-        "insert into ilr.workflows (id, name, version, input, status, epoch, available_at, waiting) "
-        "values (%s, 'refund', %s, %s::jsonb, %s, 1, 'infinity', %s::jsonb)",
+        SEED_WORKFLOWS_REFUND_4,
         (wf_id, REFUND_VERSION, json.dumps(case), status, json.dumps(waiting)),
     )
     decision = {
@@ -65,16 +79,12 @@ def make_waiting(rt, wf_id="case-1", amount=2000, facts=None, status="sleeping",
     step = {"request_id": request_id, "target": "local-refunds", "action": "refund", "key": f"refund:{wf_id}"}
     sql(
         rt,
-        "insert into ilr.steps (workflow_id, seq, name, kind, fingerprint, output, epoch) values "
-        "(%s, 1, 'pick_amount', 'decide', 'h', %s::jsonb, 1), (%s, %s, %s, 'step', null, %s::jsonb, 1)",
+        SEED_STEPS_PICK_AMOUNT,
         (wf_id, json.dumps(decision), wf_id, REQUEST_SEQ, f"approval_request:refund:{wf_id}", json.dumps(step)),
     )
     sql(
         rt,
-        "insert into ilr.approval_requests (id, workflow_id, seq, target, action, effect_key, payload, "
-        "payload_hash, amount_cents, premises, decision, summary, approvals_needed, expires_at) values "
-        "(%s, %s, %s, 'local-refunds', 'refund', %s, %s::jsonb, %s, %s, %s::jsonb, %s::jsonb, %s, %s, "
-        "now() + interval '1 day')",
+        SEED_APPROVAL_REQUESTS_WITH_PREMISES,
         (
             request_id,
             wf_id,
@@ -99,9 +109,7 @@ def proposal_hash(amount=2000, payment="pay_1"):
 def make_effect(rt, effect_id="eff_1", wf_id="case-1", state="ambiguous", grant_id=None):
     sql(
         rt,
-        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash, state, grant_id, "
-        "first_dispatched_at, send_deadline, settle_margin, sends) values (%s, %s, 'local-refunds', 3, %s::jsonb, "
-        "%s, %s, %s, now(), now() + interval '3 s', interval '5 s', 1)",
+        SEED_EFFECTS_LOCAL_REFUNDS_2,
         (effect_id, wf_id, json.dumps({"payment": "pay_1", "amount": 2000}), proposal_hash(), state, grant_id),
     )
 
@@ -110,15 +118,9 @@ def counts(rt):
     """Everything an action could write."""
     row = sql(
         rt,
-        "select (select count(*) from ilr.grants) as grants, (select count(*) from ilr.signals) as signals, "
-        "(select count(*) from ilr.effects where reconciled is not null) as reconciled, "
-        "(select count(*) from ilr.grants where revoked_at is not null) as revoked, "
-        "(select count(*) from ilr.deployments where retired_at is not null) as retired, "
-        "(select count(*) from ilr.workflows where cancel_requested_at is not null) as cancels",
+        COUNTS_OF_GRANTS_SIGNALS_RECONCILED_REVOKED_RETIRED_CANCELS,
     ).fetchone()
-    decided = sql(
-        rt, "select count(*) as n from ilr.approval_requests where status <> 'pending' or approvals <> '[]'"
-    ).fetchone()["n"]
+    decided = sql(rt, COUNT_APPROVAL_REQUESTS_BY_STATUS_APPROVALS).fetchone()["n"]
     return {**row, "requests_touched": decided, "log": LogEntry.objects.count()}
 
 
@@ -158,24 +160,21 @@ def effect_chain(rt, effect_id: str = "eff_integrity", commit: bool = True) -> s
     """An effect and its chain written as the runtime writes them (journal.append under the row
     lock, the row's state and sends in the same transaction)."""
     conn = rt.connection()
-    conn.execute(
-        "insert into ilr.deployments (name, version, code_sha256) values ('i', '1', 'x') on conflict do nothing"
-    )
-    conn.execute("insert into ilr.workflows (id, name, version, input) values ('wf-i', 'i', '1', '{}')")
+    conn.execute(SEED_DEPLOYMENTS_I)
+    conn.execute(SEED_WORKFLOWS_WF_I)
     payload = {"payment": "pay_i", "amount": 2000}
     conn.execute(
-        "insert into ilr.effects (effect_id, workflow_id, target, tier, payload, payload_hash) "
-        "values (%s, 'wf-i', 'refunds', 1, %s::jsonb, %s)",
+        SEED_EFFECTS_WF_I,
         (effect_id, json.dumps(payload), codec.payload_hash(payload)),
     )
     by = {"workflow_id": "wf-i", "epoch": 1}
     with conn.transaction():
         cur = conn.cursor()
-        cur.execute("select 1 from ilr.effects where effect_id = %s for update", (effect_id,))
+        cur.execute(LOCK_EFFECTS_BY_EFFECT_ID, (effect_id,))
         journal.append(cur, effect_id, "PROPOSED", 1.0, {"effect": payload, "agent": "a", "lease": None})
         journal.append(cur, effect_id, "AUTHORIZED", 1.0, {"lease": None})
         journal.append(cur, effect_id, "DISPATCHED", 1.0, {"effect": payload, "by": by})
-        cur.execute("update ilr.effects set state = 'dispatched', sends = 1 where effect_id = %s", (effect_id,))
+        cur.execute(SET_EFFECTS_STATE_SENDS_BY_EFFECT_ID, (effect_id,))
     if commit:
         commit_chain(rt, effect_id)
     return effect_id
@@ -186,7 +185,7 @@ def commit_chain(rt, effect_id: str) -> None:
     conn = rt.connection()
     with conn.transaction():
         cur = conn.cursor()
-        cur.execute("update ilr.effects set state = 'committed' where effect_id = %s", (effect_id,))
+        cur.execute(SET_EFFECTS_STATE_BY_EFFECT_ID, (effect_id,))
         journal.append(cur, effect_id, "COMMITTED", 2.0, {"via": "first-send", "result": {"id": "re_1"}})
 
 

@@ -10,6 +10,7 @@ from asgiref.sync import async_to_sync
 from django.db import connections
 
 from ilr._tasks.compat import TaskResultStatus, task_enqueued
+from tests.support.queries.workflows import COUNT_WORKFLOWS_BY_NAME
 from tests.support.waits import wait_for
 
 TASK_MIN_PRIORITY, TASK_MAX_PRIORITY = -100, 100
@@ -67,7 +68,7 @@ def count_in_new_connection() -> int:
     other = connections.create_connection("default")
     try:
         with other.cursor() as cursor:
-            cursor.execute("select count(*) from ilr.workflows where name like 'task:%%'")
+            cursor.execute(COUNT_WORKFLOWS_BY_NAME)
             return cursor.fetchone()[0]
     finally:
         other.close()

@@ -5,7 +5,8 @@ tables.
 Every string literal (and every f-string's literal parts) of every module is read with ``ast``; in
 ``ilr``, one that reads as a SQL statement or names an ``ilr.`` table fails the test, naming the
 file and line; in the apps, one that reads as SQL and names an ``ilr.`` table (their SQL on their
-own tables, a target's SQLite ledger or PostgreSQL's statistics, is theirs). Docstrings and
+own tables, a target's SQLite ledger or PostgreSQL's statistics, is theirs). The tests are held
+to the apps' rule: their SQL on the ilr tables lives in ``tests/support/queries/``. Docstrings and
 comments are prose and are not read. The migrations keep their SQL in ``ilr/sql/``.
 """
 
@@ -34,8 +35,16 @@ CLAUSE = re.compile(
 )
 NAMES_A_TABLE = re.compile(rf"\bilr\.({TABLES})\b", re.I)
 DOOR = ROOT / "ilr" / "_queries"
-APP_DOORS = {"demo": ROOT / "demo" / "queries.py", "prove": ROOT / "prove" / "queries.py"}
-"""Each app's one module of named statements on the ilr tables (a package of that name would do too)."""
+APP_DOORS = {
+    "demo": ROOT / "demo" / "queries.py",
+    "prove": ROOT / "prove" / "queries.py",
+    "tests": ROOT / "tests" / "support" / "queries.py",
+}
+"""Each app's (and the tests') one module of named statements on the ilr tables (a package of that
+name would do too)."""
+NOT_HELD = {ROOT / "tests" / "unit" / "test_sql_door.py"}
+"""Modules outside every door that may hold SQL on the tables: this one, whose examples are the data
+the detector is tested on, never statements it runs."""
 
 
 def reads_as_sql(text: str) -> bool:
@@ -124,7 +133,7 @@ def app_offenders(app: str) -> list[str]:
     door = APP_DOORS[app]
     offenders = []
     for path in sorted((ROOT / app).rglob("*.py")):
-        if path == door or door.with_suffix("") in path.parents:
+        if path == door or door.with_suffix("") in path.parents or path in NOT_HELD:
             continue
         for line, text in sql_literals(path.read_text(), reads_as_sql_on_the_tables):
             offenders.append(f"{path.relative_to(ROOT)}:{line}: {' '.join(text.split())[:80]}")
@@ -147,6 +156,26 @@ def test_a_stray_statement_in_an_app_is_found(tmp_path, monkeypatch):
     monkeypatch.setattr(__name__ + ".ROOT", tmp_path)
     monkeypatch.setitem(APP_DOORS, "demo", app / "queries.py")
     assert app_offenders("demo") == ["demo/report.py:3: select 1 from ilr.steps"]
+
+
+def test_a_stray_statement_in_the_tests_is_found(tmp_path, monkeypatch):
+    tests = tmp_path / "tests"
+    (tests / "support" / "queries").mkdir(parents=True)
+    (tests / "faults").mkdir()
+    (tests / "support" / "queries" / "claims.py").write_text('A = "select * from ilr.claims"\n"""Its purpose."""\n')
+    (tests / "support" / "waits.py").write_text(
+        'def f(conn):\n    return conn.execute(f"delete from ilr.steps where seq = {n}")\n'
+    )
+    (tests / "faults" / "test_x.py").write_text(
+        "from tests.support.queries.claims import A\n\n\ndef test_x(rt):\n"
+        '    rt.connection().execute(A)\n    rt.connection().execute("update ilr.steps set name = name")\n'
+    )
+    monkeypatch.setattr(__name__ + ".ROOT", tmp_path)
+    monkeypatch.setitem(APP_DOORS, "tests", tests / "support" / "queries.py")
+    assert app_offenders("tests") == [
+        "tests/faults/test_x.py:6: update ilr.steps set name = name",
+        "tests/support/waits.py:2: delete from ilr.steps where seq =",
+    ]
 
 
 def door_modules() -> list:
