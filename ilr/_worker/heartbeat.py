@@ -28,16 +28,16 @@ def heartbeat_loop(worker: Any) -> None:
     interval = worker.lease_ttl / 3
     next_beat = time.monotonic() + interval
     next_seen = time.monotonic() + worker.deployment_refresh  # register() wrote the first one
-    while not (worker._stop.is_set() and not worker._active):
+    while not worker.done():
         # Short naps so a stopping worker exits soon after its last run; beats every ttl/3.
         time.sleep(min(0.1, max(0.0, next_beat - time.monotonic())))
         if time.monotonic() >= next_seen:  # low frequency, beside the lease renewals
             next_seen = time.monotonic() + worker.deployment_refresh
-            conn = refresh_deployments(conn, worker.dsn, worker._seen_params())
+            conn = refresh_deployments(conn, worker.dsn, worker.seen_params())
         if time.monotonic() < next_beat:
             continue
         next_beat = time.monotonic() + interval
-        runs = [r for r in list(worker._active.values()) if not r.fenced and not r.released]
+        runs = worker.held_runs()
         if not runs:
             last_beat = None
             continue
@@ -60,7 +60,7 @@ def heartbeat_loop(worker: Any) -> None:
             # Renewed nothing: each run's local lease runs out on its own, and the fence
             # refuses its writes once its lease lapsed. A fresh connection next beat (a
             # read-only server may be a demoted primary; the next one may reach its successor).
-            worker._fault()
+            worker.note_fault()
             failing = True
             log.warning("%s: heartbeat failed (%s)", worker.worker_id, exc)
             if conn is not None:

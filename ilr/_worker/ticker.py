@@ -30,7 +30,7 @@ def ticker_loop(worker: Any) -> None:
     back: the next turn, here or on another worker, redoes it); any other error is logged with
     its traceback and retried next turn."""
     conn = None
-    while not worker._stop.is_set():
+    while not worker.stopping():
         full = False
         try:
             if not db.usable(conn):
@@ -50,5 +50,5 @@ def ticker_loop(worker: Any) -> None:
         except Exception:
             log.exception("%s: schedule tick failed", worker.worker_id)
         if not full:
-            worker._stop.wait(max(worker.poll, TICK_EVERY_MIN))
+            worker.wait_stop(max(worker.poll, TICK_EVERY_MIN))
     db.discard(conn)

@@ -53,7 +53,8 @@ from ilr._queries.slots import SLOT_WAKE
 from ilr._registry import WorkflowDefinition
 from ilr._worker.backoff import ClaimBackoff
 from ilr._worker.claims import Run, claim_due
-from ilr._worker.deployments import DEPLOYMENT_REFRESH_MIN, retake_worker_id, seen_params, take_worker_id, unregister
+from ilr._worker.deployments import DEPLOYMENT_REFRESH_MIN, retake_worker_id, take_worker_id, unregister
+from ilr._worker.deployments import seen_params as deployment_rows
 from ilr._worker.heartbeat import heartbeat_loop
 from ilr._worker.pooler import check_pooler
 from ilr._worker.run import run_workflow
@@ -208,7 +209,7 @@ class Worker:
                         REGISTER_DEPLOYMENTS_UPDATE_DEPLOYMENTS,
                         (digest, d.name, d.version),
                     )
-            conn.execute(SEEN_SQL, self._seen_params())
+            conn.execute(SEEN_SQL, self.seen_params())
 
     def run(self) -> None:
         """Claim and run until ``stop()``; then wait for in-flight runs and return."""
@@ -325,16 +326,32 @@ class Worker:
         db.discard(self._claim_conn)
         self._claim_conn = None
 
-    def _fault(self) -> None:
+    def note_fault(self) -> None:
         """Note that a thread of this worker met a database fault now (see ``_execute``)."""
         self._last_fault = time.monotonic()
+
+    def stopping(self) -> bool:
+        """True once ``stop()`` was called."""
+        return self._stop.is_set()
+
+    def wait_stop(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``, less when ``stop()`` is called; returns ``stopping()``."""
+        return self._stop.wait(seconds)
+
+    def done(self) -> bool:
+        """True once ``stop()`` was called and the worker holds no run."""
+        return self._stop.is_set() and not self._active
+
+    def held_runs(self) -> list:
+        """The runs whose claim is still this worker's (not fenced or released): its leases."""
+        return [r for r in list(self._active.values()) if not r.fenced and not r.released]
 
     def _claim_failed(self, what: str, exc: psycopg.Error) -> None:
         """A statement of the claim loop failed: drop the claim connection, back off
         (``ClaimBackoff``) and, for a lost connection, note the fault."""
         self._drop_claim_conn()
         if self._claim_backoff.failed(what, exc):
-            self._fault()
+            self.note_fault()
 
     def _abandon(self, run: Run) -> None:
         """Queue ``run``'s claim for RELEASE_SQL (the run has returned)."""
@@ -405,7 +422,7 @@ class Worker:
                 # back); an error that is not a lost connection with its traceback, and retried
                 # too: the claim loop would lose its wakeups to a dead thread.
                 if db.is_connection_fault(exc):
-                    self._fault()
+                    self.note_fault()
                     if not failing:
                         log.warning("%s: listen connection failed (%s); polling meanwhile", self.worker_id, exc)
                 elif not failing:
@@ -417,8 +434,9 @@ class Worker:
         if conn is not None:
             conn.close()
 
-    def _seen_params(self) -> dict:
-        return seen_params(self.worker_id, self.definitions, self.deployment_refresh)
+    def seen_params(self) -> dict:
+        """The parameters of this worker's worker_deployments rows (``SEEN_SQL``)."""
+        return deployment_rows(self.worker_id, self.definitions, self.deployment_refresh)
 
     # -- one run -----------------------------------------------------------------------------
 
@@ -461,7 +479,7 @@ class Worker:
                 # and count no takeover; a write that did commit a terminal or sleeping status
                 # leaves the row not 'running', and the release matches nothing.
                 healthy = False
-                self._fault()
+                self.note_fault()
                 self.tally.add("abandoned")
                 self._abandon(run)
                 log.warning("%s: database error in %s (%s); abandoning the run", self.worker_id, run.workflow_id, exc)
