@@ -57,6 +57,24 @@ for side in SIDES:
             f"median {st.median(ovh):.2f}; direct call p50 ms {direct}, median {st.median(direct):.2f}; "
             f"committed {com} of {xs[0]['n']} each"
         )
+lines += [
+    "",
+    "## q: the same serial gated effect on a quiet machine",
+    "",
+    "Runs q1-q3: `bash run.sh q 3 before after`, after the lead's CI run, nothing else running; before =",
+    "e999e55, after = the merged main (/tmp/comp/after at the commit named in its JSON).",
+    "",
+]
+for side in SIDES:
+    xs = runs("q", side)
+    if xs:
+        eff = [x["effect_p50_ms"] for x in xs]
+        ovh = [x["overhead_p50_ms"] for x in xs]
+        direct = [x["direct_call_p50_ms"] for x in xs]
+        lines.append(
+            f"- {side}: effect p50 ms {eff}, median {st.median(eff):.2f}; overhead p50 ms {ovh}, "
+            f"median {st.median(ovh):.2f}; direct call p50 ms {direct}, median {st.median(direct):.2f}"
+        )
 
 
 def reading(tag, key, what):
@@ -80,6 +98,8 @@ lines += ["", "## Reading", ""]
 reading("c", "workflows_per_s", "wf/s")
 reading("e", "effect_p50_ms", "effect p50 ms")
 reading("e", "overhead_p50_ms", "overhead p50 ms")
+reading("q", "effect_p50_ms", "effect p50 ms (quiet)")
+reading("q", "overhead_p50_ms", "overhead p50 ms (quiet)")
 lines.append(
     "- e: the overhead subtracts the direct call timed in the same run, so it is the figure of the effect path"
 )
