@@ -11,6 +11,23 @@ def runs(tag, side):
     return [json.load(open(f)) for f in sorted(glob.glob(f"{side}_{tag}*.json"))]
 
 
+def effect_lines(tag, committed):
+    """The serial-effect figures of runs ``tag`` for each side (with the committed counts)."""
+    for side in SIDES:
+        xs = runs(tag, side)
+        if xs:
+            eff = [x["effect_p50_ms"] for x in xs]
+            ovh = [x["overhead_p50_ms"] for x in xs]
+            direct = [x["direct_call_p50_ms"] for x in xs]
+            line = (
+                f"- {side}: effect p50 ms {eff}, median {st.median(eff):.2f}; overhead p50 ms {ovh}, "
+                f"median {st.median(ovh):.2f}; direct call p50 ms {direct}, median {st.median(direct):.2f}"
+            )
+            if committed:
+                line += f"; committed {[x['committed'] for x in xs]} of {xs[0]['n']} each"
+            lines.append(line)
+
+
 lines = [
     "# A/B of issue 47's composition of the effect call (before = e999e55, after = this branch)",
     "",
@@ -45,18 +62,7 @@ lines += [
     "after`; runs e21-e23: `bash run.sh e2 3 after before` (the other order), listed in file-name order.",
     "",
 ]
-for side in SIDES:
-    xs = runs("e", side)
-    if xs:
-        eff = [x["effect_p50_ms"] for x in xs]
-        ovh = [x["overhead_p50_ms"] for x in xs]
-        com = [x["committed"] for x in xs]
-        direct = [x["direct_call_p50_ms"] for x in xs]
-        lines.append(
-            f"- {side}: effect p50 ms {eff}, median {st.median(eff):.2f}; overhead p50 ms {ovh}, "
-            f"median {st.median(ovh):.2f}; direct call p50 ms {direct}, median {st.median(direct):.2f}; "
-            f"committed {com} of {xs[0]['n']} each"
-        )
+effect_lines("e", committed=True)
 lines += [
     "",
     "## q: the same serial gated effect on a quiet machine",
@@ -65,16 +71,7 @@ lines += [
     "e999e55, after = the merged main (/tmp/comp/after at the commit named in its JSON).",
     "",
 ]
-for side in SIDES:
-    xs = runs("q", side)
-    if xs:
-        eff = [x["effect_p50_ms"] for x in xs]
-        ovh = [x["overhead_p50_ms"] for x in xs]
-        direct = [x["direct_call_p50_ms"] for x in xs]
-        lines.append(
-            f"- {side}: effect p50 ms {eff}, median {st.median(eff):.2f}; overhead p50 ms {ovh}, "
-            f"median {st.median(ovh):.2f}; direct call p50 ms {direct}, median {st.median(direct):.2f}"
-        )
+effect_lines("q", committed=False)
 
 
 def reading(tag, key, what):
