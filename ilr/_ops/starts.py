@@ -9,7 +9,7 @@ from psycopg.rows import dict_row
 from ilr._errors import ConcurrencyLimitReached, InvalidInput, WorkflowConflict
 from ilr._ops.slots import end_queued, key_rows, workflow_rows
 from ilr._ops.workflow_ops import cancel_in
-from ilr._queries.slots import LOCK_KEY, LOCK_QUEUED_TOP_LEVEL
+from ilr._queries.slots import LOCK_KEY, LOCK_QUEUED_TOP_LEVEL, RESTORE_LOCK_WAITS, SHORT_LOCK_WAITS
 from ilr._queries.workflows import (
     APPROVE_REQUEST_IN_SELECT_WORKFLOWS,
     DEDUP_FIND,
@@ -169,14 +169,20 @@ CANCEL_RUNNING_TRIES = 20
 guess and its key lock (each try follows a start, an admission or an end of the key)."""
 
 
-def _holders(conn, key: str) -> set[str]:
-    return {r["workflow_id"] for r in key_rows(conn, key) if r["slot_no"] is not None}
+def _holders(conn, key: str, limit: int) -> tuple[set[str], int]:
+    """``key``'s live holders, and the limit in force: its live rows' (the one the insert
+    trigger applies: a start asking another limit joins under it), else ``limit``."""
+    rows = key_rows(conn, key)
+    live = rows[0]["slot_limit"] if rows else limit
+    return {r["workflow_id"] for r in rows if r["slot_no"] is not None}, live
 
 
 def _cancel_holders_of_a_full_key(conn, key: str, limit: int, by: str) -> bool:
     """cancel_running's decision: when ``key``'s live holders fill ``limit``, request each one's
-    cancel (``cancel_in``, by ``by``). Decided under the key's lock, which the caller's
-    transaction keeps when this returns. Returns whether the key was full.
+    cancel (``cancel_in``, by ``by``). The limit is the key's live one when it has live rows
+    (``_holders``): the one that decides whether this start queues. Decided under the key's
+    lock, which the caller's transaction keeps when this returns. Returns whether the key was
+    full.
 
     The race (docs/protocol.md §5.4): holders read before the key's lock miss a start that
     takes the key meanwhile (of two simultaneous starts of an empty key, the second would queue
@@ -191,27 +197,71 @@ def _cancel_holders_of_a_full_key(conn, key: str, limit: int, by: str) -> bool:
     which also gives back the key's lock and the rows' locks, and the next try guesses the
     holders read under the lock.
 
+    One holder a cancel ends at once: one that never ran (queued for its queue's slot, or put
+    off by a rate). Its release admits the key's next waiter inside this savepoint, so the
+    holders under the lock hold one this savepoint made (``_cancel_admitted_here``).
+
     Raises:
         psycopg.OperationalError: the holders changed CANCEL_RUNNING_TRIES times in a row.
     """
-    guess = _holders(conn, key)
+    guess, guess_limit = _holders(conn, key, limit)
     for _ in range(CANCEL_RUNNING_TRIES):
-        with conn.transaction():  # a savepoint
-            cancelled = set()
-            if len(guess) >= limit:
-                for holder in sorted(guess):  # rows in id order: two such starts lock them alike
-                    cancel_in(conn, holder, by=by)
-                cancelled = guess
-            conn.execute(LOCK_KEY, (key,))
-            held = _holders(conn, key)
-            full = len(held) >= limit
-            if (held & cancelled) == (held if full else set()):
-                return full
-            guess = held
-            raise psycopg.Rollback()
+        try:
+            with conn.transaction():  # a savepoint
+                cancelled = set()
+                if len(guess) >= guess_limit:
+                    for holder in sorted(guess):  # rows in id order: two such starts lock them alike
+                        cancel_in(conn, holder, by=by)
+                    cancelled = set(guess)
+                conn.execute(LOCK_KEY, (key,))
+                held, live = _holders(conn, key, limit)
+                full = len(held) >= live
+                if full and cancelled and held - cancelled:
+                    held = _cancel_admitted_here(conn, key, limit, held, cancelled, by)
+                if (held & cancelled) == (held if full else set()):
+                    return full
+                guess, guess_limit = held, live
+                raise psycopg.Rollback()
+        except psycopg.errors.LockNotAvailable:  # rolled back: a holder admitted elsewhere was busy
+            guess, guess_limit = _holders(conn, key, limit)
     raise psycopg.OperationalError(
         f"concurrency_key {key!r}: its holders kept changing under on_conflict='cancel_running'"
     )
+
+
+ADMITTED_LOCK_WAIT = "100ms"
+"""The longest ``_cancel_admitted_here`` waits for a lock: past it the savepoint rolls back and
+cancel_running decides again."""
+
+
+def _cancel_admitted_here(conn, key: str, limit: int, held: set[str], cancelled: set[str], by: str) -> set[str]:
+    """Under ``key``'s lock, cancel the holders that are not in ``cancelled`` (adding them to
+    it) until none is left; returns the holders then.
+
+    Without this, the retry rolled back the admission and guessed the admitted waiter as the
+    holder, whose cancel (it is queued again) let the first holder hold again: no try agreed.
+
+    The holders not in ``cancelled`` are waiters admitted by a cancelled holder's release in
+    this savepoint: the admission locked their rows, so their cancels wait on nothing. But one
+    may have been admitted by another transaction between the guess and the key's lock, and
+    its row (a worker's) is locked after the key's lock here, against the lock order: a wait
+    could close a cycle with that holder's end. So lock waits are bounded here
+    (ADMITTED_LOCK_WAIT); past the bound, LockNotAvailable rolls the savepoint back and the
+    caller decides again.
+    """
+    previous = conn.cursor(row_factory=dict_row).execute(SHORT_LOCK_WAITS, (ADMITTED_LOCK_WAIT,)).fetchone()["previous"]
+    # Each round either ends a holder (one more live row of the key gone) or leaves every holder
+    # cancelled (none left over): at most one round per live row, and one more.
+    for _ in range(len(key_rows(conn, key)) + 1):
+        extra = held - cancelled
+        if not extra:
+            break
+        for holder in sorted(extra):
+            cancel_in(conn, holder, by=by)
+        cancelled |= extra
+        held, _ = _holders(conn, key, limit)
+    conn.execute(RESTORE_LOCK_WAITS, (previous,))
+    return held
 
 
 def _end_queued_starts(cur, key: str, wf_id: str, by: str) -> None:

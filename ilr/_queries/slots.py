@@ -23,6 +23,13 @@ LIVE_SLOTS_OF_KEY = (
 LOCK_KEY = "select ilr.slot_lock(%s)"
 """Take the key's transaction lock, the one every acquire and release of it takes (``_ops.slots``)."""
 
+SHORT_LOCK_WAITS = "select current_setting('lock_timeout') as previous, set_config('lock_timeout', %s, true)"
+"""Bound this transaction's lock waits (``_ops.starts``: cancels under a key's lock, where a wait
+could close a cycle with a holder's end), returning the bound in force before."""
+
+RESTORE_LOCK_WAITS = "select set_config('lock_timeout', %s, true)"
+"""Put back the lock wait bound that ``SHORT_LOCK_WAITS`` returned."""
+
 LOCK_QUEUED_TOP_LEVEL = (
     "select s.workflow_id from ilr.slots s join ilr.workflows w on w.id = s.workflow_id "
     "where s.key = %s and s.released_at is null and s.slot_no is null and w.parent_id is null "

@@ -95,7 +95,7 @@ class FlowRules(RuleBasedStateMachine):
     @rule(
         key=st.sampled_from(FLOW_KEYS),
         limit=st.sampled_from([1, 2]),
-        on_conflict=st.sampled_from(["queue", "reject", "replace_queued"]),
+        on_conflict=st.sampled_from(["queue", "reject", "replace_queued", "cancel_running"]),
         wait=st.booleans(),
     )
     def start_keyed(self, key, limit, on_conflict, wait):
@@ -117,6 +117,21 @@ class FlowRules(RuleBasedStateMachine):
             # ctx.lock waiters are running workflows, not starts: they keep their place.
             waiting = {w["workflow_id"] for w in self.rt.concurrency(key)["waiting"]}
             assert {w for w in waiting if not w.startswith("locked")} <= {wf_id}, waiting
+        if on_conflict == "cancel_running" and self.rt.describe(wf_id)["status"] == "pending":
+            # Decided under the key's lock: a start that queued found the key full, and every
+            # start holding it then has its cancel requested (by this start or an earlier one)
+            # or has ended. A start holding it now held it then: the queued starts were ended,
+            # so an admission since could only take a ctx.lock waiter ("locked...").
+            state = self.rt.concurrency(key)
+            if wf_id in {w["workflow_id"] for w in state["waiting"]}:
+                for holder in state["holders"]:
+                    if holder["workflow_id"].startswith("keyed"):
+                        seen = self.rt.describe(holder["workflow_id"])
+                        assert seen["cancel_requested_by"] or seen["status"] not in (
+                            "pending",
+                            "running",
+                            "sleeping",
+                        ), seen
 
     @rule(key=st.sampled_from(FLOW_KEYS), limit=st.sampled_from([1, 2]), wait_inside=st.booleans())
     def start_locked(self, key, limit, wait_inside):

@@ -95,6 +95,36 @@ def test_cancel_running_requests_the_holders_cancel_and_queues(rt):
     assert holders(rt, "acct:7") == ["a"] and queue(rt, "acct:7") == ["b"]  # a holds until it ends
 
 
+def test_cancel_running_decides_full_by_the_keys_live_limit_not_its_own(rt):
+    """A start asking limit 2 of a key whose live rows say 1 joins under 1 (the insert trigger):
+    it queues, so the holder must be cancelled, though the start's own limit is not reached."""
+    rt.start("keyed", "a", {"account": "acct:27"})
+    rt.start("keyed", "b", {"account": "acct:27"}, concurrency_limit=2, on_conflict="cancel_running")
+    assert holders(rt, "acct:27") == ["a"] and queue(rt, "acct:27") == ["b"]
+    assert rt.describe("a")["cancel_requested_by"] == "$concurrency:b"
+    rt.start("keyed", "c", {"account": "acct:28"}, concurrency_limit=2)
+    rt.start("keyed", "d", {"account": "acct:28"}, concurrency_limit=1, on_conflict="cancel_running")
+    assert holders(rt, "acct:28") == ["c", "d"]  # the live limit 2 holds: room, nobody cancelled
+    assert rt.describe("c")["cancel_requested_at"] is None
+
+
+def test_cancel_running_of_a_holder_queued_for_its_queue_does_not_hand_the_key_to_an_older_start(rt, settings):
+    """The holder of the key is queued for its queue's slot (it never ran), so its cancel ends it
+    at once, and that release admitted the key's older waiter inside the deciding transaction.
+    The decision then found that waiter holding, uncancelled: it retried, and the retry undid
+    the admission, forever (OperationalError "its holders kept changing")."""
+    settings.ILR_QUEUES = TEST_QUEUES
+    rt.start("in_two_at_a_time", "x1", {})
+    rt.start("in_two_at_a_time", "x2", {})  # the queue's two slots are taken
+    rt.start("in_two_at_a_time", "a", {"account": "acct:29"})  # holds the key, queued for the queue
+    rt.start("in_two_at_a_time", "b", {"account": "acct:29"})  # waits for the key
+    assert holders(rt, "acct:29") == ["a"] and queue(rt, "acct:29") == ["b"]
+    rt.start("in_two_at_a_time", "c", {"account": "acct:29"}, on_conflict="cancel_running")
+    assert rt.describe("a")["status"] == "cancelled"  # it never ran: ended at once
+    assert rt.describe("b")["cancel_requested_by"] == "$concurrency:c"
+    assert rt.describe("c")["status"] == "pending"
+
+
 def test_cancel_running_also_ends_the_starts_waiting_so_the_newest_takes_the_released_slot(rt):
     """A start that cancels the holder must get the slot the holder releases: an older start still
     waiting took it (the holder was cancelled for nothing the new start gained)."""
