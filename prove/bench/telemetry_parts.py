@@ -3,7 +3,7 @@
 ``python -m prove.bench.telemetry_parts [--n N]``: the OpenTelemetry SDK as ILR_TELEMETRY
 {"spans_memory": true, "metrics_memory": true} installs it in a worker (``setup.configure``), then
 N times each call the engine's hooks make per workflow, timed by the process's CPU clock: a span
-started and ended (with no attribute, with one), a histogram record, a counter add, a span id,
+started and ended (with no attribute, with one, dropped by its sampler), a histogram record, a counter add, a span id,
 and the whole set of hooks of one 4-step workflow (``hooks.run_started``, four ``hooks.step``
 blocks, ``hooks.workflow_ended``, ``hooks.run_ended``). No database and no worker threads: this is
 the floor of what telemetry adds to a worker's CPU per workflow, which
@@ -56,15 +56,23 @@ def _cpu_us(call, n: int) -> float:
 
 def measure(n: int) -> list[tuple[str, float]]:
     """[(what, CPU µs per call)], the SDK installed as a worker installs it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
     from ilr._telemetry import ids, metrics, setup, tracing
 
     setup.configure({"spans_memory": True, "metrics_memory": True})
     tracer = tracing._tracer
+    unsampled = TracerProvider(sampler=ALWAYS_OFF).get_tracer("interlock")
     rows = [
         ("a span started and ended, no attribute", _cpu_us(lambda i: tracer.start_span("x").end(), n)),
         (
             "a span started and ended, one attribute",
             _cpu_us(lambda i: tracer.start_span("x", attributes={"a": i}).end(), n),
+        ),
+        (
+            "a span its sampler drops (ALWAYS_OFF), one attribute",
+            _cpu_us(lambda i: unsampled.start_span("x", attributes={"a": i}).end(), n),
         ),
         (
             "a histogram record, two attributes",
