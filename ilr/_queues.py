@@ -72,7 +72,8 @@ def parse_rate(value: Any) -> tuple[int, float]:
         word = match.group(3)
         unit = word if word in _UNITS else _WORDS.get(word) or _WORDS.get(word[:-1] if word.endswith("s") else "")
     rule = (
-        "a rate is '<starts>/<unit>' like '100/m' or '5/10s' (units s, m, h, d; a period of 1 s to "
+        "a rate is '<starts>/<unit>' like '100/m' or '5/10s' (units s, m, h, d or sec, min, hour, day, plurals "
+        "too; a period of 1 s to "
         f"366 days; 1 to {MAX_RATE_STARTS} starts), got {value!r}"
     )
     if not match or unit is None:

@@ -25,7 +25,7 @@ from approvals.admin.deployments import DeploymentViews
 from approvals.admin.filters import DeploymentNameFilter, DeploymentVersionFilter, OutcomeFilter
 from approvals.admin.operations import OperationsViews
 from approvals.templatetags.approvals_extras import as_json, reveal_html
-from ilr import NO_WORKER_ROW, history_on
+from ilr import NO_WORKER_ROW, TERMINAL, history_on
 from ilr.models import Claim, Effect, Signal, Slot, Step, Workflow
 
 
@@ -105,7 +105,10 @@ class WorkflowAdmin(OperationsViews, WorkflowActions, DeploymentViews, ReadOnlyA
 
     @admin.display(description="available at")
     def available(self, obj):
-        """``available_at`` as text: 'never by itself' for 'infinity'."""
+        """``available_at`` as text: 'never by itself' for 'infinity'; "—" once it ended (a
+        workflow cancelled while queued keeps the 'infinity' it waited with)."""
+        if obj.status in TERMINAL:
+            return "—"
         text = getattr(obj, "available_at_text", None)
         if text == "infinity" and (obj.waiting or {}).get("kind") in ("slot", "lock"):
             return f"when a slot of {obj.waiting.get('key')} frees"

@@ -138,7 +138,9 @@ def describe_key(conn, key: str) -> dict:
 
     Returns:
         {"key", "holders": [{workflow_id, slot_no, acquired_at}], "waiting": [{workflow_id,
-        position (1 = next), priority, queued_at}]}.
+        position (1 = next), priority, queued_at, put_off_until}]}. ``put_off_until`` is set for
+        a start its key's rate put off (it holds no slot and joins the queue then: its
+        ``queued_at``), else None; ``Runtime.queues`` counts those apart, as ``put_off``.
 
     Raises:
         InvalidInput: a bad key (field "concurrency_key").
@@ -151,7 +153,13 @@ def describe_key(conn, key: str) -> dict:
         if r["slot_no"] is not None
     ]
     waiting = [
-        {"workflow_id": r["workflow_id"], "position": i, "priority": r["priority"], "queued_at": r["queued_at"]}
+        {
+            "workflow_id": r["workflow_id"],
+            "position": i,
+            "priority": r["priority"],
+            "queued_at": r["queued_at"],
+            "put_off_until": r["deferred_until"],
+        }
         for i, r in enumerate((r for r in rows if r["slot_no"] is None), 1)
     ]
     return {"key": key, "holders": holders, "waiting": waiting}

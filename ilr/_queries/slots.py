@@ -6,7 +6,7 @@ triggers on ilr.workflows; these are the reads and the writes a start or a cance
 
 from __future__ import annotations
 
-SLOT_COLUMNS = "key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at"
+SLOT_COLUMNS = "key, workflow_id, slot_limit, slot_no, priority, queued_at, acquired_at, deferred_until"
 """The columns the reads below return."""
 
 LIVE_SLOTS_OF_WORKFLOW = (

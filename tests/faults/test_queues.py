@@ -174,6 +174,9 @@ def test_a_start_put_off_by_its_keys_rate_leaves_the_queue_slot_to_another_key(r
     rt.start("in_one_slow_per_key", "slow-b-1", {"account": "acct:B"})
     assert (rt.describe("slow-a-2")["waiting"] or {}).get("kind") == "rate", rt.describe("slow-a-2")["waiting"]
     assert {q["queue"]: q for q in rt.queues()}["one_at_a_time_slow_per_key"]["put_off"] == 1
+    # rt.concurrency of the queue's key says so too (it listed it as a plain waiter at position 1).
+    waiting = {w["workflow_id"]: w for w in rt.concurrency("queue:one_at_a_time_slow_per_key")["waiting"]}
+    assert waiting["slow-a-2"]["put_off_until"] is not None, waiting
     rt.result("slow-b-1", timeout=30)
     rt.result("slow-a-2", timeout=30)
     (a1,), (a2,) = scheduled(rt, "acct:A", "slow-a-1"), scheduled(rt, "acct:A", "slow-a-2")

@@ -379,3 +379,24 @@ def test_a_queue_whose_concurrency_was_lowered_shows_the_limit_still_in_force(rt
     admin.force_login(User.objects.create_superuser("root", password="pw"))
     page = admin_page(admin, "admin:ilr_slot_changelist")
     assert "1 (2 in force until its live workflows drain)" in page and "1000 in force" not in page
+
+
+def test_the_admin_shows_no_wait_for_a_workflow_cancelled_while_queued(rt, settings):
+    """A start cancelled while queued keeps the 'infinity' it waited with, and the admin's
+    "available at" said "never by itself (waits for a signal)" of a workflow that had ended."""
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    rt.start("keyed", "a", {"account": "acct:31"})
+    rt.start("keyed", "b", {"account": "acct:31"})
+    rt.cancel("b", by="ops")
+    assert rt.describe("b")["status"] == "cancelled"
+    admin = Client()
+    admin.force_login(User.objects.create_superuser("root", password="pw"))
+    r = admin.get(reverse("admin:ilr_workflow_change", args=["b"]))
+    assert r.status_code == 200
+    page = r.content.decode()
+    assert "never by itself" not in page and "when a slot of" not in page
+    r = admin.get(reverse("admin:ilr_workflow_change", args=["a"]))
+    assert "never by itself" not in r.content.decode()  # a holder, due now
