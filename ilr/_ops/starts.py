@@ -197,9 +197,10 @@ def _cancel_holders_of_a_full_key(conn, key: str, limit: int, by: str) -> bool:
     which also gives back the key's lock and the rows' locks, and the next try guesses the
     holders read under the lock.
 
-    One holder a cancel ends at once: one that never ran (queued for its queue's slot, or put
-    off by a rate). Its release admits the key's next waiter inside this savepoint, so the
-    holders under the lock hold one this savepoint made (``_cancel_admitted_here``).
+    A holder that never ran (queued for its queue's slot, or put off by a rate) ends at once
+    when cancelled, and its release admits the key's next waiter inside this savepoint: the
+    holders under the lock then include one this savepoint admitted, which
+    ``_cancel_admitted_here`` cancels too.
 
     Raises:
         psycopg.OperationalError: the holders changed CANCEL_RUNNING_TRIES times in a row.
@@ -238,8 +239,8 @@ def _cancel_admitted_here(conn, key: str, limit: int, held: set[str], cancelled:
     """Under ``key``'s lock, cancel the holders that are not in ``cancelled`` (adding them to
     it) until none is left; returns the holders then.
 
-    Without this, the retry rolled back the admission and guessed the admitted waiter as the
-    holder, whose cancel (it is queued again) let the first holder hold again: no try agreed.
+    A retry instead would roll the admission back and guess the admitted waiter as the holder,
+    whose cancel (it is queued again) lets the first holder hold again: no try would agree.
 
     The holders not in ``cancelled`` are waiters admitted by a cancelled holder's release in
     this savepoint: the admission locked their rows, so their cancels wait on nothing. But one
